@@ -1,0 +1,32 @@
+"""lm-eval-longmem: long-context memory evaluations for EleutherAI's lm-evaluation-harness.
+
+Importing this package is cheap on purpose (the `.pth` start-up hook imports
+`lm_eval_longmem._autoload` in every Python process); heavy imports live in the
+submodules that need them.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def task_manager(**kwargs) -> TaskManager:  # noqa: F821 (annotation only; lm_eval is imported lazily)
+    """A `lm_eval.tasks.TaskManager` that knows our tasks, for `lm_eval.simple_evaluate`.
+
+    Keyword arguments go to `TaskManager` unchanged (e.g. `metadata=`, `include_path=`);
+    our task directory is added whether or not the start-up hook is active::
+
+        import lm_eval, lm_eval_longmem
+        tm = lm_eval_longmem.task_manager(metadata={"pretrained": "HuggingFaceTB/SmolLM2-135M"})
+        lm_eval.simple_evaluate(model="hf", model_args="pretrained=HuggingFaceTB/SmolLM2-135M",
+                                tasks=["booksort"], task_manager=tm)
+
+    Pass the same model arguments in `metadata` that you give the model: the harness
+    only merges `model_args` into the metadata when it builds the TaskManager itself.
+    """
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_longmem._autoload import with_our_tasks
+
+    kwargs["include_path"] = with_our_tasks(kwargs.get("include_path"))
+    return TaskManager(**kwargs)

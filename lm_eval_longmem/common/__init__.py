@@ -1,0 +1,1 @@
+"""Pieces the three evaluations share: lengths, model facts, text sources, statistics, caching, the task base."""

@@ -1,0 +1,124 @@
+"""Text sources for the evaluations that need long natural text, and their cached token ids.
+
+A source is one of:
+  * None: the evaluation's default hub dataset (PG-19's test books, `emozilla/pg19-test`);
+  * a path to a `.txt` file, or to a directory of `.txt` files (one text per file, by name);
+  * `hf:OWNER/NAME[:SPLIT][#FIELD]` for another hub dataset.
+Texts are kept apart (one per book), never merged mid-sentence; callers decide how to join them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.model_info import tokenizer_fingerprint
+
+DEFAULT_DATASET = "emozilla/pg19-test"
+_HUB_SOURCE = re.compile(r"^hf:(?P<name>[^:#]+)(?::(?P<split>[^#]+))?(?:#(?P<field>.+))?$")
+_GUTENBERG_START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.MULTILINE | re.IGNORECASE)
+_GUTENBERG_END = re.compile(
+    r"^(\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK|End of (the )?Project Gutenberg).*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def load_texts(
+    source: str | Path | None,
+    *,
+    default_dataset: str = DEFAULT_DATASET,
+    field: str = "text",
+    split: str = "test",
+) -> list[str]:
+    """The texts of `source` (see the module docstring), each stripped of Project Gutenberg boilerplate."""
+    if source is None or str(source).strip() == "":
+        texts = _load_hub(default_dataset, split, field, hint_default=True)
+    elif match := _HUB_SOURCE.match(str(source)):
+        texts = _load_hub(match["name"], match["split"] or split, match["field"] or field, hint_default=False)
+    else:
+        texts = _load_local(Path(str(source)).expanduser())
+    texts = [strip_gutenberg(t) for t in texts]
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise ValueError(f"the text source {source!r} holds no text")
+    return texts
+
+
+def _load_local(path: Path) -> list[str]:
+    if path.is_file():
+        return [path.read_text(encoding="utf-8", errors="replace")]
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+        if not files:
+            raise FileNotFoundError(f"no .txt files in {path}: point the corpus at a folder of plain-text books")
+        return [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    raise FileNotFoundError(
+        f"text source {str(path)!r} is neither a file nor a directory; give a .txt file, a folder of "
+        ".txt files, or hf:OWNER/NAME[:SPLIT][#FIELD] for a hub dataset"
+    )
+
+
+def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[str]:
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(name, split=split)
+    except Exception as err:  # datasets raises many types offline (ConnectionError, OSError, ...)
+        fix = (
+            "point the evaluation at local text instead (a .txt file or a folder of .txt books, "
+            "e.g. Project Gutenberg books), see the option list in the task README"
+            if hint_default
+            else "check the name, split and your network/HF token, or use local .txt files"
+        )
+        raise RuntimeError(f"could not load the hub dataset {name!r} (split {split!r}): {err}. To fix: {fix}") from err
+    if field not in dataset.column_names:
+        raise ValueError(f"hub dataset {name!r} has no field {field!r}; its fields: {dataset.column_names}")
+    return [str(t) for t in dataset[field]]
+
+
+def strip_gutenberg(text: str) -> str:
+    """`text` without the Project Gutenberg licence header and footer, when they are present."""
+    if start := _GUTENBERG_START.search(text):
+        text = text[start.end() :]
+    if end := _GUTENBERG_END.search(text):
+        text = text[: end.start()]
+    return text.strip()
+
+
+def tokenize_texts(texts: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
+    """Token ids (int32, no special tokens) of each text, cached on disk per tokenizer and text."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=digest.hexdigest(), v=1)
+
+    def build() -> list[np.ndarray]:
+        ids = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        return [np.asarray(row, dtype=np.int32) for row in ids]
+
+    def dump(arrays: list[np.ndarray], path: Path) -> None:
+        with open(path, "wb") as fh:
+            np.savez(fh, *arrays)
+
+    def load(path: Path) -> list[np.ndarray]:
+        with np.load(path) as data:
+            return [data[f"arr_{i}"] for i in range(len(data.files))]
+
+    return load_or_build("tokens", key, build, dump=dump, load=load, suffix=".npz")
+
+
+def token_stream(texts: Sequence[str], tokenizer: Any, *, separator_ids: Sequence[int] = ()) -> np.ndarray:
+    """All texts' token ids concatenated (int32), with `separator_ids` between consecutive texts."""
+    parts: list[np.ndarray] = []
+    separator = np.asarray(separator_ids, dtype=np.int32)
+    for i, ids in enumerate(tokenize_texts(texts, tokenizer)):
+        if i and separator.size:
+            parts.append(separator)
+        parts.append(ids)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)

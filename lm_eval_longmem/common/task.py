@@ -1,0 +1,38 @@
+"""The task base every lm-eval-longmem YAML task uses (`class: !function lm_eval_longmem.common.task.LongmemTask`).
+
+lm-eval's `--cache_requests` keys its saved requests by task name, shots, rank, chat template and
+tokenizer, but not by `--metadata`. Our data depend on metadata (lengths, corpus, seed, ...), so a
+second run with other options would silently reuse the first run's requests. `LongmemTask` adds a
+fingerprint of the task's whole metadata (model args included) to that key, so any change of
+options builds and caches new requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from lm_eval.api.task import ConfigurableTask
+
+
+def metadata_fingerprint(metadata: dict[str, Any] | None) -> str:
+    """A short stable hash of a task's metadata (sorted JSON)."""
+    blob = json.dumps(metadata or {}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def option(metadata: dict[str, Any] | None, key: str, default: Any = None) -> Any:
+    """`metadata[key]`, or `default` when it is absent or given empty (`--metadata key=`)."""
+    value = (metadata or {}).get(key)
+    return default if value is None or value == "" else value
+
+
+class LongmemTask(ConfigurableTask):
+    """ConfigurableTask whose request cache key includes a fingerprint of its metadata."""
+
+    def build_all_requests(self, *, tokenizer_name: str = "", **kwargs: Any) -> None:
+        # `tokenizer_name` is only used to name the request cache (lm_eval/api/task.py), so the
+        # fingerprint rides along with it and nothing else about the harness changes.
+        fingerprint = metadata_fingerprint(self.config.metadata)
+        super().build_all_requests(tokenizer_name=f"{tokenizer_name}-longmem-{fingerprint}", **kwargs)

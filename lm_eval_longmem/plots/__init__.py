@@ -1,0 +1,54 @@
+"""Figures from results files: `lm-eval-longmem plot RESULTS` calls every plotter that applies.
+
+Figures read result files only, never a model, so they work on runs made elsewhere (e.g. on a
+GPU cluster). Each evaluation's figure lives in `plots/<evaluation>.py` with two functions:
+`can_plot(results) -> bool` and `plot(results, out_prefix, formats) -> list[Path]`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+PLOTTERS = ("forgetting_curve", "booksort", "babilong")
+
+
+def find_results_file(path: Path) -> Path:
+    """`path` itself, or the newest `results_*.json` under a folder."""
+    path = Path(path)
+    if path.is_dir():
+        found = sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise FileNotFoundError(f"no results_*.json under {path}: pass the file lm_eval wrote with --output_path")
+        return found[-1]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    return path
+
+
+def plot_results(path: Path, *, out_prefix: Path | None = None, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Draw every figure the results file supports; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    results_file = find_results_file(path)
+    results = json.loads(results_file.read_text())
+    results.setdefault("_source_path", str(results_file))
+    prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")
+    written: list[Path] = []
+    for name in PLOTTERS:
+        try:
+            module = importlib.import_module(f"lm_eval_longmem.plots.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"lm_eval_longmem.plots.{name}":
+                raise
+            continue
+        if module.can_plot(results):
+            written += module.plot(results, prefix, formats)
+    if not written:
+        raise ValueError(
+            f"{results_file} holds no forgetting_curve, booksort or babilong results to plot "
+            "(run the tasks with lm_eval first, or pass an original forgetting-curve result file)"
+        )
+    return written
