@@ -5,12 +5,10 @@ Importing this package is cheap on purpose (the `.pth` start-up hook imports
 submodules that need them.
 """
 
-from __future__ import annotations
-
 __version__ = "0.1.0"
 
 
-def task_manager(**kwargs) -> TaskManager:  # noqa: F821 (annotation only; lm_eval is imported lazily)
+def task_manager(**kwargs) -> "TaskManager":  # noqa: F821 (lm_eval is imported lazily)
     """A `lm_eval.tasks.TaskManager` that knows our tasks, for `lm_eval.simple_evaluate`.
 
     Keyword arguments go to `TaskManager` unchanged (e.g. `metadata=`, `include_path=`);

