@@ -1,0 +1,145 @@
+"""Wall time and peak memory of `loglikelihood_accuracy` against the harness's own paths.
+
+For each length L, one teacher-forced copy sequence ``[bos] S [bos] S`` of L tokens (context: the
+first half, continuation: the second half, as in the forgetting curve) is scored by
+
+    (a) stock  the harness's `loglikelihood` path (HFLM._loglikelihood_tokens: full-vocabulary
+               logits and log_softmax at every position),
+    (b) ours   HFLM.loglikelihood_accuracy (model body once, LM head in chunks at scored positions),
+    (c) body   a bare forward of the model body without the LM head (the floor for any method),
+
+each in its own fresh subprocess (so one variant's allocations cannot hide in another's peak),
+after loading the model, reading every weight once (they are memory-mapped, and a body-only
+forward would otherwise never page in the LM head) and one small warm-up call. Peak memory is the
+process's peak resident set size (`ru_maxrss`; tracemalloc cannot see torch's allocations);
+"over load" subtracts the RSS measured right before the timed call. Targets (issue 2): (b) within 1.15x of (c) in memory and
+1.10x in time, and strictly below (a) in memory at every length.
+
+    python benchmarks/loglikelihood_accuracy.py --pretrained PATH_OR_HUB_ID --lengths 1k,2k,4k [--threads 2] [--repeats 3]
+
+Without --pretrained it uses the SmolLM2-135M-Instruct folder that the test suite converts into
+~/.cache/lm_eval_longmem/test-models (run `pytest -m slow tests/backends` once to create it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+VARIANTS = ("stock", "ours", "body")
+
+
+def default_model() -> Path:
+    root = os.environ.get("LM_EVAL_LONGMEM_CACHE") or Path.home() / ".cache" / "lm_eval_longmem"
+    return Path(root) / "test-models" / "SmolLM2-135M-Instruct"
+
+
+def rss_gb() -> float:
+    """Current resident set size of this process, from /proc (GB)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
+
+
+def copy_sequence(length: int, vocab_size: int, bos: int) -> tuple[list[int], list[int]]:
+    """`[bos] S [bos] S` of `length` tokens (S random, seeded), split into halves."""
+    import numpy as np
+
+    half = length // 2
+    block = np.random.default_rng([0, length]).integers(100, vocab_size, size=half - 1).tolist()
+    sequence = [bos, *block, bos, *block]
+    return sequence[:half], sequence[half:]
+
+
+def measure(variant: str, pretrained: str, length: int, threads: int, repeats: int) -> dict:
+    """Runs in the child: load, warm up, time the call `repeats` times (keep the fastest), report peak RSS."""
+    import torch
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_longmem.backends import install
+
+    torch.set_num_threads(threads)
+    install()
+    lm = HFLM(pretrained=pretrained, device="cpu", dtype="float32", batch_size=1)
+    bos = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.prefix_token_id
+    vocab = lm.model.get_input_embeddings().num_embeddings
+
+    def call(ctx: list[int], cont: list[int]) -> float | None:
+        if variant == "stock":
+            return lm._loglikelihood_tokens([(None, ctx, cont)], disable_tqdm=True)[0][0]
+        if variant == "ours":
+            return lm.loglikelihood_accuracy([Instance("loglikelihood_accuracy", {}, (ctx, cont), 0)], disable_tqdm=True)[0].logprob
+        with torch.no_grad():
+            lm.model.base_model(input_ids=torch.tensor([ctx + cont[:-1]]), use_cache=False)
+        return None
+
+    # safetensors weights are memory-mapped: a body-only forward would never page in the LM head
+    # (for tied embeddings, all but a few rows of it). Read every weight once, so each variant
+    # starts from the fully resident model, as on a GPU, and peaks compare the computations alone.
+    with torch.no_grad():
+        for param in lm.model.parameters():
+            param.sum()
+    call(*copy_sequence(64, vocab, bos))
+    loaded = rss_gb()
+    ctx, cont = copy_sequence(length, vocab, bos)
+    seconds = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        logprob = call(ctx, cont)
+        seconds = min(seconds, time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # Linux reports KiB
+    return {"variant": variant, "length": length, "seconds": seconds, "peak_gb": peak, "over_load_gb": peak - loaded, "logprob": logprob}
+
+
+def run_child(variant: str, pretrained: str, length: int, threads: int, repeats: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", variant, "--pretrained", pretrained, "--lengths", str(length)]
+    cmd += ["--threads", str(threads), "--repeats", str(repeats)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{variant} at {length} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pretrained", default=str(default_model()), help="HF model folder or hub id")
+    parser.add_argument("--lengths", default="1k,2k,4k", help="sequence lengths in tokens, e.g. 512,1k,4k")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per run")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per cell; the fastest is reported")
+    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    from lm_eval_longmem.common.lengths import parse_lengths
+
+    lengths = parse_lengths(args.lengths)
+    if args.child:
+        print(json.dumps(measure(args.child, args.pretrained, lengths[0], args.threads, args.repeats)))
+        return
+    if not (Path(args.pretrained).exists() or "/" in args.pretrained):
+        raise SystemExit(f"no model at {args.pretrained}: pass --pretrained, or run `pytest -m slow tests/backends` once")
+
+    print(f"model: {args.pretrained}  threads: {args.threads}  repeats: {args.repeats} (fastest kept)")
+    print("one fresh process per cell; peak = whole-process ru_maxrss, model weights resident")
+    print(f"{'length':>7} {'variant':>7} {'wall s':>8} {'peak GB':>8} {'over load GB':>13} {'logprob':>12}")
+    ratios = []
+    for length in lengths:
+        cells = {variant: run_child(variant, args.pretrained, length, args.threads, args.repeats) for variant in VARIANTS}
+        for variant, cell in cells.items():
+            logprob = "" if cell["logprob"] is None else f"{cell['logprob']:.4f}"
+            print(f"{length:>7} {variant:>7} {cell['seconds']:>8.2f} {cell['peak_gb']:>8.3f} {cell['over_load_gb']:>13.3f} {logprob:>12}")
+        a, b, c = cells["stock"], cells["ours"], cells["body"]
+        ratios.append((length, b["seconds"] / a["seconds"], b["peak_gb"] / a["peak_gb"], b["seconds"] / c["seconds"], b["peak_gb"] / c["peak_gb"]))
+    print()
+    print(f"{'length':>7} {'time b/a':>9} {'peak b/a':>9} {'time b/c':>9} {'peak b/c':>9}   targets: peak b/a < 1, time b/c <= 1.10, peak b/c <= 1.15")
+    for length, ta, ma, tc, mc in ratios:
+        print(f"{length:>7} {ta:>9.3f} {ma:>9.3f} {tc:>9.3f} {mc:>9.3f}")
+
+
+if __name__ == "__main__":
+    main()

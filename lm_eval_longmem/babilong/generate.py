@@ -1,0 +1,360 @@
+"""Fresh BABILong samples at any length, sized in the evaluated model's tokenizer.
+
+The construction follows the paper (section 2, Appendix N): each bAbI question becomes one sample;
+its facts are inserted, in story order, between sentences of consecutive background text (PG-19
+test books by default) at positions drawn uniformly at random; background sentences are added in
+their natural order until the sample reaches the target length.
+
+Where we differ from the authors' generator, on purpose:
+
+* Length is measured in the evaluated model's tokenizer, and for the whole prompt the model sees
+  (instruction, examples, answer format, context and question), not GPT-2 tokens of the context
+  alone. A sample of length L leaves room for the 20 answer tokens: prompt + answer <= L, so a
+  model whose window is L can run length L. Each prompt is measured exactly and lands at most a
+  few tokens below its target, never above.
+* Background ends on a word boundary (the last background sentence may be cut between words);
+  the authors cut the last sentence between tokens.
+* Everything is seeded (`numpy.random.default_rng([seed, task, length, sample])`) and the result
+  is cached on disk under a key of every input, so the same seed and tokenizer give the same
+  samples on any machine.
+* Facts can be confined to a depth band, e.g. `(0.0, 0.25)`: every fact then lies entirely within
+  the first quarter of the context's tokens (the paper's Appendix K study).
+* Sentences are split with pysbd (offline), paragraph by paragraph after joining hard-wrapped
+  lines; the authors used NLTK's Punkt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lm_eval_longmem.babilong.data import length_name
+from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
+from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
+from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.model_info import tokenizer_fingerprint
+
+log = logging.getLogger(__name__)
+
+GENERATOR_VERSION = 1
+"""Bump when the construction changes, so cached samples are rebuilt."""
+ANSWER_TOKENS = 20
+"""Tokens left for the answer (the paper's runs generate 20 new tokens)."""
+_TOLERANCE = 3
+"""Stop refining a sample once its prompt is this close below the target."""
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """Everything that decides the samples of one (task, length), apart from the text inputs."""
+
+    qa: str
+    """bAbI task, "qa1".."qa20"."""
+    length: int
+    """Target length in tokens of prompt + answer; 0 means the bAbI facts alone (no background)."""
+    samples: int = 100
+    """How many bAbI questions to use (drawn without replacement, the same ones at every length)."""
+    seed: int = 0
+    """Seed of every random choice."""
+    depth: tuple[float, float] = (0.0, 1.0)
+    """Fraction of the context (in tokens) within which all facts must lie."""
+    answer_tokens: int = ANSWER_TOKENS
+    """Tokens kept free for the answer."""
+    reserve_tokens: int = 0
+    """Further tokens kept free, e.g. for a chat template added by the harness."""
+    switches: PromptSwitches = field(default_factory=PromptSwitches)
+    """Prompt parts shown (they count towards the length)."""
+
+    @property
+    def target_prompt_tokens(self) -> int:
+        """The most prompt tokens a sample of this spec may have."""
+        return self.length - self.answer_tokens - self.reserve_tokens
+
+
+class Background:
+    """Consecutive sentences of the background texts, with each sentence's token count in one tokenizer."""
+
+    def __init__(self, sentences: list[str], token_counts: np.ndarray, digest: str) -> None:
+        self.sentences = sentences
+        """All sentences of all texts, texts in order."""
+        self.token_counts = token_counts
+        """Tokens of `" " + sentence` for each sentence (how many it adds when appended with a space)."""
+        self.digest = digest
+        """Hash of the texts the sentences come from (part of the sample cache key)."""
+        self.offsets = np.concatenate([[0], np.cumsum(token_counts, dtype=np.int64)])
+        """`offsets[i]` = tokens before sentence i."""
+
+    @property
+    def total_tokens(self) -> int:
+        return int(self.offsets[-1])
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text` (pysbd), paragraph by paragraph, hard-wrapped lines joined first."""
+    import pysbd
+
+    segmenter = pysbd.Segmenter(language="en", clean=False)
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        paragraph = re.sub(r"\s+", " ", paragraph).strip()
+        if paragraph:
+            sentences.extend(s.strip() for s in segmenter.segment(paragraph) if s.strip())
+    return sentences
+
+
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cached_sentences(text: str) -> list[str]:
+    """`split_sentences(text)`, cached on disk by the text's hash (splitting is the slow step)."""
+
+    def dump(value: list[str], path: Path) -> None:
+        path.write_text(json.dumps(value, ensure_ascii=False), encoding="utf-8")
+
+    def load(path: Path) -> list[str]:
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    key = cache_key(text=_text_digest(text), splitter="pysbd-en-paragraphs", v=1)
+    return load_or_build("babilong-sentences", key, lambda: split_sentences(text), dump=dump, load=load, suffix=".json")
+
+
+def build_background(texts: Sequence[str], tokenizer: Any) -> Background:
+    """Sentences of `texts` and their token counts in `tokenizer` (both cached on disk)."""
+    from tqdm.auto import tqdm
+
+    sentences: list[str] = []
+    for text in tqdm(texts, desc="babilong: splitting background sentences", disable=len(texts) < 5):
+        sentences.extend(_cached_sentences(text))
+    if not sentences:
+        raise ValueError("the background texts hold no sentences")
+    digest = hashlib.sha256("".join(_text_digest(t) for t in texts).encode()).hexdigest()
+
+    def build() -> np.ndarray:
+        counts = np.empty(len(sentences), dtype=np.int32)
+        step = 4096
+        for start in range(0, len(sentences), step):
+            batch = [" " + s for s in sentences[start : start + step]]
+            ids = tokenizer(batch, add_special_tokens=False)["input_ids"]
+            counts[start : start + len(batch)] = [len(row) for row in ids]
+        return counts
+
+    def dump(value: np.ndarray, path: Path) -> None:
+        with open(path, "wb") as fh:
+            np.save(fh, value)
+
+    key = cache_key(texts=digest, tokenizer=tokenizer_fingerprint(tokenizer), unit="space+sentence", v=1)
+    counts = load_or_build("babilong-sentence-tokens", key, build, dump=dump, load=lambda p: np.load(p), suffix=".npy")
+    return Background(sentences, counts, digest)
+
+
+def prompt_tokens(tokenizer: Any, prompt: str) -> int:
+    """Tokens of `prompt` as the model receives it (special tokens such as BOS included)."""
+    return len(tokenizer(prompt, add_special_tokens=True)["input_ids"])
+
+
+def _count(tokenizer: Any, text: str) -> int:
+    return len(tokenizer(" " + text, add_special_tokens=False)["input_ids"])
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """One assembled sample and its exact prompt length."""
+
+    context: str
+    prompt_tokens: int
+    fact_depths: tuple[float, ...]
+
+
+def _assemble(
+    sample: BabiSample,
+    background: Background,
+    tokenizer: Any,
+    *,
+    start: int,
+    budget: int,
+    depth: tuple[float, float],
+    rng: np.random.Generator,
+    render: Any,
+) -> _Draft | None:
+    """Background from sentence `start` filling about `budget` tokens, with the facts inserted.
+
+    Returns None when the facts cannot all lie within the depth band.
+    """
+    offsets = background.offsets
+    # Whole sentences while they fit, then words of the next one.
+    end = int(np.searchsorted(offsets, offsets[start] + budget, side="right")) - 1
+    end = max(end, start)
+    full = background.sentences[start:end]
+    used = int(offsets[end] - offsets[start])
+    partial = ""
+    if end < len(background.sentences) and budget - used > 0:
+        words = background.sentences[end].split(" ")
+        lo, hi = 0, len(words)
+        while lo < hi:  # the longest prefix of words that fits the remaining budget
+            mid = (lo + hi + 1) // 2
+            if _count(tokenizer, " ".join(words[:mid])) <= budget - used:
+                lo = mid
+            else:
+                hi = mid - 1
+        partial = " ".join(words[:lo])
+    sentence_tokens = background.token_counts[start:end].astype(np.int64)
+    partial_tokens = _count(tokenizer, partial) if partial else 0
+    fact_tokens = np.array([_count(tokenizer, f) for f in sample.facts], dtype=np.int64)
+    total = int(sentence_tokens.sum()) + partial_tokens + int(fact_tokens.sum())
+
+    # Fact j goes before full sentence positions[j] (len(full) = after the last full sentence).
+    boundary = np.concatenate([[0], np.cumsum(sentence_tokens)])  # background tokens before each boundary
+    lo_tok, hi_tok = depth[0] * total, depth[1] * total
+    allowed = np.flatnonzero((boundary >= lo_tok) & (boundary + fact_tokens.sum() <= hi_tok))
+    if allowed.size == 0:
+        return None
+    positions = np.sort(rng.choice(allowed, size=len(sample.facts), replace=True))
+
+    pieces: list[str] = []
+    depths: list[float] = []
+    cursor = 0  # tokens placed so far
+    fact = 0
+    for i in range(len(full) + 1):
+        while fact < len(sample.facts) and positions[fact] == i:
+            depths.append(cursor / total if total else 0.0)
+            pieces.append(sample.facts[fact])
+            cursor += int(fact_tokens[fact])
+            fact += 1
+        if i < len(full):
+            pieces.append(full[i])
+            cursor += int(sentence_tokens[i])
+    if partial:
+        pieces.append(partial)
+    context = " ".join(pieces)
+    return _Draft(context, prompt_tokens(tokenizer, render(context)), tuple(depths))
+
+
+def generate_samples(
+    spec: GenerationSpec,
+    babi: Sequence[BabiSample],
+    background: Background | None,
+    tokenizer: Any,
+    parts: PromptParts,
+) -> list[dict[str, Any]]:
+    """The samples of one (task, length), in bAbI file order; see the module docstring.
+
+    A sample whose prompt cannot fit the target even without background (its facts are too long)
+    is kept with a non-empty `skip_reason` and no text, so the skip is counted, never hidden.
+    """
+    qa_number = int(spec.qa.lower().removeprefix("qa"))
+    chosen = np.random.default_rng([spec.seed, qa_number]).choice(len(babi), size=min(spec.samples, len(babi)), replace=False)
+    rows = []
+    for index in np.sort(chosen):
+        sample = babi[int(index)]
+
+        def render(context: str, sample: BabiSample = sample) -> str:
+            return format_prompt(parts, context, sample.question, spec.switches)
+
+        row = {
+            "input": "",
+            "question": sample.question,
+            "target": sample.answer,
+            "qa": spec.qa,
+            "length": spec.length,
+            "length_name": length_name(spec.length),
+            "sample_id": int(index),
+            "fact_depths": [],
+            "supporting": list(sample.supporting),
+            "prompt_tokens": 0,
+            "skip_reason": "",
+        }
+        facts_only = " ".join(sample.facts)
+        base = prompt_tokens(tokenizer, render(facts_only))
+        if spec.length == 0:
+            rows.append(row | {"input": facts_only, "prompt_tokens": base, "fact_depths": [0.0] * len(sample.facts)})
+            continue
+        target = spec.target_prompt_tokens
+        if base > target:
+            rows.append(row | {"skip_reason": "the prompt without background text is longer than the length"})
+            continue
+        assert background is not None
+        rng_seed = [spec.seed, qa_number, spec.length, int(index)]
+        budget = target - base
+        if background.total_tokens < budget:
+            raise ValueError(
+                f"the background corpus has {background.total_tokens} tokens, fewer than the {budget} one "
+                f"{length_name(spec.length)} sample needs: add books (--metadata babilong_corpus=PATH)"
+            )
+        # Start anywhere that leaves enough text after it.
+        last_start = int(np.searchsorted(background.offsets, background.total_tokens - budget, side="right")) - 1
+        start = int(np.random.default_rng(rng_seed).integers(0, last_start + 1))
+        best: _Draft | None = None
+        for _ in range(8):  # token counts are additive up to a token or two per join; refine on the exact count
+            draft = _assemble(
+                sample, background, tokenizer, start=start, budget=budget, depth=spec.depth,
+                rng=np.random.default_rng(rng_seed + [1]), render=render,
+            )  # fmt: skip
+            if draft is None:
+                break
+            if draft.prompt_tokens <= target and (best is None or draft.prompt_tokens > best.prompt_tokens):
+                best = draft
+            gap = target - draft.prompt_tokens
+            if 0 <= gap <= _TOLERANCE:
+                break
+            budget += gap if gap > 0 else min(gap, -1)
+            if budget <= 0:
+                break
+        if best is None:
+            reason = "the facts do not fit in the depth band" if draft is None else "no fill fits the length"
+            rows.append(row | {"skip_reason": reason})
+            continue
+        rows.append(row | {"input": best.context, "prompt_tokens": best.prompt_tokens, "fact_depths": list(best.fact_depths)})
+    return rows
+
+
+def generated_docs(
+    spec: GenerationSpec,
+    *,
+    babi_dir: str | Path,
+    corpus: str | None,
+    tokenizer: Any,
+) -> list[dict[str, Any]]:
+    """`generate_samples` from a bAbI folder and a corpus source, cached per every input.
+
+    `corpus` is a `common.corpus.load_texts` source (None = PG-19 test books from the hub).
+    """
+    from lm_eval_longmem.common.corpus import load_texts
+
+    path = task_file(babi_dir, spec.qa)
+    babi_digest = _text_digest(path.read_text(encoding="utf-8"))
+    parts = harness_prompt_parts(spec.qa)
+    texts = load_texts(corpus) if spec.length > 0 else []
+    corpus_digest = hashlib.sha256("".join(_text_digest(t) for t in texts).encode()).hexdigest()
+    key = cache_key(
+        spec=asdict(spec),
+        babi=babi_digest,
+        corpus=corpus_digest,
+        tokenizer=tokenizer_fingerprint(tokenizer),
+        prompt=asdict(parts),
+        v=GENERATOR_VERSION,
+    )
+
+    def build() -> list[dict[str, Any]]:
+        background = build_background(texts, tokenizer) if spec.length > 0 else None
+        return generate_samples(spec, read_babi(path), background, tokenizer, parts)
+
+    def dump(rows: list[dict[str, Any]], out: Path) -> None:
+        with open(out, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    def load(src: Path) -> list[dict[str, Any]]:
+        with open(src, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    name = f"babilong-generated/{spec.qa}-{length_name(spec.length)}"
+    return load_or_build(name, key, build, dump=dump, load=load, suffix=".jsonl")

@@ -1,0 +1,368 @@
+"""`HFLM.loglikelihood_accuracy`: exact, memory-flat teacher-forced token accuracy on `--model hf`.
+
+The harness's `loglikelihood` runs the whole model and takes `log_softmax` over
+`[batch, sequence, vocabulary]` logits: at 32k tokens and a 128k vocabulary that alone is
+17-25 GB. Here the model *body* (`model.base_model`) runs once, and the LM head is applied only
+at the scored positions, a few dozen positions at a time (`CHUNK_BYTES` of fp32 logits per
+chunk); each chunk yields argmax hits and log-probabilities and is dropped. Peak memory is the
+body's forward plus one chunk (and its `log_softmax`), whatever the vocabulary and sequence
+length.
+
+The request type itself (inputs, outputs, worked token example) is specified in
+`lm_eval_longmem.backends.request_type`.
+
+Exactness. The head path reproduces the model's own final-logit transforms where we know them
+(Gemma-style `final_logit_softcapping`, Granite `logits_scaling`, Cohere `logit_scale`) and,
+before first use, checks itself against the model's own `forward` logits on a short probe. If
+the model has no separable body/head or the check fails (an output transform we do not know),
+the method falls back to the full-logits forward, which is exact but not memory-flat, and logs a
+warning (the decision is made once per loaded model). Log-probabilities are computed in fp32 (or `softmax_dtype` when given).
+
+Batching. Requests are sorted longest first. Each request runs right-padded to its own length
+rounded up to `PAD_MULTIPLE` tokens, and a batch holds only requests of the same padded width.
+No attention mask is needed: in a causal model no real token attends to the padding on its
+right, and position ids start at 0 in every row. Why pad to a width that depends on the request
+alone: PyTorch's CPU attention kernels block the key axis by the padded length, so the same row
+padded to another width differs in the last bits of fp32 (measured: ~5e-7), while rows of a
+batch of equal width do not depend on their batch-mates. So a request's result is bit-identical
+for every `--batch_size` on CPU (tested); on GPU, cuBLAS may pick other kernels for other batch
+shapes, so there results agree to rounding (bits identical but for near-ties). `--batch_size N`
+and `auto`/`auto:N` are honoured; `auto` probes this memory-flat path (not the harness's
+full-logits one), and under data parallelism every rank takes the smallest size any rank found.
+
+Lengths. Nothing is truncated. By default a request whose model input (context plus all but the
+last continuation token) exceeds `max_length` raises a ValueError, as a left-cut context would
+silently change what is measured. A request that carries the option `beyond_max_length=True`
+(see `request_type`) may run past `max_length` up to what the architecture can physically run:
+any length for rotary/ALiBi models (memory permitting), the table size for learned absolute
+position embeddings, and `max_length` for architectures we cannot classify.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from accelerate.utils import find_executable_batch_size
+from lm_eval.models.utils_hf import clear_torch_cache
+from tqdm import tqdm
+
+from lm_eval_longmem.backends.request_type import (
+    OUTPUT_TYPE,
+    EncodedRequest,
+    TokenAccuracy,
+    check_token_range,
+    encode_request,
+)
+
+if TYPE_CHECKING:
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 16 * 2**20
+"""Budget for one chunk of fp32 logits (positions x vocabulary x 4 bytes; the chunk's
+`log_softmax` doubles it while it lives): 16 MiB is 32 positions of a 128k vocabulary or 85 of
+SmolLM2's 49k, small next to any body forward yet enough rows to keep the head matmul efficient."""
+
+PAD_MULTIPLE = 64
+"""Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
+
+_POSITION_TABLE_NAMES = frozenset({"wpe", "embed_positions", "position_embeddings"})
+"""Module names under which transformers keeps learned absolute position-embedding tables."""
+
+
+class PositionLimit(NamedTuple):
+    """How long an input the architecture can physically run, and why."""
+
+    tokens: int | None
+    """Maximum number of input positions, or None when only memory limits it."""
+    reason: str
+    """Human-readable origin of the limit, for error messages."""
+
+
+def physical_max_length(model: torch.nn.Module, claimed: int) -> PositionLimit:
+    """The longest input `model` can run at all (as opposed to the window it claims).
+
+    Learned absolute position tables cap it at their size; rotary and ALiBi models have no
+    architectural cap. Anything we cannot classify keeps the claimed window, so we never promise a
+    length a model cannot run.
+    """
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLE_NAMES:
+            size = module.num_embeddings - int(getattr(module, "offset", 0))
+            return PositionLimit(size, f"its learned position table {name!r} has {size} positions")
+    config = model.config.get_text_config()
+    rotary = any("Rotary" in type(m).__name__ for m in model.modules()) or any(
+        getattr(config, key, None) is not None for key in ("rope_parameters", "rope_theta", "rope_scaling")
+    )
+    if rotary:
+        return PositionLimit(None, "it uses rotary position embeddings (no positional limit; memory is the limit)")
+    if getattr(config, "alibi", False) or config.model_type == "bloom":
+        return PositionLimit(None, "it uses ALiBi (no positional limit; memory is the limit)")
+    return PositionLimit(claimed, "its position encoding is not one we can classify, so we keep max_length")
+
+
+def final_logit_transform(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The post-LM-head transforms of the model families we know, in the order their forward applies them."""
+    config = model.config.get_text_config()
+    softcap = getattr(config, "final_logit_softcapping", None)
+    scaling = getattr(config, "logits_scaling", None)
+    scale = getattr(model, "logit_scale", None)
+
+    def transform(logits: torch.Tensor) -> torch.Tensor:
+        if scale is not None:
+            logits = logits * scale
+        if scaling is not None:
+            logits = logits / scaling
+        if softcap is not None:
+            logits = logits / softcap
+            logits = torch.tanh(logits)
+            logits = logits * softcap
+        return logits
+
+    return transform
+
+
+def _autocast(self: HFLM):
+    return torch.autocast(
+        device_type=self.device.type,
+        dtype=self.mixed_precision_dtype,
+        enabled=self.mixed_precision_dtype is not None,
+    )
+
+
+def uses_chunked_head(self: HFLM, probe: Sequence[int]) -> bool:
+    """Whether the memory-flat body + head path reproduces this model's logits (decided once per model).
+
+    Compares `final_logit_transform(head(body(x)))` with `model(x).logits` on the first 16 tokens
+    of `probe`; the two run the same operations on the same shapes, so they agree to rounding
+    unless the model applies an output transform we do not know.
+    """
+    decided = getattr(self, "_longmem_chunked_head", None)
+    if decided is not None:
+        return decided
+    model = self.model
+    body, head = model.base_model, model.get_output_embeddings()
+    reason = "the model has no separate body and LM head"
+    usable = body is not model and head is not None
+    if usable:
+        ids = torch.tensor([list(probe[:16])], dtype=torch.long, device=self.device)
+        with torch.no_grad(), _autocast(self):
+            reference = model(input_ids=ids, use_cache=False).logits.float()
+            try:
+                ours = final_logit_transform(model)(head(body(input_ids=ids, use_cache=False).last_hidden_state)).float()
+            except (AttributeError, TypeError) as err:  # e.g. a wrapper whose base_model returns logits
+                ours, reason = None, f"its base_model does not return hidden states ({err})"
+        if ours is not None:
+            tolerance = 4 * torch.finfo(model.dtype).eps * (1 + float(reference.abs().max()))
+            usable = ours.shape == reference.shape and bool((ours - reference).abs().max() <= tolerance)
+            reason = "its head output differs from the model's own logits (an output transform we do not know)"
+        else:
+            usable = False
+    if not usable:
+        log.warning(
+            "%s: %s for %s; using the full-logits forward instead (exact, but memory grows with"
+            " sequence x vocabulary)",
+            OUTPUT_TYPE,
+            reason,
+            type(model).__name__,
+        )
+    self._longmem_chunked_head = usable
+    return usable
+
+
+def _score_positions(
+    logits_at: Callable[[torch.Tensor], torch.Tensor],
+    positions: torch.Tensor,
+    targets: torch.Tensor,
+    vocab_size: int,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Argmax hits and target log-probabilities at `positions`, a bounded chunk of logits at a time.
+
+    `log_softmax` (not a hand-written log-sum-exp) because its kernel treats every row alike
+    whatever the number of rows, so how positions fall into chunks never changes a result; a
+    plain `sum` reduction may regroup its additions with the chunk's shape.
+    """
+    step = max(1, CHUNK_BYTES // (4 * vocab_size))
+    hits, logprobs = [], []
+    for start in range(0, len(positions), step):
+        logits = logits_at(positions[start : start + step]).to(dtype)
+        target = targets[start : start + step]
+        hits.append(logits.argmax(dim=-1) == target)
+        logprobs.append(F.log_softmax(logits, dim=-1).gather(-1, target[:, None]).squeeze(-1))
+        del logits
+    return torch.cat(hits).cpu(), torch.cat(logprobs).cpu()
+
+
+def padded_width(n_inputs: int, max_length: int, physical: int | None) -> int:
+    """The width a request of `n_inputs` positions runs at: rounded up to `PAD_MULTIPLE`, capped.
+
+    The width depends on the request alone, never on its batch-mates, so every request goes
+    through exactly the same computation whatever the batch size (see the module docstring).
+    Padding never crosses `max_length` for a request within it (rotary variants such as dynamic
+    NTK or LongRoPE switch behaviour past the window) nor the physical limit for one beyond it.
+    """
+    width = -(-n_inputs // PAD_MULTIPLE) * PAD_MULTIPLE
+    cap = max_length if n_inputs <= max_length else physical
+    return width if cap is None else max(n_inputs, min(width, cap))
+
+
+def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked: bool) -> list[TokenAccuracy]:
+    """One forward over `batch`, right-padded to `width`; scores every continuation token."""
+    inputs = [req.context + req.continuation[:-1] for req in batch]
+    ids = torch.zeros((len(batch), width), dtype=torch.long)
+    positions, targets = [], []
+    for row, (seq, req) in enumerate(zip(inputs, batch, strict=True)):
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        first = row * width + len(seq) - len(req.continuation)
+        positions.append(torch.arange(first, first + len(req.continuation)))
+        targets.extend(req.continuation)
+    ids = ids.to(self.device)
+    positions = torch.cat(positions).to(self.device)
+    targets_t = torch.tensor(targets, dtype=torch.long, device=self.device)
+    dtype = self.softmax_dtype or torch.float32
+    model = self.model
+    with torch.no_grad(), _autocast(self):
+        if chunked:
+            hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
+            rows = hidden.reshape(-1, hidden.shape[-1])
+            head, transform = model.get_output_embeddings(), final_logit_transform(model)
+            vocab_size = head.weight.shape[0]
+
+            def logits_at(index: torch.Tensor) -> torch.Tensor:
+                return transform(head(rows[index]))
+        else:
+            logits = model(input_ids=ids, use_cache=False).logits
+            rows = logits.reshape(-1, logits.shape[-1])
+            vocab_size = rows.shape[-1]
+
+            def logits_at(index: torch.Tensor) -> torch.Tensor:
+                return rows[index]
+
+        hits, logprobs = _score_positions(logits_at, positions, targets_t, vocab_size, dtype)
+    results, start = [], 0
+    for req in batch:
+        end = start + len(req.continuation)
+        bits = "".join("1" if hit else "0" for hit in hits[start:end].tolist())
+        results.append(TokenAccuracy(bits, float(logprobs[start:end].double().sum())))
+        start = end
+    return results
+
+
+def check_lengths(self: HFLM, encoded: Sequence[EncodedRequest]) -> None:
+    """Raise a ValueError, naming length and limit, for any request this model cannot run untruncated."""
+    physical = None
+    for i, req in enumerate(encoded):
+        if req.n_inputs <= self.max_length:
+            continue
+        head = (
+            f"{OUTPUT_TYPE} request {i}: context {len(req.context)} + continuation {len(req.continuation)} tokens"
+            f" need {req.n_inputs} input positions"
+        )
+        if not req.beyond_max_length:
+            raise ValueError(
+                f"{head}, more than max_length={self.max_length} of this model. Nothing is truncated: shorten"
+                " the request, raise max_length in --model_args, or let the task ask for"
+                " beyond_max_length (see lm_eval_longmem.backends.request_type)"
+            )
+        physical = physical or physical_max_length(self.model, self.max_length)
+        if physical.tokens is not None and req.n_inputs > physical.tokens:
+            raise ValueError(f"{head}, more than this model can run at all: {physical.reason}")
+
+
+def _auto_batch_size(self: HFLM, longest: EncodedRequest, width: int, chunked: bool) -> int:
+    """Largest batch of `longest` that our memory-flat path runs without running out of memory."""
+
+    @find_executable_batch_size(starting_batch_size=self.max_batch_size)
+    def probe(batch_size: int) -> int:
+        score_batch(self, [longest] * batch_size, width, chunked)
+        return batch_size
+
+    try:
+        batch_size = probe()
+    except RuntimeError as err:
+        if "No executable batch size found" not in str(err):
+            raise
+        batch_size = 1
+    if self.world_size > 1:
+        gathered = self.all_gather(torch.tensor([batch_size], device=self.device))
+        batch_size = int(gathered.min())
+    clear_torch_cache()
+    return batch_size
+
+
+def _batches(self: HFLM, order: list[int], widths: list[int], encoded: Sequence[EncodedRequest], chunked: bool):
+    """Consecutive runs of `order` with one width each, at most the (fixed or auto) batch size long.
+
+    With `auto:N` the size is measured N times along the descending lengths, as the harness does;
+    all measurements happen up front, so every data-parallel rank (whose request lists the harness
+    pads to equal length) joins the same number of collective calls.
+    """
+    if self.batch_size == "auto":
+        segment = max(1, int(len(order) / self.batch_schedule))
+        sizes = {
+            pos // segment: _auto_batch_size(self, encoded[order[pos]], widths[order[pos]], chunked)
+            for pos in range(0, len(order), segment)
+        }
+    pos = 0
+    while pos < len(order):
+        size = sizes[pos // segment] if self.batch_size == "auto" else int(self.batch_size)
+        end = pos + 1
+        while end < len(order) and end - pos < size and widths[order[end]] == widths[order[pos]]:
+            end += 1
+        yield order[pos:end]
+        pos = end
+
+
+def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: bool = False) -> list[TokenAccuracy]:
+    """Teacher-forced per-token greedy accuracy and summed log-probability of each continuation.
+
+    Args:
+        requests: Instances whose ``args`` are ``(context, continuation)`` or ``(context,
+            continuation, {"beyond_max_length": bool})``; context and continuation are strings
+            (encoded as for ``loglikelihood``) or token-id lists (used verbatim).
+        disable_tqdm: Hide the progress bar.
+
+    Returns:
+        One ``TokenAccuracy(bits, logprob)`` per request, in request order: ``bits`` holds '1'
+        where the argmax of the next-token distribution equals the continuation token.
+
+    Example::
+
+        context=[bos a b], continuation=[c d e]  ->  one forward over [bos a b c d];
+        argmax at b vs c, at c vs d, at d vs e   ->  TokenAccuracy("101", logprob)
+
+    Raises:
+        ValueError: a request longer than the model can run (see `check_lengths`), an empty
+            continuation, or a token id outside the vocabulary.
+        NotImplementedError: a seq2seq model.
+    """
+    if self.backend != "causal":
+        raise NotImplementedError(f"{OUTPUT_TYPE} needs a causal (decoder-only) model; this one is {self.backend}")
+    encoded = [encode_request(self, req.args) for req in requests]
+    if not encoded:
+        return []
+    check_token_range(encoded, self.model.get_input_embeddings().num_embeddings)
+    check_lengths(self, encoded)
+    longest = max(encoded, key=lambda req: req.n_inputs)
+    chunked = uses_chunked_head(self, longest.context + longest.continuation)
+    physical = physical_max_length(self.model, self.max_length).tokens
+    widths = [padded_width(req.n_inputs, self.max_length, physical) for req in encoded]
+    order = sorted(range(len(encoded)), key=lambda i: -encoded[i].n_inputs)
+
+    results: list[TokenAccuracy | None] = [None] * len(encoded)
+    pbar = tqdm(total=len(encoded), disable=disable_tqdm or self.rank != 0, desc=f"Running {OUTPUT_TYPE} requests")
+    for batch in _batches(self, order, widths, encoded, chunked):
+        answers = score_batch(self, [encoded[i] for i in batch], widths[batch[0]], chunked)
+        for i, answer in zip(batch, answers, strict=True):
+            results[i] = answer
+            self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
+        pbar.update(len(batch))
+    pbar.close()
+    return results

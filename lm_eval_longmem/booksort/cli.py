@@ -1,0 +1,165 @@
+"""``lm-eval-longmem booksort build`` and ``lm-eval-longmem booksort select-prompt``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, load_books, write_dataset
+from lm_eval_longmem.booksort.prompts import VARIANTS
+
+EPILOG = textwrap.dedent(
+    """\
+    examples:
+      lm-eval-longmem booksort build --books ../books/ --out booksort_data/
+      lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
+          --tasks booksort --metadata booksort_data=booksort_data booksort_excerpt_lengths=250,1000
+      lm-eval-longmem booksort select-prompt --model hf \\
+          --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
+          --metadata booksort_data=booksort_data booksort_excerpt_lengths=250 --apply_chat_template
+    """
+)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
+def _build(args: argparse.Namespace) -> None:
+    spec = BuildSpec(excerpt_lengths=args.excerpt_lengths, segment_lengths=args.segment_lengths, seed=args.seed)
+    start = time.perf_counter()
+    books = load_books(args.books)
+    result = build(books, spec)
+    out = write_dataset(books, result, spec, args.out)
+    n_test = sum(t.split == "test" for t in result.trials)
+    print(
+        f"wrote {out}: {len(books)} books, {n_test} test and {len(result.trials) - n_test} validation trials "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
+    for skip in result.skipped:
+        print(f"  skipped book {skip['book_id']} at L_E={skip['excerpt_length']}, L_S={skip['segment_length']}: {skip['reason']}")
+
+
+class VariantScore(NamedTuple):
+    """Validation result of one prompt variant."""
+
+    variant: str
+    acc: float
+    """Paper-style accuracy (mean over L_E x L_S conditions) on the validation trials."""
+    n: int
+    """Trials scored."""
+    skipped: int
+    """Trials left out because they do not fit the window."""
+
+
+def _parse_metadata(items: list[str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--metadata {item!r}: write KEY=VALUE, e.g. booksort_data=booksort_data")
+        metadata[key.strip()] = value.strip()
+    return metadata
+
+
+def score_variants(
+    lm: Any,
+    metadata: dict[str, Any],
+    variants: list[str],
+    *,
+    limit: int | None = None,
+    apply_chat_template: bool = False,
+    system_instruction: str | None = None,
+) -> list[VariantScore]:
+    """Score each prompt variant of the in-context task on the validation split with one model."""
+    import lm_eval
+    from lm_eval.tasks import get_task_dict
+
+    from lm_eval_longmem import task_manager
+
+    scores = []
+    for variant in variants:
+        tm = task_manager(metadata={**metadata, "booksort_prompt": variant}, include_defaults=False)
+        task = get_task_dict(["booksort_in_context"], tm)["booksort_in_context"]
+        task.config.test_split = "validation"  # the paper selects prompts on the held-out validation split
+        results = lm_eval.simple_evaluate(
+            model=lm,
+            tasks=[task],
+            task_manager=tm,
+            limit=limit,
+            apply_chat_template=apply_chat_template,
+            system_instruction=system_instruction,
+            bootstrap_iters=0,
+        )
+        row = results["results"]["booksort_in_context"]
+        scores.append(VariantScore(variant, row["acc,none"], int(row["sample_len"]), int(row["skipped,none"])))
+    return scores
+
+
+def _select_prompt(args: argparse.Namespace) -> None:
+    import lm_eval.api.registry
+    from lm_eval.utils import simple_parse_args_string
+
+    model_args = simple_parse_args_string(args.model_args)
+    metadata = {**model_args, **_parse_metadata(args.metadata)}
+    lm = lm_eval.api.registry.get_model(args.model).create_from_arg_string(
+        args.model_args, {"batch_size": args.batch_size, "device": args.device}
+    )
+    variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    scores = score_variants(
+        lm,
+        metadata,
+        variants,
+        limit=args.limit,
+        apply_chat_template=args.apply_chat_template,
+        system_instruction=args.system_instruction,
+    )
+    print(f"{'variant':<12} {'acc':>7} {'n':>6} {'skipped':>8}")
+    for s in scores:
+        print(f"{s.variant:<12} {s.acc:>7.4f} {s.n:>6} {s.skipped:>8}")
+    best = max(scores, key=lambda s: s.acc)
+    print(f"best: {best.variant} (validation acc {best.acc:.4f}); evaluate with --metadata booksort_prompt={best.variant}")
+    if args.output:
+        args.output.write_text(
+            json.dumps({"best": best.variant, "scores": [s._asdict() for s in scores]}, indent=1) + "\n", encoding="utf-8"
+        )
+
+
+def add_commands(subparsers: Any) -> None:
+    """Add ``booksort build`` and ``booksort select-prompt`` to the ``lm-eval-longmem`` command."""
+    parser = subparsers.add_parser(
+        "booksort",
+        help="Book-SORT: build the dataset from books, select a prompt variant",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="booksort_command", metavar="COMMAND", required=True)
+
+    b = sub.add_parser("build", help="build Book-SORT from plain-text books (paper, Appendix A)", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("--books", nargs="+", required=True, type=Path, help=".txt books and/or directories of them")
+    b.add_argument("--out", required=True, type=Path, help="output directory (replaced if it is an earlier build)")
+    b.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    b.add_argument("--excerpt-lengths", type=_int_list, default=EXCERPT_LENGTHS,
+                   help="excerpt lengths in words (default: 250,1000,2500,10000,20000)")
+    b.add_argument("--segment-lengths", type=_int_list, default=SEGMENT_LENGTHS,
+                   help="segment lengths in words (default: 20,50)")
+    b.set_defaults(func=_build)
+
+    s = sub.add_parser("select-prompt", help="score every prompt variant on the validation split, report the best",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--model", default="hf", help="lm_eval model type (default hf)")
+    s.add_argument("--model_args", required=True, help="as for lm_eval, e.g. pretrained=NAME,max_length=8192")
+    s.add_argument("--metadata", nargs="*", default=[], help="booksort_* options as KEY=VALUE (see the task README)")
+    s.add_argument("--variants", default=None, help=f"comma list (default: all of {', '.join(VARIANTS)})")
+    s.add_argument("--limit", type=int, default=None, help="validation trials per variant (default: all)")
+    s.add_argument("--batch_size", default="1")
+    s.add_argument("--device", default=None)
+    s.add_argument("--apply_chat_template", action="store_true")
+    s.add_argument("--system_instruction", default=None)
+    s.add_argument("--output", type=Path, default=None, help="also write the scores as JSON here")
+    s.set_defaults(func=_select_prompt)

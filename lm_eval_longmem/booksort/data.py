@@ -1,0 +1,247 @@
+"""Book-SORT trials for the harness: from the hub (``memari/booksort``) or from a local build.
+
+`load_booksort` is the tasks' ``custom_dataset``: lm-eval calls it with the run's metadata
+(``--metadata`` merged with ``--model_args``) plus the task's ``dataset_kwargs`` and gets back the
+``test`` and ``validation`` splits as `datasets.Dataset`s. Each doc carries every grouping key
+(excerpt length, segment length, book, distance bin) and its rendered prompt, and the docs are
+interleaved over conditions so that ``--limit N`` samples the whole sweep.
+
+Options (all optional; see ``task_configs/booksort/README.md``):
+
+- ``booksort_data``: ``hub`` (default: ``memari/booksort``), ``hf:OWNER/NAME`` (another hub copy
+  with the same columns), or a directory written by ``lm-eval-longmem booksort build``.
+- ``booksort_excerpt_lengths``, ``booksort_segment_lengths``, ``booksort_books``,
+  ``booksort_distance_bins``: keep only these conditions (comma lists or JSON-style lists).
+- ``booksort_prompt``: the prompt variant (`lm_eval_longmem.booksort.prompts.VARIANTS`).
+
+Trials too long for the model's window are not dropped here: the task drops and counts them when
+it knows the final prompt (chat template included); see `lm_eval_longmem.booksort.task`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import zip_longest
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, Condition, get_variant, render
+from lm_eval_longmem.common.task import option
+
+HUB_DATASET = "memari/booksort"
+SPLITS = ("test", "validation")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which conditions to keep; None keeps all."""
+
+    excerpt_lengths: tuple[int, ...] | None = None
+    """Excerpt lengths L_E in words."""
+    segment_lengths: tuple[int, ...] | None = None
+    """Segment lengths L_S in words."""
+    books: tuple[str, ...] | None = None
+    """Books, by ``book_idx`` (the Gutenberg number) or by file stem for local builds."""
+    distance_bins: tuple[int, ...] | None = None
+    """Distance bins by index, 0 (nearest) to 3."""
+
+
+class Source(NamedTuple):
+    """Trials of one split and a way to get each trial's excerpt text."""
+
+    rows: list[dict[str, Any]]
+    excerpt: Callable[[dict[str, Any]], str]
+
+
+def _as_list(value: Any, key: str) -> list:
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (int, float)):
+        return [value]
+    text = str(value).strip()
+    if text.startswith(("[", "(")):
+        try:
+            return list(ast.literal_eval(text))
+        except (ValueError, SyntaxError) as err:
+            raise ValueError(f"cannot read {key}={value!r}: write e.g. 250,1000 or [250, 1000]") from err
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _ints(value: Any, key: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in _as_list(value, key))
+    except ValueError as err:
+        raise ValueError(f"{key}={value!r}: expected whole numbers of words, e.g. 250,1000 (not 1k)") from err
+
+
+def selection_from_metadata(metadata: dict[str, Any]) -> Selection:
+    """The `Selection` given by the ``booksort_*`` metadata keys."""
+    get = lambda key: option(metadata, key)  # noqa: E731
+    return Selection(
+        excerpt_lengths=_ints(get("booksort_excerpt_lengths"), "booksort_excerpt_lengths")
+        if get("booksort_excerpt_lengths") is not None
+        else None,
+        segment_lengths=_ints(get("booksort_segment_lengths"), "booksort_segment_lengths")
+        if get("booksort_segment_lengths") is not None
+        else None,
+        books=tuple(str(b) for b in _as_list(get("booksort_books"), "booksort_books"))
+        if get("booksort_books") is not None
+        else None,
+        distance_bins=_ints(get("booksort_distance_bins"), "booksort_distance_bins")
+        if get("booksort_distance_bins") is not None
+        else None,
+    )
+
+
+def _read_hub(name: str, split: str) -> Source:
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(name, split=split)
+    except Exception as err:  # gated, offline, missing: all end the same way for the user
+        raise RuntimeError(
+            f"could not load the Book-SORT dataset {name!r} from the Hugging Face hub "
+            f"({type(err).__name__}: {err}). It is gated: accept its terms at "
+            f"https://huggingface.co/datasets/{name} and log in (`hf auth login` or HF_TOKEN). "
+            "Offline or without access, build it from plain-text books instead: "
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`, then pass "
+            "--metadata booksort_data=DATA_DIR"
+        ) from err
+    rows = [dict(row) for row in dataset]
+    for row in rows:
+        row.setdefault("split", split)
+        row.setdefault("book_id", str(row["book_idx"]))
+        row.setdefault("distance", int(row["seg2_pos"]) - int(row["seg1_pos"]))
+        row.setdefault(
+            "trial_id",
+            f"{row['book_idx']}-{row['excerpt_length']}-{row['segment_length']}-"
+            f"{int(row['excerpt_idx']):03d}-{row['segment_idx']}",
+        )
+    return Source(rows, lambda row: row["excerpt_text"])
+
+
+def _read_built(root: Path, split: str) -> Source:
+    manifest_path = root / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(
+            f"{root} is not a Book-SORT build (no manifest.json): create one with "
+            f"`lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+        )
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    words = {b["book_id"]: (root / "books" / f"{b['book_id']}.txt").read_text(encoding="utf-8").split() for b in manifest["books"]}
+    with open(root / f"{split}.jsonl", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+
+    def excerpt(row: dict[str, Any]) -> str:
+        start = row["excerpt_start"]
+        return " ".join(words[row["book_id"]][start : start + row["excerpt_length"]])
+
+    return Source(rows, excerpt)
+
+
+def read_split(data: str, split: str) -> Source:
+    """All trials of `split` from `data`: ``hub``, ``hf:OWNER/NAME`` or a built directory."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}: use one of {SPLITS}")
+    if data == "hub":
+        return _read_hub(HUB_DATASET, split)
+    if data.startswith("hf:"):
+        return _read_hub(data[3:], split)
+    path = Path(data).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"booksort_data={data!r} is neither 'hub', 'hf:OWNER/NAME' nor a directory: build one with "
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`"
+        )
+    return _read_built(path, split)
+
+
+def add_bin_index(rows: list[dict[str, Any]]) -> None:
+    """Set ``distance_bin_idx`` (0 = nearest) by ranking each excerpt length's ``distance_bin`` edges.
+
+    The hub stores a bin as its right edge in words (e.g. 62 for L_E = 250); ranking the edges
+    present per excerpt length gives the same 0..3 index for hub data and local builds.
+    """
+    edges: dict[int, set[int]] = defaultdict(set)
+    for row in rows:
+        edges[int(row["excerpt_length"])].add(int(row["distance_bin"]))
+    rank = {le: {edge: k for k, edge in enumerate(sorted(values))} for le, values in edges.items()}
+    for row in rows:
+        row["distance_bin_idx"] = rank[int(row["excerpt_length"])][int(row["distance_bin"])]
+
+
+def select(rows: Sequence[dict[str, Any]], selection: Selection) -> list[dict[str, Any]]:
+    """The rows in `selection`; an empty result is an error that lists what the data holds."""
+
+    def keep(row: dict[str, Any]) -> bool:
+        s = selection
+        return (
+            (s.excerpt_lengths is None or int(row["excerpt_length"]) in s.excerpt_lengths)
+            and (s.segment_lengths is None or int(row["segment_length"]) in s.segment_lengths)
+            and (s.books is None or str(row["book_idx"]) in s.books or str(row["book_id"]) in s.books)
+            and (s.distance_bins is None or int(row["distance_bin_idx"]) in s.distance_bins)
+        )
+
+    kept = [row for row in rows if keep(row)]
+    if not kept:
+        have = lambda key: sorted({row[key] for row in rows})  # noqa: E731
+        raise ValueError(
+            f"no Book-SORT trial matches {selection}: the data has excerpt lengths {have('excerpt_length')}, "
+            f"segment lengths {have('segment_length')}, books {have('book_idx')} and distance bins 0-3"
+        )
+    return kept
+
+
+def interleave(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Round-robin over condition cells so the first N trials cover the sweep (for ``--limit``).
+
+    Cells are ordered with the excerpt length varying fastest, then segment length, book and
+    distance bin; within a cell trials keep their order.
+    """
+    cells: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (int(r["excerpt_idx"]), int(r["segment_idx"]))):
+        key = (int(row["distance_bin_idx"]), str(row["book_idx"]), int(row["segment_length"]), int(row["excerpt_length"]))
+        cells[key].append(row)
+    ordered = [cells[key] for key in sorted(cells)]
+    return [row for group in zip_longest(*ordered) for row in group if row is not None]
+
+
+def make_doc(row: dict[str, Any], excerpt: str, *, variant_name: str, condition: Condition) -> dict[str, Any]:
+    """A harness doc: the trial's keys, its rendered prompt and the index of the right label."""
+    first, second = (row["segment_1"], row["segment_2"]) if int(row["present_seg1_first"]) else (row["segment_2"], row["segment_1"])
+    prompt = render(get_variant(variant_name), title=row["book_title"], excerpt=excerpt, first=first, second=second, condition=condition)
+    doc = {k: v for k, v in row.items() if k != "excerpt_text"}
+    doc.update(
+        condition=condition,
+        prompt_variant=variant_name,
+        prompt_system=prompt.system,
+        prompt_user=prompt.user,
+        prompt_answer=prompt.answer_prefix,
+        label=0 if int(row["present_seg1_first"]) else 1,
+        present_seg1_first=int(row["present_seg1_first"]),
+    )
+    return doc
+
+
+def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> list[dict[str, Any]]:
+    """The docs of one split for the options in `metadata`."""
+    source = read_split(str(option(metadata, "booksort_data", "hub")), split)
+    add_bin_index(source.rows)
+    rows = interleave(select(source.rows, selection_from_metadata(metadata)))
+    variant_name = str(option(metadata, "booksort_prompt", DEFAULT_VARIANT))
+    get_variant(variant_name)  # fail early on a typo
+    return [
+        make_doc(row, source.excerpt(row) if condition == "in_context" else "", variant_name=variant_name, condition=condition)
+        for row in rows
+    ]
+
+
+def load_booksort(condition: Condition = "in_context", **metadata: Any) -> dict[str, Any]:
+    """``custom_dataset`` hook: ``{"test": Dataset, "validation": Dataset}`` for the run's options."""
+    import datasets
+
+    return {split: datasets.Dataset.from_list(build_docs(metadata, split, condition)) for split in SPLITS}

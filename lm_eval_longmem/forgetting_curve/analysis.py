@@ -1,0 +1,466 @@
+"""Forgetting-curve statistics: per-length accuracy, memory lengths, censoring and bootstrap intervals.
+
+Definitions (Liu et al., section 3.3 footnote 8 and Table 3):
+  * fine-grained memory length: the largest tested L whose mean copy accuracy exceeds 99%;
+  * coarse-grained memory length: the largest tested L whose mean copy accuracy exceeds the mean
+    LM accuracy by more than 1 point (0.01).
+A length is censored (">L", as in the paper's Table 3) when the condition still holds at the last
+tested length: the sweep stopped, not the memory. Lengths the backend could not run are skipped
+before the run; the last *tested* length is then below the grid's end and the result says so.
+No length qualifies -> 0 (the paper writes 0 for Llama-2-base's fine length).
+
+Intervals: per length, Student-t intervals of the mean over samples and of the paired difference,
+and a paired t-test p-value (as the original tool's `p_value`); for each memory length, a
+percentile bootstrap interval that resamples the samples of every length independently (scipy).
+
+Readers turn the three file kinds into one `Curve`: the original tool's JSON (a list of
+per-length records with `copy_accs`/`lm_accs`), lm_eval's `samples_*.jsonl` (per-doc metrics),
+and lm_eval's `results_*.json` (per-length means, with the samples file beside it when present).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from scipy import stats
+
+from lm_eval_longmem.common.stats import Interval, mean_interval, paired_test
+
+Criterion = Literal["fine", "coarse"]
+FINE_THRESHOLD = 0.99
+"""Fine-grained memory: mean copy accuracy strictly above this."""
+COARSE_MARGIN = 0.01
+"""Coarse-grained memory: mean copy accuracy minus mean LM accuracy strictly above this."""
+_EPS = 1e-9
+"""Float slack: a mean of token ratios exactly at a threshold (0.30 - 0.29) must not count as above it."""
+COPY_PREFIX = "copy_acc@"
+LM_PREFIX = "lm_acc@"
+
+
+class CurvePoint(NamedTuple):
+    """One sample of one length: what a doc contributes to the memory-length aggregations."""
+
+    length: int
+    sample: int
+    copy: float
+    lm: float
+    skipped: tuple[int, ...] = ()
+    claimed: int | None = None
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A forgetting curve as measured: per-sample accuracies, or only per-length means."""
+
+    lengths: tuple[int, ...]
+    """Tested lengths L (tokens of S), ascending."""
+    copy: dict[int, np.ndarray]
+    """Per length: copy accuracy of each sample (ordered by sample index), or the mean alone."""
+    lm: dict[int, np.ndarray]
+    """Per length: LM accuracy of each sample, paired with `copy` by position."""
+    skipped: tuple[int, ...] = ()
+    """Lengths of the sweep that the backend could not run (never tested)."""
+    claimed: int | None = None
+    """The model's claimed context window, when known."""
+    stderr: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Per length (copy, LM) standard errors, only for curves read from means (results JSON)."""
+    reported: dict[str, Any] = field(default_factory=dict)
+    """Memory lengths as the run reported them (results JSON), kept for intervals."""
+
+    @property
+    def per_sample(self) -> bool:
+        """True when every length holds per-sample values (so intervals and tests can be computed)."""
+        return not self.stderr
+
+
+class LengthStats(NamedTuple):
+    """Statistics of one tested length."""
+
+    length: int
+    n: int
+    copy: Interval
+    lm: Interval
+    copy_std: float | None
+    lm_std: float | None
+    difference: Interval
+    p_value: float | None
+
+
+class MemoryLength(NamedTuple):
+    """A memory length read off the curve."""
+
+    length: int
+    """Largest tested L where the condition holds (0 if none)."""
+    censored: bool
+    """True when the condition still holds at the last tested length (report as ">L")."""
+    interval: tuple[int, int] | None
+    """Percentile bootstrap interval over samples, None when some length has fewer than 2 samples."""
+    reason: str
+    """One line saying why the value is what it is."""
+
+    @property
+    def label(self) -> str:
+        """The value as the paper's Table 3 writes it: "4134" or ">9293"."""
+        return f">{self.length}" if self.censored else str(self.length)
+
+
+class Summary(NamedTuple):
+    """Everything `forgetting-curve summarize` prints."""
+
+    per_length: list[LengthStats]
+    fine: MemoryLength
+    coarse: MemoryLength
+    skipped: tuple[int, ...]
+    claimed: int | None
+
+
+def holds(criterion: Criterion, copy_mean: float, lm_mean: float) -> bool:
+    """Whether a length counts towards the memory length of `criterion`."""
+    if criterion == "fine":
+        return bool(copy_mean > FINE_THRESHOLD + _EPS)
+    return bool(copy_mean - lm_mean > COARSE_MARGIN + _EPS)
+
+
+def memory_length(lengths: Sequence[int], ok: Sequence[bool]) -> tuple[int, bool]:
+    """(largest length where `ok`, censored?) for ascending `lengths`; (0, False) when none is ok."""
+    best = 0
+    for length, good in zip(lengths, ok, strict=True):
+        if good:
+            best = length
+    censored = bool(lengths) and bool(ok[-1])
+    return best, censored
+
+
+def _means(curve: Curve) -> tuple[np.ndarray, np.ndarray]:
+    copy = np.array([curve.copy[L].mean() for L in curve.lengths])
+    lm = np.array([curve.lm[L].mean() for L in curve.lengths])
+    return copy, lm
+
+
+def _reason(criterion: Criterion, value: int, censored: bool, curve: Curve) -> str:
+    what = (
+        f"mean copy accuracy > {FINE_THRESHOLD}"
+        if criterion == "fine"
+        else f"mean copy - LM accuracy > {COARSE_MARGIN}"
+    )
+    if not curve.lengths:
+        return "no length was tested"
+    last = curve.lengths[-1]
+    if censored:
+        why = f"{what} still holds at the last tested length {last}"
+        longer = [L for L in curve.skipped if L > last]
+        if longer:
+            why += f"; longer lengths {longer} were skipped (the backend cannot run them)"
+        return why + f": memory length > {last}"
+    if value == 0:
+        return f"{what} holds at no tested length"
+    return f"{what} holds up to {value} and not at the last tested length {last}"
+
+
+def memory_interval(
+    curve: Curve, criterion: Criterion, *, level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+) -> tuple[int, int] | None:
+    """Percentile bootstrap interval of a memory length, resampling each length's samples independently.
+
+    Copy and LM accuracies of one sample stay paired. None when a length has fewer than 2 samples.
+    """
+    if not curve.lengths or not curve.per_sample or min(len(curve.copy[L]) for L in curve.lengths) < 2:
+        return None
+    lengths = np.asarray(curve.lengths)
+    copies = [curve.copy[L] for L in curve.lengths]
+    lms = [curve.lm[L] for L in curve.lengths]
+
+    def statistic(*indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        # indices[j]: resampled sample positions of length j, shape (..., n_j)
+        idx = [np.asarray(i, dtype=int) for i in indices]
+        copy = np.stack([c[i].mean(axis=axis) for c, i in zip(copies, idx, strict=True)], axis=-1)
+        lm = np.stack([m[i].mean(axis=axis) for m, i in zip(lms, idx, strict=True)], axis=-1)
+        ok = copy > FINE_THRESHOLD + _EPS if criterion == "fine" else copy - lm > COARSE_MARGIN + _EPS
+        # largest length where ok: position of the last True, 0 when none
+        last = ok.shape[-1] - 1 - np.argmax(ok[..., ::-1], axis=-1)
+        return np.where(ok.any(axis=-1), lengths[last], 0).astype(float)
+
+    result = stats.bootstrap(
+        tuple(np.arange(len(c), dtype=float) for c in copies),
+        statistic,
+        vectorized=True,
+        paired=False,
+        n_resamples=n_resamples,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    ci = result.confidence_interval
+    return int(round(ci.low)), int(round(ci.high))
+
+
+def _unit(interval: Interval) -> Interval:
+    """`interval` clipped to [0, 1]: a t-interval of an accuracy near 0 or 1 can overshoot."""
+    return Interval(interval.estimate, max(0.0, interval.low), min(1.0, interval.high))
+
+
+def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float = 0.95) -> LengthStats:
+    """Mean, spread, interval, paired difference and paired t-test of one length's samples."""
+    n = len(copy)
+    p_value = paired_test(copy, lm) if n >= 2 else None
+    return LengthStats(
+        length=length,
+        n=n,
+        copy=_unit(mean_interval(copy, level)),
+        lm=_unit(mean_interval(lm, level)),
+        copy_std=float(np.std(copy)),
+        lm_std=float(np.std(lm)),
+        difference=mean_interval(np.asarray(copy) - np.asarray(lm), level),
+        p_value=None if p_value is None or math.isnan(p_value) else p_value,
+    )
+
+
+def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, seed: int = 0) -> Summary:
+    """All statistics of a curve (see the module docstring)."""
+    if curve.per_sample:
+        per_length = [length_stats(L, curve.copy[L], curve.lm[L], level=level) for L in curve.lengths]
+    else:
+        z = stats.norm.ppf(0.5 + level / 2)
+        per_length = []
+        for L in curve.lengths:
+            c, m = float(curve.copy[L].mean()), float(curve.lm[L].mean())
+            sc, sm = curve.stderr.get(L, (math.nan, math.nan))
+            per_length.append(
+                LengthStats(
+                    L,
+                    0,
+                    Interval(c, c - z * sc, c + z * sc),
+                    Interval(m, m - z * sm, m + z * sm),
+                    None,
+                    None,
+                    Interval(c - m, math.nan, math.nan),
+                    None,
+                )
+            )
+    copy, lm = _means(curve)
+    found = {}
+    for criterion in ("fine", "coarse"):
+        ok = [holds(criterion, c, m) for c, m in zip(copy, lm, strict=True)]
+        value, censored = memory_length(curve.lengths, ok)
+        interval = memory_interval(curve, criterion, level=level, n_resamples=n_resamples, seed=seed)
+        if interval is None and curve.reported.get(f"{criterion}_interval"):
+            interval = curve.reported[f"{criterion}_interval"]
+        found[criterion] = MemoryLength(value, censored, interval, _reason(criterion, value, censored, curve))
+    return Summary(per_length, found["fine"], found["coarse"], curve.skipped, curve.claimed)
+
+
+def _clean(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def summary_json(summary: Summary) -> dict[str, Any]:
+    """A JSON-ready dict of `summary` (NaN becomes null)."""
+
+    def interval(iv: Interval) -> dict[str, float | None]:
+        return {"mean": _clean(iv.estimate), "low": _clean(iv.low), "high": _clean(iv.high)}
+
+    def memory(m: MemoryLength) -> dict[str, Any]:
+        return {
+            "length": m.length,
+            "censored": m.censored,
+            "label": m.label,
+            "interval": list(m.interval) if m.interval else None,
+            "reason": m.reason,
+        }
+
+    return {
+        "fine_memory_length": memory(summary.fine),
+        "coarse_memory_length": memory(summary.coarse),
+        "claimed_length": summary.claimed,
+        "skipped_lengths": list(summary.skipped),
+        "lengths": [
+            {
+                "length": s.length,
+                "samples": s.n,
+                "copy_acc": interval(s.copy),
+                "lm_acc": interval(s.lm),
+                "copy_std": _clean(s.copy_std),
+                "lm_std": _clean(s.lm_std),
+                "difference": interval(s.difference),
+                "p_value": _clean(s.p_value),
+            }
+            for s in summary.per_length
+        ],
+    }
+
+
+# ---- building a Curve --------------------------------------------------------------------------
+
+
+def curve_from_points(points: Iterable[CurvePoint]) -> Curve:
+    """A per-sample curve from doc-level points (in any order; sorted by length, then sample)."""
+    grouped: dict[int, list[CurvePoint]] = defaultdict(list)
+    skipped: set[int] = set()
+    claimed = None
+    for p in points:
+        p = CurvePoint(*p)  # lists from JSON become points too
+        grouped[int(p.length)].append(p)
+        skipped.update(int(L) for L in p.skipped or ())
+        claimed = claimed if p.claimed is None else int(p.claimed)
+    lengths = tuple(sorted(grouped))
+    copy, lm = {}, {}
+    for L in lengths:
+        rows = sorted(grouped[L], key=lambda p: p.sample)
+        copy[L] = np.array([p.copy for p in rows], dtype=float)
+        lm[L] = np.array([p.lm for p in rows], dtype=float)
+    return Curve(lengths, copy, lm, tuple(sorted(skipped)), claimed)
+
+
+def read_reference(records: list[dict[str, Any]], *, claimed: int | None = None) -> Curve:
+    """A curve from the original forgetting-curve tool's result JSON (list of per-length records)."""
+    points = []
+    for record in records:
+        copies, lms = record["copy_accs"], record["lm_accs"]
+        if len(copies) != len(lms):
+            raise ValueError(f"length {record['length']}: {len(copies)} copy vs {len(lms)} LM samples")
+        points += [
+            CurvePoint(int(record["length"]), k, float(c), float(m), (), claimed)
+            for k, (c, m) in enumerate(zip(copies, lms, strict=True))
+        ]
+    return curve_from_points(points)
+
+
+def is_reference(data: Any) -> bool:
+    """True for the original tool's format: a list of records with `length`, `copy_accs`, `lm_accs`."""
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(r, dict) and {"length", "copy_accs", "lm_accs"} <= r.keys() for r in data)
+    )
+
+
+def read_samples(records: Iterable[dict[str, Any]]) -> Curve:
+    """A curve from lm_eval's `samples_<task>_*.jsonl` records of our task (needs `--log_samples`)."""
+    points = []
+    for record in records:
+        doc = record["doc"]
+        L = int(doc["length"])
+        points.append(
+            CurvePoint(
+                L,
+                int(doc["sample"]),
+                float(record[f"{COPY_PREFIX}{L}"]),
+                float(record[f"{LM_PREFIX}{L}"]),
+                tuple(doc.get("skipped_lengths") or ()),
+                doc.get("claimed_length"),
+            )
+        )
+    if not points:
+        raise ValueError("no forgetting-curve samples in the file")
+    return curve_from_points(points)
+
+
+def forgetting_curve_task(results: dict[str, Any]) -> str | None:
+    """Name of the (first) task in an lm_eval results dict that reports `copy_acc@L` metrics."""
+    for name, metrics in results.get("results", {}).items():
+        if any(key.startswith(COPY_PREFIX) for key in metrics):
+            return name
+    return None
+
+
+def _metric(metrics: dict[str, Any], name: str) -> Any:
+    for key, value in metrics.items():
+        if key.split(",", 1)[0] == name:
+            return value
+    return None
+
+
+def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
+    """A means-only curve from an lm_eval results dict (per-length means and stderr; reported memory lengths)."""
+    task = task or forgetting_curve_task(results)
+    if task is None:
+        raise ValueError("the results file holds no forgetting-curve metrics (copy_acc@L)")
+    metrics = results["results"][task]
+    copy, lm, stderr = {}, {}, {}
+    for key, value in metrics.items():
+        name = key.split(",", 1)[0]
+        if name.startswith(COPY_PREFIX) and not name.endswith("_stderr"):
+            L = int(name[len(COPY_PREFIX) :])
+            copy[L] = np.array([float(value)])
+            lm[L] = np.array([float(_metric(metrics, f"{LM_PREFIX}{L}"))])
+
+            def se(m: str) -> float:
+                v = _metric(metrics, f"{m}{L}_stderr")
+                return float(v) if isinstance(v, (int, float)) else math.nan
+
+            stderr[L] = (se(COPY_PREFIX), se(LM_PREFIX))
+    skipped_text = _metric(metrics, "skipped_lengths")
+    skipped = tuple(int(x) for x in str(skipped_text or "").split(",") if x.strip().isdigit())
+    claimed = _metric(metrics, "claimed_length")
+    reported = {}
+    for criterion in ("fine", "coarse"):
+        low, high = _metric(metrics, f"{criterion}_memory_length_low"), _metric(metrics, f"{criterion}_memory_length_high")
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)) and not math.isnan(low):
+            reported[f"{criterion}_interval"] = (int(low), int(high))
+    return Curve(
+        tuple(sorted(copy)),
+        copy,
+        lm,
+        skipped,
+        int(claimed) if isinstance(claimed, (int, float)) and claimed else None,
+        stderr,
+        reported,
+    )
+
+
+def samples_file_for(results_path: Path, task: str) -> Path | None:
+    """The `samples_<task>_<date>.jsonl` lm_eval wrote next to `results_<date>.json`, if any."""
+    stem = results_path.stem
+    date = stem[len("results_") :] if stem.startswith("results_") else None
+    if date:
+        candidate = results_path.with_name(f"samples_{task}_{date}.jsonl")
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def is_samples(data: Any) -> bool:
+    """True for lm_eval per-sample records (a list of dicts with a `doc`)."""
+    return isinstance(data, list) and bool(data) and all(isinstance(r, dict) and "doc" in r for r in data)
+
+
+def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None = None) -> Curve:
+    """A curve from loaded file content: the original tool's list, lm_eval samples records or a results dict.
+
+    For a results dict read from `path`, the samples file of the same run (same date stamp, same
+    folder) is used when present, so per-sample statistics are available; otherwise the
+    per-length means are used.
+    """
+    if is_reference(data):
+        curve = read_reference(data, claimed=claimed)
+    elif is_samples(data):
+        curve = read_samples(data)
+    elif isinstance(data, dict) and (task := forgetting_curve_task(data)):
+        samples = samples_file_for(path, task) if path is not None else None
+        curve = read_samples(_jsonl(samples)) if samples is not None else read_results(data, task)
+    else:
+        raise ValueError(
+            f"{path or 'the data'} is neither an lm_eval results/samples file of the forgetting_curve task nor "
+            "an original forgetting-curve result file (a list of records with length, copy_accs, lm_accs)"
+        )
+    if claimed is not None:
+        curve = Curve(curve.lengths, curve.copy, curve.lm, curve.skipped, claimed, curve.stderr, curve.reported)
+    return curve
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def load_curve(path: Path | str, *, claimed: int | None = None) -> Curve:
+    """A curve from any supported file (see `curve_from_data`); `.jsonl` files are lm_eval samples."""
+    path = Path(path)
+    data = _jsonl(path) if path.suffix == ".jsonl" else json.loads(path.read_text())
+    return curve_from_data(data, path=path, claimed=claimed)

@@ -1,0 +1,91 @@
+"""Book-SORT accuracy by excerpt length and by segment distance, like Figure 1 a/b of Pink et al.
+
+Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``). Panel (b): accuracy per distance
+bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over excerpt lengths
+(``acc@bin<k>``) when the run has no 2500-word trials. Error bars are the Wilson 95% intervals
+the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly above chance
+(one-sided binomial p < 0.05, ``_p_above_chance``). One line per Book-SORT task in the file
+(in-context, memory-less, generation). Reads results files only.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+CHANCE = 0.5
+PAPER_BIN_LENGTH = 2500
+_LE = re.compile(r"^acc@LE(\d+),")
+_LE_BIN = re.compile(r"^acc@LE(\d+)_bin(\d+),")
+_BIN = re.compile(r"^acc@bin(\d+),")
+
+
+def booksort_tasks(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-task metric dicts of every Book-SORT task in an lm_eval results dict."""
+    per_task = (results.get("results") or {}) if isinstance(results, dict) else {}
+    return {name: row for name, row in per_task.items() if any(_LE.match(key) for key in row)}
+
+
+def can_plot(results: Any) -> bool:
+    """True for an lm_eval results dict holding Book-SORT per-excerpt-length metrics."""
+    return isinstance(results, dict) and bool(booksort_tasks(results))
+
+
+def _point(row: dict[str, Any], cell: str) -> tuple[float, float, float, bool]:
+    value = row[f"acc@{cell},none"]
+    low = row.get(f"acc@{cell}_ci_low,none", value)
+    high = row.get(f"acc@{cell}_ci_high,none", value)
+    p = row.get(f"acc@{cell}_p_above_chance,none", 1.0)
+    return value, value - low, high - value, p < 0.05
+
+
+def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str) -> None:
+    values = [p[0] for p in points]
+    container = ax.errorbar(x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], marker="o", capsize=3, label=label)
+    for xi, (value, _, up, significant) in zip(x, points):
+        if significant:
+            ax.annotate("*", (xi, value + up), ha="center", va="bottom", color=container[0].get_color())
+
+
+def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Write ``<out_prefix>_booksort.<fmt>`` for each format; returns the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = booksort_tasks(results)
+    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    bin_source = "pooled over excerpt lengths"
+    for name, row in sorted(tasks.items()):
+        lengths = sorted({int(m.group(1)) for key in row if (m := _LE.match(key))})
+        _draw(ax_a, list(range(len(lengths))), [_point(row, f"LE{le}") for le in lengths], name)
+        ax_a.set_xticks(range(len(lengths)), [str(le) for le in lengths])
+        at_paper_length = sorted({int(m.group(2)) for key in row if (m := _LE_BIN.match(key)) and int(m.group(1)) == PAPER_BIN_LENGTH})
+        if at_paper_length:
+            bins, cells, bin_source = at_paper_length, [f"LE{PAPER_BIN_LENGTH}_bin{k}" for k in at_paper_length], f"L_E = {PAPER_BIN_LENGTH} words"
+        else:
+            bins = sorted({int(m.group(1)) for key in row if (m := _BIN.match(key))})
+            cells = [f"bin{k}" for k in bins]
+        _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
+        ax_b.set_xticks(bins, [f"d{k}" for k in bins])
+    for ax, title, xlabel in (
+        (ax_a, "(a) accuracy by excerpt length", "excerpt length L_E (words)"),
+        (ax_b, f"(b) accuracy by segment distance ({bin_source})", "distance bin (d0 nearest)"),
+    ):
+        ax.axhline(CHANCE, color="grey", linestyle="--", linewidth=1, label="chance")
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("accuracy")
+        ax.set_title(title, fontsize=10)
+    ax_a.legend(fontsize=8, loc="lower left")
+    fig.suptitle("Book-SORT (95% Wilson intervals; * above chance, p < 0.05)", fontsize=11)
+    fig.tight_layout()
+    written = []
+    for fmt in formats:
+        path = Path(f"{out_prefix}_booksort.{fmt}")
+        fig.savefig(path)
+        written.append(path)
+    plt.close(fig)
+    return written

@@ -1,0 +1,137 @@
+"""Fresh BABILong samples in the real SmolLM2 tokenizer: lengths, order, determinism, depth."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lm_eval_longmem.babilong.babi import read_babi, task_file
+from lm_eval_longmem.babilong.generate import GenerationSpec, generated_docs, prompt_tokens, split_sentences
+from lm_eval_longmem.babilong.prompts import build_prompt
+
+SMALL_BOOKS = ("73017-0.txt", "72958-0.txt")  # 56 kB + 242 kB: enough text for 4k samples, quick to split
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smollm2_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_dir)
+
+
+@pytest.fixture(scope="module")
+def books(shared_data, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("books")
+    for name in SMALL_BOOKS:
+        shutil.copy(shared_data / "books" / name, folder / name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fresh_cache(tmp_path_factory, smollm2_dir):
+    """A cache directory of this module's own, so every sample is built here (after the converted
+    model was found in the normal cache)."""
+    with pytest.MonkeyPatch.context() as patch:
+        cache = tmp_path_factory.mktemp("cache")
+        patch.setenv("LM_EVAL_LONGMEM_CACHE", str(cache))
+        yield cache
+
+
+def _generate(tokenizer, shared_data, books, **spec):
+    spec = {"samples": 6, **spec}
+    return generated_docs(GenerationSpec(**spec), babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize("qa", ["qa1", "qa2"])
+@pytest.mark.parametrize("length", [0, 1024, 4096])
+def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, shared_data, books, fresh_cache, qa, length):
+    rows = _generate(tokenizer, shared_data, books, qa=qa, length=length)
+    assert len(rows) == 6
+    for row in rows:
+        assert not row["skip_reason"]
+        measured = prompt_tokens(tokenizer, build_prompt(qa, row["input"], row["question"]))
+        assert measured == row["prompt_tokens"]
+        if length:
+            target = length - 20
+            assert target - 3 <= measured <= target, (length, measured)
+        else:
+            assert measured < 1024  # facts only
+
+
+def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, shared_data, books, fresh_cache):
+    babi = read_babi(task_file(shared_data / "babi" / "en", "qa2"))
+    for row in _generate(tokenizer, shared_data, books, qa="qa2", length=4096):
+        sample = babi[row["sample_id"]]
+        assert (row["question"], row["target"]) == (sample.question, sample.answer)
+        position = 0
+        for fact in sample.facts:
+            found = row["input"].find(fact, position)
+            assert found >= position, f"fact {fact!r} missing or out of order"
+            position = found + len(fact)
+        depths = row["fact_depths"]
+        assert depths == sorted(depths) and len(depths) == len(sample.facts)
+
+
+def test_same_seed_gives_identical_samples_from_scratch(tokenizer, shared_data, books, tmp_path, monkeypatch, smollm2_dir):
+    runs = []
+    for name in ("a", "b"):
+        monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / name))
+        runs.append(_generate(tokenizer, shared_data, books, qa="qa1", length=1024, seed=7))
+    assert runs[0] == runs[1]
+    other = _generate(tokenizer, shared_data, books, qa="qa1", length=1024, seed=8)
+    assert [r["input"] for r in other] != [r["input"] for r in runs[0]]
+    assert os.listdir(tmp_path / "a")  # it was cached
+
+
+def test_the_same_questions_are_used_at_every_length(tokenizer, shared_data, books, fresh_cache):
+    ids = [[r["sample_id"] for r in _generate(tokenizer, shared_data, books, qa="qa1", length=n)] for n in (0, 1024)]
+    assert ids[0] == ids[1]
+
+
+@pytest.mark.parametrize("band", [(0.0, 0.25), (0.5, 0.75)])
+def test_depth_band_is_respected(tokenizer, shared_data, books, fresh_cache, band):
+    low, high = band
+    rows = _generate(tokenizer, shared_data, books, qa="qa1", length=4096, depth=band)
+    for row in rows:
+        assert not row["skip_reason"]
+        context = row["input"]
+        total = len(tokenizer(context, add_special_tokens=False)["input_ids"])
+        babi = read_babi(task_file(shared_data / "babi" / "en", "qa1"))[row["sample_id"]]
+        position = 0
+        for fact in babi.facts:
+            start = context.find(fact, position)
+            end = start + len(fact)
+            before = len(tokenizer(context[:start], add_special_tokens=False)["input_ids"])
+            through = len(tokenizer(context[:end], add_special_tokens=False)["input_ids"])
+            # a token or two of slack for merges at the cut points
+            assert before >= low * total - 2 and through <= high * total + 2, (fact, before, through, total)
+            position = end
+
+
+def test_prompt_too_long_for_the_length_is_skipped_and_counted(tokenizer, shared_data, books, fresh_cache):
+    rows = _generate(tokenizer, shared_data, books, qa="qa3", length=512, samples=10)
+    skipped = [r for r in rows if r["skip_reason"]]
+    assert skipped, "qa3 stories are long: some cannot fit in 512 tokens"
+    assert all(r["input"] == "" for r in skipped)
+    assert all(r["prompt_tokens"] <= 512 - 20 for r in rows if not r["skip_reason"])
+
+
+def test_corpus_too_short_is_a_clear_error(tokenizer, shared_data, tmp_path, fresh_cache):
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "a.txt").write_text("One short sentence. And another one.")
+    with pytest.raises(ValueError, match="babilong_corpus"):
+        _generate(tokenizer, shared_data, tiny, qa="qa1", length=4096)
+
+
+def test_sentence_splitting_joins_wrapped_lines():
+    text = "It was a dark\nnight. The wind\nhowled.\n\nA new paragraph starts here. Mr. Smith left."
+    assert split_sentences(text) == [
+        "It was a dark night.",
+        "The wind howled.",
+        "A new paragraph starts here.",
+        "Mr. Smith left.",
+    ]

@@ -1,0 +1,210 @@
+"""`HFLM.loglikelihood_accuracy`: exactness, batching, memory-flat head, lengths, soft-capping, caching."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from kit import build_tiny_llama
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import CachingLM
+
+from lm_eval_longmem.backends import hf
+from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
+
+VOCAB = range(4, 101)  # the tiny tokenizer's printable characters
+LENGTHS = [(5, 12), (70, 30), (17, 1), (120, 25), (2, 9), (64, 20), (64, 20)]
+
+
+def instances(pairs, options=None):
+    extra = (options,) if options else ()
+    return [Instance(OUTPUT_TYPE, {}, (ctx, cont, *extra), i) for i, (ctx, cont) in enumerate(pairs)]
+
+
+def run(lm, pairs, batch_size=1, options=None):
+    lm.batch_size_per_gpu = batch_size
+    return lm.loglikelihood_accuracy(instances(pairs, options), disable_tqdm=True)
+
+
+@pytest.fixture(scope="module")
+def pairs(tiny_lm, mixed_requests_fn):
+    return mixed_requests_fn(tiny_lm.model, LENGTHS, VOCAB)
+
+
+def test_matches_plain_full_logits_forward(tiny_lm, pairs, reference_fn):
+    results = run(tiny_lm, pairs, batch_size=3)
+    assert all(isinstance(r, TokenAccuracy) for r in results)
+    all_bits = "".join(r.bits for r in results)
+    assert "0" in all_bits and "1" in all_bits, "the test needs a real mix of hits and misses"
+    for (ctx, cont), got in zip(pairs, results, strict=True):
+        want = reference_fn(tiny_lm.model, ctx, cont)
+        assert len(got.bits) == len(cont)
+        assert got.bits == want.bits
+        assert got.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_identical_for_every_batch_size(tiny_lm, pairs):
+    one = run(tiny_lm, pairs, batch_size=1)
+    for batch_size in (2, 3, 7, 64):
+        assert run(tiny_lm, pairs, batch_size=batch_size) == one  # bit-identical, logprobs included
+
+
+def test_auto_batch_size_probes_the_memory_flat_path(tiny_llama_dir, pairs, monkeypatch, make_lm):
+    lm = make_lm(tiny_llama_dir, batch_size="auto:2", max_batch_size=4)
+    probed = []
+    real_score = hf.score_batch
+    monkeypatch.setattr(hf, "score_batch", lambda self, batch, width, chunked: probed.append(len(batch)) or real_score(self, batch, width, chunked))
+    monkeypatch.setattr(type(lm), "_model_call", lambda *a, **k: pytest.fail("auto must not probe the full-logits path"))
+    got = lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
+    assert probed[:1] == [4], "the first call is the probe at max_batch_size on our path"
+    assert got == run(lm, pairs, batch_size=1)
+
+
+def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeypatch):
+    expected = run(tiny_lm, pairs, batch_size=4)
+    head = tiny_lm.model.get_output_embeddings()
+    rows_per_call = []
+    handle = head.register_forward_hook(lambda module, args, out: rows_per_call.append(args[0].shape))
+    vocab = head.weight.shape[0]
+    monkeypatch.setattr(hf, "CHUNK_BYTES", 4 * vocab * 8)  # 8 positions per chunk
+    try:
+        got = run(tiny_lm, pairs, batch_size=4)
+    finally:
+        handle.remove()
+    assert got == expected  # chunking changes nothing
+    assert rows_per_call and all(shape == (shape[0], head.in_features) and shape[0] <= 8 for shape in rows_per_call)
+    assert sum(shape[0] for shape in rows_per_call) == sum(len(cont) for _, cont in pairs)
+
+
+def test_summed_logprob_equals_harness_loglikelihood(tiny_lm):
+    pairs = [("The cat sat on the", " mat."), ("abc ", "def"), ("", "Hello world"), ("x", "yz and more")]
+    ours = tiny_lm.loglikelihood_accuracy([Instance(OUTPUT_TYPE, {}, p, 0) for p in pairs], disable_tqdm=True)
+    harness = tiny_lm.loglikelihood([Instance("loglikelihood", {}, p, 0) for p in pairs], disable_tqdm=True)
+    for got, (logprob, greedy) in zip(ours, harness, strict=True):
+        assert got.logprob == pytest.approx(logprob, abs=1e-4)
+        assert (got.bits == "1" * len(got.bits)) == greedy
+
+
+def test_too_long_request_is_an_error_naming_length_and_limit(tiny_llama_dir, make_lm):
+    lm = make_lm(tiny_llama_dir, max_length=64)
+    ctx, cont = [1] + [10] * 59, [11] * 10  # 69 input positions
+    with pytest.raises(ValueError, match=r"need 69 input positions, more than max_length=64"):
+        run(lm, [(ctx, cont)])
+    # exactly at the limit runs
+    assert len(run(lm, [(ctx[:55], cont)])[0].bits) == 10
+
+
+def test_opt_in_runs_beyond_max_length_exactly(tiny_llama_dir, reference_fn, make_lm):
+    lm = make_lm(tiny_llama_dir, max_length=64)
+    ctx, cont = [1] + [10 + i % 50 for i in range(150)], [20 + i % 30 for i in range(40)]
+    got = run(lm, [(ctx, cont)], options={"beyond_max_length": True})[0]
+    want = reference_fn(lm.model, ctx, cont)
+    assert got.bits == want.bits and got.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_opt_in_stops_at_a_learned_position_table(tmp_path, make_lm):
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    src = build_tiny_llama(tmp_path / "tok")
+    GPT2LMHeadModel(GPT2Config(vocab_size=101, n_positions=48, n_embd=32, n_layer=1, n_head=2)).save_pretrained(tmp_path / "gpt2")
+    AutoTokenizer.from_pretrained(src).save_pretrained(tmp_path / "gpt2")
+    lm = make_lm(tmp_path / "gpt2", max_length=32)
+    beyond = {"beyond_max_length": True}
+    assert len(run(lm, [([1] * 40, [5] * 9)], options=beyond)[0].bits) == 9  # 48 positions: fits the table
+    with pytest.raises(ValueError, match=r"need 49 input positions.*learned position table 'transformer.wpe' has 48"):
+        run(lm, [([1] * 40, [5] * 10)], options=beyond)
+
+
+def test_bad_requests_are_clear_errors(tiny_lm):
+    with pytest.raises(ValueError, match="continuation has no tokens"):
+        run(tiny_lm, [([1, 2], [])])
+    with pytest.raises(ValueError, match="context has no tokens"):
+        run(tiny_lm, [([], [5, 6])])
+    with pytest.raises(ValueError, match="token id 5000 is outside"):
+        run(tiny_lm, [([1, 2], [5000])])
+    with pytest.raises(ValueError, match="unknown loglikelihood_accuracy option"):
+        run(tiny_lm, [([1, 2], [5])], options={"truncate": True})
+
+
+@pytest.fixture(scope="module")
+def softcapped_dir(tmp_path_factory):
+    """A tiny random Gemma2 with a small final soft-cap, so the cap visibly changes the logits."""
+    from transformers import AutoTokenizer, Gemma2Config, Gemma2ForCausalLM
+
+    out = tmp_path_factory.mktemp("gemma2")
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_llama(out / "tok"))
+    torch.manual_seed(0)
+    config = Gemma2Config(
+        vocab_size=101, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, final_logit_softcapping=0.5, bos_token_id=1, eos_token_id=2, pad_token_id=3,
+    )
+    model = Gemma2ForCausalLM(config)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(50)  # logits of several units: far outside tanh's linear range at cap 0.5
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_final_logit_softcapping_is_honoured(softcapped_dir, mixed_requests_fn, reference_fn, make_lm):
+    lm = make_lm(softcapped_dir)
+    pairs = mixed_requests_fn(lm.model, [(10, 15), (33, 20), (4, 6)], VOCAB, seed=1)
+    got = run(lm, pairs, batch_size=2)
+    assert lm._longmem_chunked_head is True  # the memory-flat path passed its self-check
+    for (ctx, cont), result in zip(pairs, got, strict=True):
+        want = reference_fn(lm.model, ctx, cont)
+        assert result.bits == want.bits and result.logprob == pytest.approx(want.logprob, abs=1e-4)
+    # Without the cap the head path would be wrong by far more than rounding:
+    hidden = lm.model.base_model(input_ids=torch.tensor([pairs[0][0]])).last_hidden_state
+    raw = lm.model.lm_head(hidden)
+    assert (raw - lm.model(input_ids=torch.tensor([pairs[0][0]])).logits).abs().max() > 1.0
+
+
+def test_unknown_output_transform_falls_back_to_full_logits(softcapped_dir, mixed_requests_fn, reference_fn, monkeypatch, caplog, make_lm):
+    lm = make_lm(softcapped_dir)
+    monkeypatch.setattr(hf, "final_logit_transform", lambda model: lambda logits: logits)  # pretend we don't know the cap
+    pairs = mixed_requests_fn(lm.model, [(10, 15), (4, 6)], VOCAB, seed=2)
+    with caplog.at_level(logging.WARNING):
+        got = run(lm, pairs)
+    assert lm._longmem_chunked_head is False
+    assert "using the full-logits forward" in caplog.text
+    for (ctx, cont), result in zip(pairs, got, strict=True):
+        want = reference_fn(lm.model, ctx, cont)
+        assert result.bits == want.bits and result.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_use_cache_reuses_responses_without_forward_passes(tiny_llama_dir, pairs, tmp_path, make_lm):
+    lm = make_lm(tiny_llama_dir, batch_size=2)
+    calls = []
+    lm.model.register_forward_pre_hook(lambda *a: calls.append("model"))
+    lm.model.base_model.register_forward_pre_hook(lambda *a: calls.append("body"))
+    first = CachingLM(lm, str(tmp_path / "cache.db")).loglikelihood_accuracy(instances(pairs))
+    assert calls, "the first run computes"
+    calls.clear()
+    second = CachingLM(lm, str(tmp_path / "cache.db")).loglikelihood_accuracy(instances(pairs))
+    assert calls == []
+    assert second == first
+    # one new request: only it is computed, the rest still come from the cache
+    third = CachingLM(lm, str(tmp_path / "cache.db")).loglikelihood_accuracy(instances([*pairs, ([1, 7, 8], [9, 10])]))
+    assert third[:-1] == first and calls.count("body") == 1
+
+
+@pytest.mark.parametrize(
+    "n_inputs,max_length,physical,width",
+    [
+        (1, 2048, None, 64),
+        (64, 2048, None, 64),
+        (65, 2048, None, 128),
+        (2040, 2048, None, 2048),
+        (2030, 2040, None, 2040),  # padding never crosses max_length for a request within it
+        (2050, 2048, None, 2112),  # beyond max_length on a rotary model: no cap
+        (2050, 2048, 2060, 2060),  # beyond max_length: capped by the position table
+    ],
+)
+def test_padded_width(n_inputs, max_length, physical, width):
+    assert hf.padded_width(n_inputs, max_length, physical) == width
+
+
+def test_physical_limit_of_a_rotary_model(tiny_lm):
+    assert hf.physical_max_length(tiny_lm.model, tiny_lm.max_length).tokens is None

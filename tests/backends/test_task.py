@@ -1,0 +1,131 @@
+"""The task base, `install()`, and a run through the real `lm_eval` command line."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kit import read_results, read_samples, run_lm_eval
+from lm_eval.api.instance import Instance
+from lm_eval.utils import hash_string
+
+from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, TokenIds
+from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TASKS = "longmem_backends_test,longmem_backends_test_ids"
+
+
+def test_install_only_adds_names():
+    """In a fresh interpreter: install() adds our names and replaces nothing else (twice = once)."""
+    script = """
+import lm_eval.api.model as model, lm_eval.api.registry as registry, lm_eval.api.task as task
+from lm_eval.models.huggingface import HFLM
+hf_before, caching_before = dict(vars(HFLM)), dict(vars(model.CachingLM))
+types_before, metrics_before = list(task.ALL_OUTPUT_TYPES), dict(registry.DEFAULT_METRIC_REGISTRY)
+from lm_eval_longmem.backends import install
+install(); install()
+assert {k: v for k, v in vars(HFLM).items() if k != "loglikelihood_accuracy"} == hf_before
+assert set(vars(HFLM)) - set(hf_before) == {"loglikelihood_accuracy"}
+changed = {k for k in vars(model.CachingLM) if vars(model.CachingLM)[k] is not caching_before.get(k)}
+assert changed == {"__getattr__"}, changed
+assert model.CachingLM.__getattr__.__wrapped__ is caching_before["__getattr__"]
+assert task.ALL_OUTPUT_TYPES == types_before + ["loglikelihood_accuracy"]
+assert {k: v for k, v in registry.DEFAULT_METRIC_REGISTRY.items() if k != "loglikelihood_accuracy"} == metrics_before
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def make_task(**overrides) -> LoglikelihoodAccuracyTask:
+    import datasets
+
+    config = {
+        "task": "unit",
+        "custom_dataset": lambda **kw: {"test": datasets.Dataset.from_list([{"q": "Hello", "a": " world"}])},
+        "test_split": "test",
+        "doc_to_text": "{{q}}",
+        "doc_to_target": "{{a}}",
+        "metadata": {"version": 0},
+        **overrides,
+    }
+    return LoglikelihoodAccuracyTask(config=config)
+
+
+def test_default_request_is_prompt_and_target():
+    task = make_task()
+    doc = task.eval_docs[0]
+    (inst,) = task.construct_requests(doc, "Hello", metadata=("unit", 0, 1), apply_chat_template=False)
+    assert inst.request_type == OUTPUT_TYPE and inst.args == ("Hello", " world")
+    assert task.process_results(doc, [TokenAccuracy("0110", -3.5)]) == {"token_acc": 0.5, "logprob": -3.5}
+    assert set(task.aggregation()) == {"token_acc", "logprob"} and all(task.higher_is_better().values())
+
+
+def test_token_ids_and_the_beyond_option_reach_the_request():
+    class Ids(LoglikelihoodAccuracyTask):
+        beyond_max_length = True
+
+        def accuracy_requests(self, doc):
+            return [([1, 2, 3], (4, 5)), (None, [6])]
+
+    task = Ids(config={**make_task().config.to_dict(keep_callable=True)})
+    first, second = task.construct_requests(task.eval_docs[0], "ctx", metadata=("unit", 0, 1))
+    assert first.args == ([1, 2, 3], [4, 5], {"beyond_max_length": True})
+    assert isinstance(first.args[0], TokenIds) and first.idx == 0 and second.idx == 1
+    assert second.args[0] == "ctx"
+    hash_string(first.arguments[0])  # what --log_samples does with every request's first argument
+    assert pickle.loads(pickle.dumps(first)).args == first.args  # what --cache_requests does
+
+
+def test_yaml_metric_list_is_honoured_without_registry_lookups(caplog):
+    task = make_task(metric_list=[{"metric": "token_acc", "aggregation": "median", "higher_is_better": True}])
+    assert list(task.aggregation()) == ["token_acc"]
+    assert "Could not find registered metric" not in caplog.text
+    with pytest.raises(ValueError, match="emits loglikelihood_accuracy requests"):
+        make_task(output_type="loglikelihood")
+
+
+def test_cli_end_to_end_with_samples_and_cache(tiny_llama_dir, tiny_lm, tmp_path):
+    """Two tasks through `lm_eval --model hf`, then the same run again from `--use_cache`."""
+    args = [
+        "--model", "hf",
+        "--model_args", f"pretrained={tiny_llama_dir},dtype=float32",
+        "--device", "cpu",
+        "--tasks", TASKS,
+        "--include_path", str(FIXTURES),
+        "--batch_size", "2",
+        "--log_samples",
+        "--use_cache", str(tmp_path / "cache"),
+    ]
+    runs = []
+    for name in ("first", "second"):
+        out = tmp_path / name
+        out.mkdir()
+        proc = run_lm_eval(args, out)
+        runs.append((proc, read_results(out), {t: read_samples(out, t) for t in TASKS.split(",")}))
+    (proc1, results1, samples1), (proc2, results2, samples2) = runs
+
+    # what the same model computes in this process
+    ids_samples = samples1["longmem_backends_test_ids"]
+    assert len(ids_samples) == 4 and all(len(s["resps"]) == 2 for s in ids_samples)
+    token_args = [sample["arguments"]["gen_args_0"] for sample in ids_samples]
+    assert all(args["arg_2"] == {"beyond_max_length": True} for args in token_args)
+    wanted = tiny_lm.loglikelihood_accuracy(
+        [Instance(OUTPUT_TYPE, {}, (args["arg_0"], args["arg_1"]), 0) for args in token_args], disable_tqdm=True
+    )
+    for sample, want in zip(ids_samples, wanted, strict=True):
+        bits, logprob = sample["resps"][0][0]  # logged compactly: the bit string and one number
+        assert bits == want.bits and float(logprob) == pytest.approx(want.logprob, abs=1e-5)
+    metrics = results1["results"]["longmem_backends_test"]
+    assert {"token_acc,none", "logprob,none"} <= set(metrics)
+
+    progress_bar = "Running loglikelihood_accuracy requests:"  # our tqdm bar, shown only when computing
+    assert progress_bar in proc1.stderr
+    assert progress_bar not in proc2.stderr  # everything came from the cache
+    for task in TASKS.split(","):
+        assert results2["results"][task] == results1["results"][task]
+        assert [s["resps"] for s in samples2[task]] == [s["resps"] for s in samples1[task]]

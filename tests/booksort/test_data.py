@@ -1,0 +1,81 @@
+"""Loading Book-SORT for the harness: local builds, condition filters, interleaving, hub errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from lm_eval_longmem.booksort.data import build_docs, load_booksort, read_split, selection_from_metadata
+
+
+def test_built_dir_materialises_excerpts(built_dir, books):
+    source = read_split(str(built_dir), "test")
+    words = {b.book_id: b.words for b in books}
+    for row in source.rows[::997]:
+        text = source.excerpt(row)
+        assert text.split() == list(words[row["book_id"]][row["excerpt_start"] : row["excerpt_start"] + row["excerpt_length"]])
+        assert row["segment_1"] in text and row["segment_2"] in text
+        assert text.split()[row["seg1_pos"] : row["seg1_pos"] + row["segment_length"]] == row["segment_1"].split()
+
+
+def test_condition_filters(built_dir):
+    meta = {
+        "booksort_data": str(built_dir),
+        "booksort_excerpt_lengths": "250,1000",
+        "booksort_segment_lengths": [50],
+        "booksort_books": "69087,72600",
+        "booksort_distance_bins": "[0, 3]",
+    }
+    docs = build_docs(meta, "test", "in_context")
+    assert len(docs) == 2 * 1 * 2 * 100 * 2
+    assert {d["excerpt_length"] for d in docs} == {250, 1000}
+    assert {d["segment_length"] for d in docs} == {50}
+    assert {d["book_idx"] for d in docs} == {69087, 72600}
+    assert {d["distance_bin_idx"] for d in docs} == {0, 3}
+    assert sum(d["label"] == 0 for d in docs) * 2 == len(docs)  # counterbalance survives filtering
+
+
+def test_docs_interleave_conditions_for_limit(built_dir):
+    docs = build_docs({"booksort_data": str(built_dir)}, "validation", "memoryless")
+    assert [d["excerpt_length"] for d in docs[:5]] == [250, 1000, 2500, 10000, 20000]
+    assert {d["segment_length"] for d in docs[:10]} == {20, 50}
+    assert len({d["trial_id"] for d in docs}) == len(docs) == (9 * 3 + 8 * 2) * 2 * 10 * 4
+
+
+def test_prompt_in_docs_per_condition(built_dir):
+    meta = {"booksort_data": str(built_dir), "booksort_excerpt_lengths": 250, "booksort_books": "72958"}
+    in_context = load_booksort("in_context", **meta)["test"][0]
+    memoryless = load_booksort("memoryless", **meta)["test"][0]
+    assert in_context["trial_id"] == memoryless["trial_id"]
+    assert "Hunting for Hidden Gold" in in_context["prompt_user"] and "Hunting for Hidden Gold" not in memoryless["prompt_user"]
+    assert len(in_context["prompt_user"].split()) > 250 > len(memoryless["prompt_user"].split())
+    shown_first = in_context["segment_1"] if in_context["present_seg1_first"] else in_context["segment_2"]
+    assert f"Segment A: {shown_first}" in in_context["prompt_user"]
+    assert in_context["label"] == (0 if in_context["present_seg1_first"] else 1)
+    assert in_context["prompt_answer"] == "Answer: Segment"
+
+
+@pytest.mark.parametrize(
+    "meta,error,match",
+    [
+        ({"booksort_excerpt_lengths": "1k"}, ValueError, "not 1k"),
+        ({"booksort_excerpt_lengths": "300"}, ValueError, "excerpt lengths \\[250, 1000, 2500, 10000, 20000\\]"),
+        ({"booksort_books": "12345"}, ValueError, "books \\[69087"),
+        ({"booksort_prompt": "fancy"}, ValueError, "choose one of default"),
+        ({"booksort_data": "/nonexistent/dir"}, FileNotFoundError, "booksort build"),
+    ],
+)
+def test_bad_options_name_the_fix(built_dir, meta, error, match):
+    with pytest.raises(error, match=match):
+        build_docs({"booksort_data": str(built_dir), **meta}, "test", "in_context")
+
+
+def test_hub_offline_error_names_local_build():
+    # conftest sets HF_DATASETS_OFFLINE=1: the gated hub dataset cannot be reached
+    with pytest.raises(RuntimeError, match="memari/booksort.*gated.*lm-eval-longmem booksort build"):
+        read_split("hub", "test")
+
+
+def test_selection_parsing():
+    assert selection_from_metadata({}).excerpt_lengths is None
+    sel = selection_from_metadata({"booksort_excerpt_lengths": "[250, 2500]", "booksort_books": 69087})
+    assert sel.excerpt_lengths == (250, 2500) and sel.books == ("69087",)

@@ -1,0 +1,53 @@
+"""End to end: the real `lm_eval` command on SmolLM2-135M-Instruct, in-context and memory-less, with its chat template."""
+
+from __future__ import annotations
+
+import pytest
+from kit import read_results, read_samples, run_lm_eval
+
+from lm_eval_longmem.plots import plot_results
+
+CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book69087", "LE250_bin0", "LE250_bin3"]
+
+
+@pytest.mark.slow
+def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, built_dir, tmp_path):
+    run_lm_eval(
+        [
+            "--model", "hf",
+            "--model_args", f"pretrained={smollm2_dir},dtype=float32",
+            "--device", "cpu",
+            "--tasks", "booksort,booksort_memoryless",
+            "--metadata", f'{{"booksort_data": "{built_dir}", "booksort_excerpt_lengths": 250, '
+            '"booksort_segment_lengths": 20, "booksort_books": "69087"}',
+            "--apply_chat_template",
+            "--system_instruction", "Answer with one letter.",
+            "--limit", "8",
+            "--batch_size", "1",
+            "--log_samples",
+        ],
+        tmp_path,
+    )  # fmt: skip
+    results = read_results(tmp_path)["results"]
+    for task in ("booksort_in_context", "booksort_memoryless"):
+        row = results[task]
+        assert row["skipped,none"] == 0  # 250-word prompts fit SmolLM2's 8k window
+        for name in ("acc", "acc_ci_low", "acc_ci_high", "acc_p_above_chance"):
+            assert 0.0 <= row[f"{name},none"] <= 1.0, (task, name)
+        assert row["acc_ci_low,none"] <= row["acc,none"] <= row["acc_ci_high,none"]
+        for cell in CELLS:
+            for suffix in ("", "_ci_low", "_ci_high", "_p_above_chance"):
+                assert 0.0 <= row[f"acc@{cell}{suffix},none"] <= 1.0, (task, cell, suffix)
+            assert row[f"acc@{cell}_ci_low,none"] <= row[f"acc@{cell},none"] <= row[f"acc@{cell}_ci_high,none"]
+        samples = read_samples(tmp_path, task)
+        assert len(samples) == 8
+        correct = sum(float(s["acc"][1]) for s in samples)
+        assert row["acc@LE250,none"] == pytest.approx(correct / 8)  # one condition: paper acc == plain acc
+        assert row["acc,none"] == pytest.approx(correct / 8)
+        prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
+        assert prompt.startswith("<|im_start|>system\nAnswer with one letter.")
+        assert prompt.endswith("<|im_start|>assistant\nAnswer: Segment")
+        assert ("Murder of Roger Ackroyd" in prompt) == (task == "booksort_in_context")
+    assert results["booksort"]["acc,none"] == pytest.approx(results["booksort_in_context"]["acc,none"])
+    written = plot_results(tmp_path, out_prefix=tmp_path / "fig", formats=("png",))
+    assert tmp_path / "fig_booksort.png" in written and (tmp_path / "fig_booksort.png").stat().st_size > 10_000

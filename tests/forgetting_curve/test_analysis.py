@@ -1,0 +1,185 @@
+"""Memory lengths, censoring, intervals and readers, including parity with the original tool's Llama-3-8B file."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from lm_eval_longmem.cli import main
+from lm_eval_longmem.forgetting_curve.analysis import (
+    Curve,
+    CurvePoint,
+    curve_from_points,
+    holds,
+    load_curve,
+    memory_interval,
+    memory_length,
+    read_results,
+    summarize,
+    summary_json,
+)
+
+
+@pytest.fixture(scope="module")
+def llama3(shared_data):
+    path = shared_data / "forgetting_curve" / "Meta-Llama-3-8B.json"
+    return path, json.loads(path.read_text())
+
+
+def test_llama3_memory_lengths_match_the_paper(llama3):
+    path, _ = llama3
+    summary = summarize(load_curve(path))
+    assert (summary.fine.length, summary.fine.censored, summary.fine.label) == (4134, False, "4134")
+    assert (summary.coarse.length, summary.coarse.censored, summary.coarse.label) == (9293, True, ">9293")
+    # The bootstrap interval brackets the estimate and stays on the tested grid.
+    low, high = summary.coarse.interval
+    assert low <= 9293 <= high and {low, high} <= {L for L in load_curve(path).lengths}
+    assert summary.fine.interval[0] <= 4134 <= summary.fine.interval[1]
+
+
+def test_llama3_per_length_statistics_reproduce_the_tool(llama3):
+    path, records = llama3
+    stats = {s.length: s for s in summarize(load_curve(path)).per_length}
+    for record in records:
+        s = stats[record["length"]]
+        assert s.n == len(record["copy_accs"]) == 10
+        assert s.copy.estimate == pytest.approx(record["copy_mean"], abs=1e-9)
+        assert s.lm.estimate == pytest.approx(record["lm_mean"], abs=1e-9)
+        assert s.copy_std == pytest.approx(record["copy_std"], abs=1e-9)  # population std, as the tool
+        assert s.lm_std == pytest.approx(record["lm_std"], abs=1e-9)
+        assert s.p_value == pytest.approx(record["p_value"], rel=1e-6)  # paired t-test, as the tool
+        assert 0.0 <= s.copy.low <= s.copy.estimate <= s.copy.high <= 1.0
+
+
+def test_summarize_command_prints_json(llama3, capsys):
+    path, _ = llama3
+    main(["forgetting-curve", "summarize", str(path), "--claimed", "8k", "--resamples", "500"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["fine_memory_length"]["length"] == 4134 and not out["fine_memory_length"]["censored"]
+    assert out["coarse_memory_length"]["label"] == ">9293" and out["coarse_memory_length"]["censored"]
+    assert out["claimed_length"] == 8192 and len(out["lengths"]) == 19
+
+
+@pytest.mark.parametrize(
+    "lengths,ok,expected",
+    [
+        ([1, 2, 3], [False, False, False], (0, False)),  # nothing qualifies: 0, as the paper's Llama-2-base fine length
+        ([1, 2, 3], [True, True, False], (2, False)),
+        ([1, 2, 3], [True, True, True], (3, True)),  # holds at the last tested length: censored ">3"
+        ([1, 2, 3], [False, True, False], (2, False)),  # very short lengths may fail (paper footnote 7)
+        ([1, 2, 3], [True, False, True], (3, True)),  # largest qualifying length, not the first gap
+        ([1, 2, 3], [True, False, False], (1, False)),
+        ([5], [True], (5, True)),
+    ],
+)
+def test_memory_length_table(lengths, ok, expected):
+    assert memory_length(lengths, ok) == expected
+
+
+@pytest.mark.parametrize(
+    "copy,lm,fine,coarse",
+    [
+        (0.995, 0.5, True, True),
+        (0.99, 0.5, False, True),  # "exceeds 99%": strictly above
+        (0.30, 0.29, False, False),  # exactly 1 point above is not "more than 1 point"
+        (0.30, 0.285, False, True),
+        (0.05, 0.07, False, False),  # LM above copy (the RNN case in the paper)
+    ],
+)
+def test_criteria_are_strict(copy, lm, fine, coarse):
+    assert holds("fine", copy, lm) is fine and holds("coarse", copy, lm) is coarse
+
+
+def _curve(means: dict[int, tuple[float, float]], n: int = 4, skipped=(), claimed=None, spread=0.001) -> Curve:
+    points = []
+    for L, (c, m) in means.items():
+        for k in range(n):
+            jitter = spread * (k - (n - 1) / 2)
+            points.append(CurvePoint(L, k, c + jitter, m - jitter, tuple(skipped), claimed))
+    return curve_from_points(points)
+
+
+def test_skipped_longer_lengths_censor_and_are_reported():
+    curve = _curve({256: (1.0, 0.4), 512: (1.0, 0.4)}, skipped=(768, 1024), claimed=1024)
+    summary = summarize(curve, n_resamples=200)
+    assert summary.fine.label == ">512" and summary.coarse.label == ">512"
+    assert "768" in summary.coarse.reason and "skipped" in summary.coarse.reason
+    assert summary.skipped == (768, 1024) and summary.claimed == 1024
+    out = summary_json(summary)
+    assert out["skipped_lengths"] == [768, 1024] and out["fine_memory_length"]["censored"] is True
+
+
+def test_condition_failing_before_the_skip_is_not_censored():
+    curve = _curve({256: (1.0, 0.4), 512: (0.3, 0.3)}, skipped=(768,))
+    summary = summarize(curve, n_resamples=200)
+    assert summary.coarse.label == "256" and not summary.coarse.censored
+
+
+def test_bootstrap_interval_is_seeded_and_widens_with_noise():
+    noisy = _curve({100: (1.0, 0.5), 200: (0.97, 0.5), 300: (0.515, 0.5)}, n=6, spread=0.004)
+    a = memory_interval(noisy, "coarse", n_resamples=300, seed=3)
+    assert a == memory_interval(noisy, "coarse", n_resamples=300, seed=3)
+    assert a[0] <= a[1] and a[0] in (0, 100, 200, 300) and a[1] in (0, 100, 200, 300)
+    clean = _curve({100: (0.999, 0.5), 200: (0.999, 0.5)}, n=6, spread=0.0)
+    assert memory_interval(clean, "fine", n_resamples=300) == (200, 200)
+    single = _curve({100: (1.0, 0.5)}, n=1)
+    assert memory_interval(single, "fine") is None  # one sample: nothing to resample
+
+
+def test_points_pair_copy_and_lm_by_sample_in_any_order():
+    points = [CurvePoint(64, 1, 0.9, 0.2), CurvePoint(64, 0, 0.8, 0.1), CurvePoint(32, 0, 1.0, 0.3)]
+    curve = curve_from_points(points)
+    assert curve.lengths == (32, 64)
+    assert list(curve.copy[64]) == [0.8, 0.9] and list(curve.lm[64]) == [0.1, 0.2]
+
+
+def test_results_json_without_samples_uses_means_and_reported_intervals():
+    results = {
+        "results": {
+            "forgetting_curve": {
+                "copy_acc@64,none": 1.0,
+                "copy_acc@64_stderr,none": 0.0,
+                "lm_acc@64,none": 0.3,
+                "lm_acc@64_stderr,none": 0.02,
+                "copy_acc@128,none": 0.5,
+                "copy_acc@128_stderr,none": 0.05,
+                "lm_acc@128,none": 0.3,
+                "lm_acc@128_stderr,none": 0.02,
+                "coarse_memory_length_low,none": 128,
+                "coarse_memory_length_high,none": 128,
+                "fine_memory_length_low,none": 64,
+                "fine_memory_length_high,none": 64,
+                "claimed_length,none": 128,
+                "skipped_lengths,none": "256,512",
+            }
+        }
+    }
+    curve = read_results(results)
+    assert not curve.per_sample and curve.lengths == (64, 128) and curve.skipped == (256, 512)
+    summary = summarize(curve)
+    assert summary.fine.label == "64" and summary.coarse.label == ">128"
+    assert summary.coarse.interval == (128, 128) and summary.claimed == 128
+    lm128 = summary.per_length[1].lm
+    assert lm128.low == pytest.approx(0.3 - 1.959964 * 0.02, abs=1e-5)
+    assert math.isnan(summary.per_length[1].difference.low)
+
+
+def test_unknown_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"results": {"hellaswag": {"acc,none": 0.3}}}))
+    with pytest.raises(ValueError, match="forgetting_curve"):
+        load_curve(path)
+
+
+def test_mismatched_reference_record_is_an_error(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"length": 8, "copy_accs": [1.0, 1.0], "lm_accs": [0.5]}]))
+    with pytest.raises(ValueError, match="length 8"):
+        load_curve(path)
+
+
+def test_paired_values_survive_json_round_trip():
+    points = [CurvePoint(8, k, float(c), float(m), (16,), 16) for k, (c, m) in enumerate(np.random.default_rng(0).random((3, 2)))]
+    again = curve_from_points(json.loads(json.dumps(points)))
+    assert again.skipped == (16,) and again.claimed == 16 and np.allclose(again.copy[8], [p.copy for p in points])

@@ -1,0 +1,160 @@
+"""The task through the real harness: lm_eval CLI runs, per-length metrics, memory lengths, logs, plots."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kit import build_tiny_llama, read_results, read_samples, run_lm_eval
+
+from lm_eval_longmem.forgetting_curve.analysis import load_curve, summarize
+
+TINY_LENGTHS = (16, 32, 64)
+MEMORY_METRICS = (
+    "fine_memory_length",
+    "fine_memory_censored",
+    "fine_memory_length_low",
+    "fine_memory_length_high",
+    "coarse_memory_length",
+    "coarse_memory_censored",
+    "coarse_memory_length_low",
+    "coarse_memory_length_high",
+    "claimed_length",
+    "skipped_lengths",
+)
+
+
+@pytest.fixture(scope="module")
+def book(shared_data):
+    return shared_data / "books" / "73017-0.txt"  # the smallest book (9.3k words)
+
+
+def _metadata(book, lengths, samples, **extra) -> str:
+    return json.dumps(
+        {
+            "forgetting_curve_corpus": str(book),
+            "forgetting_curve_lengths": ",".join(map(str, lengths)),
+            "forgetting_curve_samples": samples,
+            **extra,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_llama_dir, book, tmp_path_factory):
+    """One CLI run on the tiny random model: lengths 16/32/64 run, 128 is skipped (257 inputs > 200)."""
+    out = tmp_path_factory.mktemp("fc-tiny")
+    run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+         "--tasks", "forgetting_curve", "--batch_size", "4", "--log_samples",
+         "--metadata", _metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)],
+        out,
+    )
+    results = read_results(out)
+    return out, results, results["results"]["forgetting_curve"], read_samples(out, "forgetting_curve")
+
+
+def _value(metrics, name):
+    return metrics[f"{name},none"]
+
+
+def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
+    _, _, metrics, _ = tiny_run
+    for L in TINY_LENGTHS:
+        assert 0.0 <= _value(metrics, f"copy_acc@{L}") <= 1.0 and 0.0 <= _value(metrics, f"lm_acc@{L}") <= 1.0
+        assert isinstance(_value(metrics, f"copy_acc@{L}_stderr"), float)  # the harness's own stderr still works
+    assert not any("@128" in key for key in metrics)  # skipped: no metric, no sentinel
+    for name in MEMORY_METRICS:
+        assert f"{name},none" in metrics and _value(metrics, f"{name}_stderr") == "N/A"
+    assert _value(metrics, "skipped_lengths") == "128"
+    assert _value(metrics, "claimed_length") == 2048  # the tiny model's max_position_embeddings
+    assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
+
+
+def test_random_model_is_the_control(tiny_run):
+    """An untrained model has no copy advantage: copy ~ LM ~ chance, no coarse memory of note."""
+    _, _, metrics, _ = tiny_run
+    for L in TINY_LENGTHS:
+        copy, lm = _value(metrics, f"copy_acc@{L}"), _value(metrics, f"lm_acc@{L}")
+        assert copy < 0.15 and abs(copy - lm) < 0.1, (L, copy, lm)
+    assert _value(metrics, "fine_memory_length") == 0
+
+
+def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
+    out, _, _, samples = tiny_run
+    assert len(samples) == 3 * len(TINY_LENGTHS)
+    assert [s["doc"]["length"] for s in samples[:3]] == list(TINY_LENGTHS)  # interleaved: --limit 3 covers the curve
+    for record in samples:
+        L = record["doc"]["length"]
+        (copy_bits, _), (lm_bits, _) = record["filtered_resps"]
+        assert len(copy_bits) == len(lm_bits) == L - L // 2
+        assert record[f"copy_acc@{L}"] == pytest.approx(copy_bits.count("1") / len(copy_bits))
+        assert record[f"lm_acc@{L}"] == pytest.approx(lm_bits.count("1") / len(lm_bits))
+        context = record["arguments"]["gen_args_0"]["arg_0"]
+        assert context.startswith(f"<{L + 2 + L // 2} token ids"), context  # [bos] S [bos] S[:L//2], logged as a digest
+    biggest = max(len(line) for line in next(out.rglob("samples_*.jsonl")).read_text().splitlines())
+    assert biggest < 3000
+
+
+def test_summarize_and_plot_read_the_run(tiny_run, capsys):
+    from lm_eval_longmem.cli import main
+
+    out, _, metrics, _ = tiny_run
+    results_file = next(out.rglob("results_*.json"))
+    main(["forgetting-curve", "summarize", str(results_file), "--resamples", "200"])
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["skipped_lengths"] == [128] and [x["samples"] for x in summary["lengths"]] == [3, 3, 3]
+    assert summary["fine_memory_length"]["length"] == _value(metrics, "fine_memory_length")
+    assert summary["coarse_memory_length"]["length"] == _value(metrics, "coarse_memory_length")
+    main(["plot", str(results_file), "--out", str(out / "fig")])
+    written = capsys.readouterr().out.split()
+    assert sorted(p.rsplit(".", 1)[1] for p in written) == ["png", "svg"]
+    assert all(Path(p).stat().st_size > 1000 for p in written)
+
+
+def test_same_seed_same_numbers_at_any_batch_size_past_the_window(book, tmp_path):
+    """Batch size changes nothing; lengths past the claimed window (32) run, as the paper's grid needs."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    model = build_tiny_llama(tmp_path / "tiny-32", max_position_embeddings=32)
+    manager = TaskManager(metadata={"pretrained": str(model), **json.loads(_metadata(book, (8, 24), 2))})
+
+    def run(batch_size):
+        results = lm_eval.simple_evaluate(
+            model="hf",
+            model_args=f"pretrained={model},dtype=float32",
+            tasks=["forgetting_curve"],
+            device="cpu",
+            batch_size=batch_size,
+            log_samples=True,
+            bootstrap_iters=0,
+            task_manager=manager,
+        )
+        samples = results["samples"]["forgetting_curve"]
+        return results["results"]["forgetting_curve"], [(s["doc"], s["filtered_resps"]) for s in samples]
+
+    one, three = run(1), run(3)
+    assert one[1] == three[1]  # same docs (spans) and the same bits for every sample
+    assert one[0]["claimed_length,none"] == 32 and one[0]["skipped_lengths,none"] == "none"
+    assert len(one[1]) == 4 and {doc["length"] for doc, _ in one[1]} == {8, 24}  # 24 needs 49 > 32 inputs
+    assert {k: v for k, v in one[0].items() if "stderr" not in k} == {k: v for k, v in three[0].items() if "stderr" not in k}
+
+
+@pytest.mark.slow
+def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path):
+    """SmolLM2 copies a repeated natural passage almost perfectly; without the passage it guesses far less."""
+    run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={smollm2_dir},dtype=float32", "--device", "cpu",
+         "--tasks", "forgetting_curve", "--batch_size", "2", "--log_samples",
+         "--metadata", _metadata(book, (32, 64, 128), 2)],
+        tmp_path,
+    )
+    metrics = read_results(tmp_path)["results"]["forgetting_curve"]
+    for L in (32, 64, 128):
+        copy, lm = _value(metrics, f"copy_acc@{L}"), _value(metrics, f"lm_acc@{L}")
+        assert copy > 0.85 and lm < 0.6 and copy - lm > 0.3, (L, copy, lm)
+    assert _value(metrics, "coarse_memory_length") == 128 and _value(metrics, "coarse_memory_censored") is True
+    assert _value(metrics, "claimed_length") == 8192
+    summary = summarize(load_curve(next(tmp_path.rglob("results_*.json"))))
+    assert summary.coarse.label == ">128" and all(s.p_value is not None for s in summary.per_length)
