@@ -28,7 +28,12 @@ REPO = Path(__file__).resolve().parent.parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--books", type=Path, default=REPO.parent / "shared" / "data" / "books")
-    parser.add_argument("--pysbd-words", type=int, default=20000, help="words (in total, spread over the books) for the pysbd comparison")
+    parser.add_argument(
+        "--pysbd-words",
+        type=int,
+        default=20000,
+        help="words (in total, spread over the books) for the pysbd comparison",
+    )
     args = parser.parse_args()
 
     times: dict[str, float] = {}

@@ -130,8 +130,6 @@ def parse_options(metadata: dict[str, Any]) -> Options:
     if source not in ("hub", "hub-1k", "generate"):
         raise ValueError(f"babilong_source={source!r}: use hub (100 samples), hub-1k (1000 samples) or generate")
     lengths_spec = option(metadata, "babilong_lengths", "fit")
-    if isinstance(lengths_spec, str):  # "[0k,4k]" from `--metadata babilong_lengths=[0k,4k]`
-        lengths_spec = lengths_spec.strip().strip("[]()").replace("'", "").replace('"', "")
     lengths = None if str(lengths_spec).strip().lower() == "fit" else tuple(parse_lengths(lengths_spec))
     return Options(
         source=source,  # type: ignore[arg-type]

@@ -27,22 +27,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lm_eval_longmem.babilong.data import length_name
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
+from lm_eval_longmem.babilong.data import length_name
 from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
 from lm_eval_longmem.common.cache import cache_key, load_or_build
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
-
-log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1
 """Bump when the construction changes, so cached samples are rebuilt."""
@@ -275,7 +273,9 @@ def generate_samples(
         facts_only = " ".join(sample.facts)
         base = prompt_tokens(tokenizer, render(facts_only))
         if spec.length == 0:
-            rows.append(row | {"input": facts_only, "prompt_tokens": base, "fact_depths": [0.0] * len(sample.facts)})
+            sizes = np.array([_count(tokenizer, fact) for fact in sample.facts], dtype=float)
+            depths = (np.cumsum(sizes) - sizes) / max(sizes.sum(), 1.0)
+            rows.append(row | {"input": facts_only, "prompt_tokens": base, "fact_depths": depths.tolist()})
             continue
         target = spec.target_prompt_tokens
         if base > target:
@@ -316,6 +316,26 @@ def generate_samples(
     return rows
 
 
+@lru_cache(maxsize=2)
+def _corpus_texts(source: str | None) -> tuple[str, ...]:
+    """The corpus texts, loaded once per process for all (task, length) pairs of a run."""
+    from lm_eval_longmem.common.corpus import load_texts
+
+    return tuple(load_texts(source))
+
+
+_BACKGROUNDS: dict[tuple[str, str], Background] = {}
+"""The last background built in this process (one per run: every task and length shares it)."""
+
+
+def _background(texts: Sequence[str], digest: str, tokenizer: Any) -> Background:
+    key = (digest, tokenizer_fingerprint(tokenizer))
+    if key not in _BACKGROUNDS:
+        _BACKGROUNDS.clear()
+        _BACKGROUNDS[key] = build_background(texts, tokenizer)
+    return _BACKGROUNDS[key]
+
+
 def generated_docs(
     spec: GenerationSpec,
     *,
@@ -327,12 +347,10 @@ def generated_docs(
 
     `corpus` is a `common.corpus.load_texts` source (None = PG-19 test books from the hub).
     """
-    from lm_eval_longmem.common.corpus import load_texts
-
     path = task_file(babi_dir, spec.qa)
     babi_digest = _text_digest(path.read_text(encoding="utf-8"))
     parts = harness_prompt_parts(spec.qa)
-    texts = load_texts(corpus) if spec.length > 0 else []
+    texts = _corpus_texts(corpus) if spec.length > 0 else ()
     corpus_digest = hashlib.sha256("".join(_text_digest(t) for t in texts).encode()).hexdigest()
     key = cache_key(
         spec=asdict(spec),
@@ -344,7 +362,7 @@ def generated_docs(
     )
 
     def build() -> list[dict[str, Any]]:
-        background = build_background(texts, tokenizer) if spec.length > 0 else None
+        background = _background(texts, corpus_digest, tokenizer) if spec.length > 0 else None
         return generate_samples(spec, read_babi(path), background, tokenizer, parts)
 
     def dump(rows: list[dict[str, Any]], out: Path) -> None:

@@ -7,6 +7,7 @@ Everything here reads the results file only (`lm-eval-longmem babilong report`, 
   number of docs.
 * Headline: per length, the unweighted mean over qa1-qa5 (the paper's Table 2), with a normal 95%
   interval from the tasks' binomial variances. It is given only where all five tasks ran.
+* Overall: the unweighted mean over every cell that ran (what the `babilong` group reports), same interval.
 * Effective context of a task: the longest length L such that accuracy is at least the threshold
   (0.85, the paper's "satisfactory") at L and at every shorter length that ran; None when the
   shortest length already falls below it.
@@ -143,6 +144,11 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
             lines.append(f"  {head.length:>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
     else:
         lines.append("qa1-qa5 mean: not available (not all of qa1-qa5 ran at any length)")
+    overall = _mean_interval(cells, metric)
+    lines.append(
+        f"overall (mean of all {len(cells)} task x length cells, as the babilong group): "
+        f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
+    )
     lines.append("")
     lines.append(f"effective context ({metric} >= {100 * threshold:g}% at this and every shorter length):")
     for qa, length in effective_context(cells, threshold=threshold, metric=metric).items():

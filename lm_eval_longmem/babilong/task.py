@@ -6,10 +6,12 @@ Two things lm-eval 0.4.13 does not do for us:
   decide which of them run (`data.select`); the others must load, run nothing and report no
   metrics, so that `--tasks babilong` works for any model. The harness assumes at least one doc:
   `ConfigurableTask.__init__` renders `eval_docs[0]`, `build_all_requests` raises "did not find any
-  docs" and `evaluator.evaluate` reads `task.instances[0].filtered_resps`. `BabilongTask` answers
-  those three reads for an empty task (a one-doc probe during construction, no requests, and an
-  empty response record), and logs why the task has no docs. Groups then simply average over the
-  tasks that have metrics. The end-to-end tests run `lm_eval` on such a mix.
+  docs", the filters unpack the request list, and `evaluator.evaluate` reads
+  `task.instances[0].filtered_resps`. `BabilongTask` answers those four for an empty task (a
+  one-doc probe during construction, no requests, no filtering, an empty response record) and
+  records why it has no docs (`configs.<task>.metadata.babilong_not_run` in the results file).
+  Groups then average over the tasks that have metrics. tests/babilong/test_task.py and test_e2e.py
+  run lm_eval on such a mix.
 * **Never truncate.** The harness's HF backend left-truncates a prompt longer than the window
   minus `max_gen_toks` (with a warning). Before building requests, each doc's final prompt (after
   `--system_instruction` and `--apply_chat_template`) is measured in the model's tokenizer; a doc
@@ -160,7 +162,16 @@ class BabilongTask(LongmemTask):
             metadata["babilong_not_run"] = reason
             self._instances = []
             return
-        if not any(True for _ in self.doc_iterator(limit=1)):
+        if self._window is None:
+            log.warning(
+                "%s: the model's window is unknown, so prompts are not checked against it (the backend may "
+                "truncate): pass max_length=N in --model_args", self.config.task,
+            )  # fmt: skip
+        mine = self.doc_iterator(
+            rank=kwargs.get("rank", 0), world_size=kwargs.get("world_size", 1), limit=kwargs.get("limit"),
+            samples=kwargs.get("samples"),
+        )  # fmt: skip
+        if next(iter(mine), None) is None:  # nothing fits (on this rank): the harness would raise
             self._instances = []
         else:
             super().build_all_requests(**kwargs)

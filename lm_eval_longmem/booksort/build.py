@@ -289,9 +289,11 @@ def distance_bins(excerpt_length: int, segment_length: int) -> list[tuple[int, i
     fractions = (1 / 4, 1 / 3, 1 / 2, 0.8) if excerpt_length <= 2500 else (None, 1 / 4, 1 / 2, 0.8)
     rights = [1000 if f is None else int(excerpt_length * f) for f in fractions]
     lefts = [segment_length] + [r + 1 for r in rights[:-1]]
-    if any(lo > hi for lo, hi in zip(lefts, rights)):
-        raise ValueError(f"segment length {segment_length} leaves an empty distance bin at excerpt length {excerpt_length}")
-    return list(zip(lefts, rights))
+    if any(lo > hi for lo, hi in zip(lefts, rights, strict=True)):
+        raise ValueError(
+            f"segment length {segment_length} leaves an empty distance bin at excerpt length {excerpt_length}"
+        )
+    return list(zip(lefts, rights, strict=True))
 
 
 class _PairCounts(NamedTuple):
@@ -326,8 +328,7 @@ def _book_key(book_id: str) -> int:
 
 
 def sample_condition(
-    book: Book,
-    book_idx: int, excerpt_length: int, segment_length: int, spec: BuildSpec, starts: np.ndarray
+    book: Book, book_idx: int, excerpt_length: int, segment_length: int, spec: BuildSpec, starts: np.ndarray
 ) -> list[Trial] | None:
     """All trials of one book x L_E x L_S cell, or None when the book is too short for 110 excerpts."""
     n_excerpts = spec.n_test + spec.n_validation
@@ -438,7 +439,13 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
             "builder_version": BUILDER_VERSION,
             "spec": dataclasses.asdict(spec),
             "books": [
-                {"book_idx": hub_book_idx(b, i), "book_id": b.book_id, "title": b.title, "words": len(b.words), "source_sha256": b.source_sha256}
+                {
+                    "book_idx": hub_book_idx(b, i),
+                    "book_id": b.book_id,
+                    "title": b.title,
+                    "words": len(b.words),
+                    "source_sha256": b.source_sha256,
+                }
                 for i, b in enumerate(books)
             ],
             "skipped_conditions": result.skipped,

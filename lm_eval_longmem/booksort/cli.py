@@ -41,7 +41,8 @@ def _build(args: argparse.Namespace) -> None:
         f"in {time.perf_counter() - start:.1f} s"
     )
     for skip in result.skipped:
-        print(f"  skipped book {skip['book_id']} at L_E={skip['excerpt_length']}, L_S={skip['segment_length']}: {skip['reason']}")
+        cell = f"L_E={skip['excerpt_length']}, L_S={skip['segment_length']}"
+        print(f"  skipped book {skip['book_id']} at {cell}: {skip['reason']}")
 
 
 class VariantScore(NamedTuple):
@@ -122,10 +123,13 @@ def _select_prompt(args: argparse.Namespace) -> None:
     for s in scores:
         print(f"{s.variant:<12} {s.acc:>7.4f} {s.n:>6} {s.skipped:>8}")
     best = max(scores, key=lambda s: s.acc)
-    print(f"best: {best.variant} (validation acc {best.acc:.4f}); evaluate with --metadata booksort_prompt={best.variant}")
+    print(
+        f"best: {best.variant} (validation acc {best.acc:.4f}); evaluate with --metadata booksort_prompt={best.variant}"
+    )
     if args.output:
         args.output.write_text(
-            json.dumps({"best": best.variant, "scores": [s._asdict() for s in scores]}, indent=1) + "\n", encoding="utf-8"
+            json.dumps({"best": best.variant, "scores": [s._asdict() for s in scores]}, indent=1) + "\n",
+            encoding="utf-8",
         )
 
 
@@ -139,19 +143,32 @@ def add_commands(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="booksort_command", metavar="COMMAND", required=True)
 
-    b = sub.add_parser("build", help="build Book-SORT from plain-text books (paper, Appendix A)", epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b = sub.add_parser(
+        "build",
+        help="build Book-SORT from plain-text books (paper, Appendix A)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     b.add_argument("--books", nargs="+", required=True, type=Path, help=".txt books and/or directories of them")
     b.add_argument("--out", required=True, type=Path, help="output directory (replaced if it is an earlier build)")
     b.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
-    b.add_argument("--excerpt-lengths", type=_int_list, default=EXCERPT_LENGTHS,
-                   help="excerpt lengths in words (default: 250,1000,2500,10000,20000)")
-    b.add_argument("--segment-lengths", type=_int_list, default=SEGMENT_LENGTHS,
-                   help="segment lengths in words (default: 20,50)")
+    b.add_argument(
+        "--excerpt-lengths",
+        type=_int_list,
+        default=EXCERPT_LENGTHS,
+        help="excerpt lengths in words (default: 250,1000,2500,10000,20000)",
+    )
+    b.add_argument(
+        "--segment-lengths", type=_int_list, default=SEGMENT_LENGTHS, help="segment lengths in words (default: 20,50)"
+    )
     b.set_defaults(func=_build)
 
-    s = sub.add_parser("select-prompt", help="score every prompt variant on the validation split, report the best",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s = sub.add_parser(
+        "select-prompt",
+        help="score every prompt variant on the validation split, report the best",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("--model", default="hf", help="lm_eval model type (default hf)")
     s.add_argument("--model_args", required=True, help="as for lm_eval, e.g. pretrained=NAME,max_length=8192")
     s.add_argument("--metadata", nargs="*", default=[], help="booksort_* options as KEY=VALUE (see the task README)")

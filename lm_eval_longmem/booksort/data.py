@@ -29,6 +29,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from lm_eval_longmem.booksort.build import N_BINS
 from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, Condition, get_variant, render
 from lm_eval_longmem.common.task import option
 
@@ -132,7 +133,10 @@ def _read_built(root: Path, split: str) -> Source:
             f"`lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
         )
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    words = {b["book_id"]: (root / "books" / f"{b['book_id']}.txt").read_text(encoding="utf-8").split() for b in manifest["books"]}
+    words = {
+        b["book_id"]: (root / "books" / f"{b['book_id']}.txt").read_text(encoding="utf-8").split()
+        for b in manifest["books"]
+    }
     with open(root / f"{split}.jsonl", encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
 
@@ -164,14 +168,19 @@ def add_bin_index(rows: list[dict[str, Any]]) -> None:
     """Set ``distance_bin_idx`` (0 = nearest) by ranking each excerpt length's ``distance_bin`` edges.
 
     The hub stores a bin as its right edge in words (e.g. 62 for L_E = 250); ranking the edges
-    present per excerpt length gives the same 0..3 index for hub data and local builds.
+    present per excerpt length gives the same 0..3 index for hub data and local builds. Should a
+    source have more than 4 edges for one excerpt length, its ``segment_idx`` (the pair's bin in our
+    builds) is used instead.
     """
     edges: dict[int, set[int]] = defaultdict(set)
     for row in rows:
         edges[int(row["excerpt_length"])].add(int(row["distance_bin"]))
-    rank = {le: {edge: k for k, edge in enumerate(sorted(values))} for le, values in edges.items()}
+    rank = {
+        le: {edge: k for k, edge in enumerate(sorted(values))} for le, values in edges.items() if len(values) <= N_BINS
+    }
     for row in rows:
-        row["distance_bin_idx"] = rank[int(row["excerpt_length"])][int(row["distance_bin"])]
+        le = int(row["excerpt_length"])
+        row["distance_bin_idx"] = rank[le][int(row["distance_bin"])] if le in rank else int(row["segment_idx"])
 
 
 def select(rows: Sequence[dict[str, Any]], selection: Selection) -> list[dict[str, Any]]:
@@ -204,7 +213,12 @@ def interleave(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     cells: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in sorted(rows, key=lambda r: (int(r["excerpt_idx"]), int(r["segment_idx"]))):
-        key = (int(row["distance_bin_idx"]), str(row["book_idx"]), int(row["segment_length"]), int(row["excerpt_length"]))
+        key = (
+            int(row["distance_bin_idx"]),
+            str(row["book_idx"]),
+            int(row["segment_length"]),
+            int(row["excerpt_length"]),
+        )
         cells[key].append(row)
     ordered = [cells[key] for key in sorted(cells)]
     return [row for group in zip_longest(*ordered) for row in group if row is not None]
@@ -212,8 +226,17 @@ def interleave(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def make_doc(row: dict[str, Any], excerpt: str, *, variant_name: str, condition: Condition) -> dict[str, Any]:
     """A harness doc: the trial's keys, its rendered prompt and the index of the right label."""
-    first, second = (row["segment_1"], row["segment_2"]) if int(row["present_seg1_first"]) else (row["segment_2"], row["segment_1"])
-    prompt = render(get_variant(variant_name), title=row["book_title"], excerpt=excerpt, first=first, second=second, condition=condition)
+    first, second = (
+        (row["segment_1"], row["segment_2"]) if int(row["present_seg1_first"]) else (row["segment_2"], row["segment_1"])
+    )
+    prompt = render(
+        get_variant(variant_name),
+        title=row["book_title"],
+        excerpt=excerpt,
+        first=first,
+        second=second,
+        condition=condition,
+    )
     doc = {k: v for k, v in row.items() if k != "excerpt_text"}
     doc.update(
         condition=condition,
@@ -235,7 +258,12 @@ def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> li
     variant_name = str(option(metadata, "booksort_prompt", DEFAULT_VARIANT))
     get_variant(variant_name)  # fail early on a typo
     return [
-        make_doc(row, source.excerpt(row) if condition == "in_context" else "", variant_name=variant_name, condition=condition)
+        make_doc(
+            row,
+            source.excerpt(row) if condition == "in_context" else "",
+            variant_name=variant_name,
+            condition=condition,
+        )
         for row in rows
     ]
 

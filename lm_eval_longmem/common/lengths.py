@@ -7,7 +7,6 @@ command line as "1k,4k", "[512, 1024]" or a real list.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
 
@@ -33,16 +32,15 @@ def parse_length(spec: str | int) -> int:
 
 
 def parse_lengths(spec: str | int | Sequence[str | int]) -> list[int]:
-    """A list of lengths from "1k,4k", "[512, 1024]", 2048 or [1024, "4k"]; order kept, duplicates removed."""
+    """A list of lengths from "1k,4k", "[512, 1024]", "[0k,4k]", 2048 or [1024, "4k"]; order kept, duplicates removed."""
     if isinstance(spec, str):
         text = spec.strip()
         if text.startswith(("[", "(")):
-            try:
-                spec = list(ast.literal_eval(text))
-            except (ValueError, SyntaxError) as err:
-                raise ValueError(f"unknown length list {spec!r}: write e.g. 1k,4k or [1024, 4096]") from err
-        else:
-            spec = [part for part in text.split(",") if part.strip()]
+            if not text.endswith(("]", ")")):
+                raise ValueError(f"unknown length list {spec!r}: write e.g. 1k,4k or [1024, 4096]")
+            # `--metadata key=[0k,4k]` arrives as the string "[0k,4k]" (not a Python literal).
+            text = text[1:-1]
+        spec = [part.strip().strip("'\"") for part in text.split(",") if part.strip()]
     elif isinstance(spec, int):
         spec = [spec]
     lengths = [parse_length(item) for item in spec]

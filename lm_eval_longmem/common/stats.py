@@ -67,12 +67,13 @@ def bootstrap_interval(
 
 
 def paired_test(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided paired t-test p-value of a vs b (1.0 when every difference is zero)."""
+    """Two-sided paired t-test p-value of a vs b (1.0 when every difference is zero, 0.0 when all are equal and non-zero)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.size < 2:
         raise ValueError("paired_test needs two equally long samples of at least 2 values")
-    if np.all(x - y == 0):
-        return 1.0
+    diff = x - y
+    if np.all(diff == diff[0]):  # no spread: the t statistic is undefined (0/0) or infinite
+        return 1.0 if diff[0] == 0 else 0.0
     return float(stats.ttest_rel(x, y).pvalue)
 
 

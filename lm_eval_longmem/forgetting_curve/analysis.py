@@ -138,10 +138,10 @@ def memory_length(lengths: Sequence[int], ok: Sequence[bool]) -> tuple[int, bool
     return best, censored
 
 
-def _means(curve: Curve) -> tuple[np.ndarray, np.ndarray]:
-    copy = np.array([curve.copy[L].mean() for L in curve.lengths])
-    lm = np.array([curve.lm[L].mean() for L in curve.lengths])
-    return copy, lm
+def curve_memory(curve: Curve, criterion: Criterion) -> tuple[int, bool]:
+    """(memory length, censored?) of `curve` under `criterion`, from the per-length means."""
+    ok = [holds(criterion, curve.copy[L].mean(), curve.lm[L].mean()) for L in curve.lengths]
+    return memory_length(curve.lengths, ok)
 
 
 def _reason(criterion: Criterion, value: int, censored: bool, curve: Curve) -> str:
@@ -244,11 +244,9 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
                     None,
                 )
             )
-    copy, lm = _means(curve)
     found = {}
     for criterion in ("fine", "coarse"):
-        ok = [holds(criterion, c, m) for c, m in zip(copy, lm, strict=True)]
-        value, censored = memory_length(curve.lengths, ok)
+        value, censored = curve_memory(curve, criterion)
         interval = memory_interval(curve, criterion, level=level, n_resamples=n_resamples, seed=seed)
         if interval is None and curve.reported.get(f"{criterion}_interval"):
             interval = curve.reported[f"{criterion}_interval"]

@@ -140,9 +140,10 @@ def physical_limit(options: SweepOptions, metadata: dict[str, Any], claimed: int
 
     Order: `forgetting_curve_max_tokens`; vLLM's `max_model_len` (its engine scores at most
     max_model_len - 1 tokens, i.e. 2L+2 <= max_model_len - 1, so inputs 2L+1 <= max_model_len - 2);
-    the claimed window when `forgetting_curve_beyond_window=false`; otherwise the model config:
-    rotary (RoPE) and ALiBi models have no position table, so None; learned position tables
-    (GPT-2's `n_positions`, OPT's `max_position_embeddings`) cap the input at their size.
+    the claimed window when `forgetting_curve_beyond_window=false`; otherwise the HF backend's own
+    rule (`backends.hf.physical_max_length`: rotary/ALiBi models have no positional limit, learned
+    position tables cap the input at their size, anything else keeps the claimed window), applied
+    to the model built on the meta device from its config (no weights are loaded).
     """
     if options.max_tokens is not None:
         return options.max_tokens
@@ -150,35 +151,27 @@ def physical_limit(options: SweepOptions, metadata: dict[str, Any], claimed: int
         return int(metadata["max_model_len"]) - 2
     if not options.beyond_window:
         return claimed
-    return _position_table_size(metadata)
+    return _hf_physical_limit(metadata, claimed)
 
 
-def _position_table_size(metadata: dict[str, Any]) -> int | None:
+def _hf_physical_limit(metadata: dict[str, Any], claimed: int | None) -> int | None:
     name = option(metadata, "pretrained")
     if not isinstance(name, str):
-        return None
-    from transformers import AutoConfig
+        return claimed  # the model is not named here (e.g. a served model): stay inside its window
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    from lm_eval_longmem.backends.hf import physical_max_length
+
+    trust = str(option(metadata, "trust_remote_code", False)).lower() in {"1", "true", "yes"}
     try:
-        config = AutoConfig.from_pretrained(
-            name,
-            revision=option(metadata, "revision"),
-            trust_remote_code=str(option(metadata, "trust_remote_code", False)).lower() in {"1", "true", "yes"},
-        )
-    except (OSError, ValueError):
-        return None  # the backend will load it and refuse what it cannot run; nothing is truncated
-    config = getattr(config, "text_config", None) or config
-    fields = config.to_dict()
-    relative = any(
-        key in fields and fields[key] not in (None, False)
-        for key in ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim", "rotary_emb_base", "rotary_pct")
-    ) or bool(fields.get("alibi") or fields.get("position_embedding_type") in ("rotary", "alibi"))
-    if relative:
-        return None
-    for key in ("n_positions", "max_position_embeddings"):
-        if isinstance(fields.get(key), int):
-            return fields[key]
-    return None
+        config = AutoConfig.from_pretrained(name, revision=option(metadata, "revision"), trust_remote_code=trust)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+    except (OSError, ValueError, TypeError, ImportError) as err:
+        log.warning("forgetting_curve: cannot inspect %s (%s); keeping inputs within its window %s", name, err, claimed)
+        return claimed
+    return physical_max_length(model, claimed or 0).tokens
 
 
 def model_inputs(length: int) -> int:

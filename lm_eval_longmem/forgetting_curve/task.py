@@ -7,10 +7,10 @@ the later half of the second S. `process_results` reports, for that doc's length
 samples by the harness (with its usual stderr).
 
 The memory lengths need the whole curve, which no single doc has. So every doc also reports
-its `CurvePoint` (length, sample, copy, LM, skipped lengths, claimed window) under the names in
-`CURVE_METRICS`, and each of those names has an aggregation that reads all points at once
-(`analysis.py`) and returns one number: the memory length, its censoring flag or a bootstrap
-interval bound. The harness computes stderr only for aggregations it knows (mean, median, ...),
+its `CurvePoint` (length, sample, copy, LM) under the names in `CURVE_METRICS`, and each of those
+names has an aggregation that reads all points at once (`analysis.py`) and returns one number:
+the memory length, its censoring flag or a bootstrap interval bound. The claimed window and the
+skipped lengths, which every doc carries, are reported once (`SWEEP_FACTS`). The harness computes stderr only for aggregations it knows (mean, median, ...),
 so these report "N/A" there and its stderr machinery is untouched; their uncertainty is the
 `_low`/`_high` bootstrap interval.
 """
@@ -36,10 +36,7 @@ LM = analysis.LM_PREFIX
 
 def _memory_value(criterion: analysis.Criterion) -> Callable[[Sequence[analysis.CurvePoint]], int]:
     def aggregate(points: Sequence[analysis.CurvePoint]) -> int:
-        curve = analysis.curve_from_points(points)
-        copy = [curve.copy[L].mean() for L in curve.lengths]
-        lm = [curve.lm[L].mean() for L in curve.lengths]
-        return analysis.memory_length(curve.lengths, [analysis.holds(criterion, c, m) for c, m in zip(copy, lm)])[0]
+        return analysis.curve_memory(analysis.curve_from_points(points), criterion)[0]
 
     aggregate.__name__ = f"{criterion}_memory_length"
     return aggregate
@@ -47,10 +44,7 @@ def _memory_value(criterion: analysis.Criterion) -> Callable[[Sequence[analysis.
 
 def _memory_censored(criterion: analysis.Criterion) -> Callable[[Sequence[analysis.CurvePoint]], bool]:
     def aggregate(points: Sequence[analysis.CurvePoint]) -> bool:
-        curve = analysis.curve_from_points(points)
-        copy = [curve.copy[L].mean() for L in curve.lengths]
-        lm = [curve.lm[L].mean() for L in curve.lengths]
-        return analysis.memory_length(curve.lengths, [analysis.holds(criterion, c, m) for c, m in zip(copy, lm)])[1]
+        return analysis.curve_memory(analysis.curve_from_points(points), criterion)[1]
 
     aggregate.__name__ = f"{criterion}_memory_censored"
     return aggregate
@@ -66,16 +60,19 @@ def _memory_bound(criterion: analysis.Criterion, bound: int) -> Callable[[Sequen
     return aggregate
 
 
-def _claimed(points: Sequence[analysis.CurvePoint]) -> int | None:
-    return analysis.curve_from_points(points).claimed
+def _same_for_all(values: Sequence[Any]) -> Any:
+    """A sweep-wide fact every doc carries (claimed window, skipped lengths): its one value."""
+    distinct = set(values)
+    if len(distinct) != 1:
+        raise ValueError(f"docs of one forgetting-curve sweep disagree: {sorted(map(str, distinct))}")
+    return values[0]
 
 
-def _skipped(points: Sequence[analysis.CurvePoint]) -> str:
-    skipped = analysis.curve_from_points(points).skipped
+def _skipped_text(skipped: Sequence[int]) -> str:
     return ",".join(str(L) for L in skipped) if skipped else "none"
 
 
-CURVE_METRICS: dict[str, tuple[Callable[[Sequence[analysis.CurvePoint]], Any], bool | None]] = {
+CURVE_METRICS: dict[str, tuple[Callable[[Sequence[Any]], Any], bool | None]] = {
     "fine_memory_length": (_memory_value("fine"), True),
     "fine_memory_censored": (_memory_censored("fine"), None),
     "fine_memory_length_low": (_memory_bound("fine", 0), True),
@@ -84,10 +81,14 @@ CURVE_METRICS: dict[str, tuple[Callable[[Sequence[analysis.CurvePoint]], Any], b
     "coarse_memory_censored": (_memory_censored("coarse"), None),
     "coarse_memory_length_low": (_memory_bound("coarse", 0), True),
     "coarse_memory_length_high": (_memory_bound("coarse", 1), True),
-    "claimed_length": (_claimed, None),
-    "skipped_lengths": (_skipped, None),
 }
 """Whole-curve results: name -> (aggregation over every doc's CurvePoint, higher_is_better)."""
+
+SWEEP_FACTS: dict[str, tuple[Callable[[Sequence[Any]], Any], bool | None]] = {
+    "claimed_length": (_same_for_all, None),
+    "skipped_lengths": (_same_for_all, None),
+}
+"""Sweep-wide facts reported once: name -> (aggregation over every doc's value, higher_is_better)."""
 
 
 def _compact(ids: Any) -> Any:
@@ -126,7 +127,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return [pair.copy, pair.lm]
 
     def process_results(self, doc: dict, results: list[TokenAccuracy]) -> dict[str, Any]:
-        """`copy_acc@L`, `lm_acc@L` for this doc's L, and its CurvePoint under every CURVE_METRICS name."""
+        """`copy_acc@L`, `lm_acc@L` for this doc's L, its CurvePoint under every CURVE_METRICS name, the sweep facts."""
         (copy_bits, _), (lm_bits, _) = results
         for bits in (copy_bits, lm_bits):
             if len(bits) != doc["scored"]:
@@ -134,10 +135,14 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         L = doc["length"]
         copy = copy_bits.count("1") / len(copy_bits)
         lm = lm_bits.count("1") / len(lm_bits)
-        point = analysis.CurvePoint(
-            L, doc["sample"], copy, lm, tuple(doc["skipped_lengths"] or ()), doc["claimed_length"]
-        )
-        return {f"{COPY}{L}": copy, f"{LM}{L}": lm, **{name: point for name in CURVE_METRICS}}
+        point = analysis.CurvePoint(L, doc["sample"], copy, lm)
+        return {
+            f"{COPY}{L}": copy,
+            f"{LM}{L}": lm,
+            **{name: point for name in CURVE_METRICS},
+            "claimed_length": doc["claimed_length"],
+            "skipped_lengths": _skipped_text(doc["skipped_lengths"]),
+        }
 
     def _lengths(self) -> list[int]:
         return sorted({int(L) for L in self.eval_docs["length"]})
@@ -145,11 +150,11 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def aggregation(self) -> dict[str, Callable]:
         """Mean for every per-length accuracy; whole-curve functions for the memory lengths."""
         per_length = {f"{prefix}{L}": mean for L in self._lengths() for prefix in (COPY, LM)}
-        return per_length | {name: fn for name, (fn, _) in CURVE_METRICS.items()}
+        return per_length | {name: fn for name, (fn, _) in (CURVE_METRICS | SWEEP_FACTS).items()}
 
     def higher_is_better(self) -> dict[str, bool | None]:
         per_length = {f"{prefix}{L}": True for L in self._lengths() for prefix in (COPY, LM)}
-        return per_length | {name: better for name, (_, better) in CURVE_METRICS.items()}
+        return per_length | {name: better for name, (_, better) in (CURVE_METRICS | SWEEP_FACTS).items()}
 
     def apply_filters(self) -> None:
         """After the model has answered: shorten the logged token-id arguments (keeps `--log_samples` small).

@@ -34,7 +34,8 @@ def plot_results(path: Path, *, out_prefix: Path | None = None, formats: tuple[s
     matplotlib.use("Agg")
     results_file = find_results_file(path)
     results = json.loads(results_file.read_text())
-    results.setdefault("_source_path", str(results_file))
+    if isinstance(results, dict):  # an lm_eval results file (the original forgetting-curve tool writes a list)
+        results.setdefault("_source_path", str(results_file))
     prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")
     written: list[Path] = []
     for name in PLOTTERS:

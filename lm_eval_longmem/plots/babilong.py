@@ -15,9 +15,18 @@ from lm_eval_longmem.babilong.data import STANDARD_LENGTHS
 from lm_eval_longmem.babilong.report import effective_context, headline, read_cells
 
 
-def can_plot(results: dict) -> bool:
-    """True when the results hold at least one BABILong task with metrics."""
-    return bool(read_cells(results))
+def _model_name(results: dict) -> str:
+    """The evaluated model's short name (last part of `pretrained`) from the results' config, or ""."""
+    args = (results.get("config") or {}).get("model_args") or ""
+    if isinstance(args, str):
+        args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+    name = str(args.get("pretrained") or args.get("model") or "") if isinstance(args, dict) else ""
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def can_plot(results: dict | list) -> bool:
+    """True when the results are an lm_eval results dict with at least one BABILong task with metrics."""
+    return isinstance(results, dict) and bool(read_cells(results))
 
 
 def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
@@ -36,7 +45,7 @@ def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "sv
     rows = tasks + (["qa1-5 mean"] if heads else [])
 
     fig, axes = plt.subplots(
-        1, 2, figsize=(2.2 + 0.75 * len(lengths) * 2, 1.2 + 0.45 * len(rows)), squeeze=False, constrained_layout=True
+        1, 2, figsize=(max(6.0, 2.2 + 1.5 * len(lengths)), 1.2 + 0.45 * len(rows)), squeeze=False, constrained_layout=True
     )
     for ax, metric, title in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' check)", "acc_corrected")):
         grid = np.full((len(rows), len(lengths)), np.nan)
@@ -56,7 +65,7 @@ def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "sv
         ax.set_xlabel("context length (tokens)")
         ax.set_title(title)
         fig.colorbar(image, ax=ax, shrink=0.8, label="accuracy (%)")
-    model = str((results.get("config") or {}).get("model_args") or "")
+    model = _model_name(results)
     fig.suptitle(f"BABILong{': ' + model if model else ''}", fontsize=9)
     written = []
     for fmt in formats:

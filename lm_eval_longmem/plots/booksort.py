@@ -42,8 +42,10 @@ def _point(row: dict[str, Any], cell: str) -> tuple[float, float, float, bool]:
 
 def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str) -> None:
     values = [p[0] for p in points]
-    container = ax.errorbar(x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], marker="o", capsize=3, label=label)
-    for xi, (value, _, up, significant) in zip(x, points):
+    container = ax.errorbar(
+        x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], marker="o", capsize=3, label=label
+    )
+    for xi, (value, _, up, significant) in zip(x, points, strict=True):
         if significant:
             ax.annotate("*", (xi, value + up), ha="center", va="bottom", color=container[0].get_color())
 
@@ -56,20 +58,31 @@ def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = (
     import matplotlib.pyplot as plt
 
     tasks = booksort_tasks(results)
+    all_lengths = sorted({int(m.group(1)) for row in tasks.values() for key in row if (m := _LE.match(key))})
+    position = {le: i for i, le in enumerate(all_lengths)}
+    paper_bins = any(
+        int(m.group(1)) == PAPER_BIN_LENGTH for row in tasks.values() for key in row if (m := _LE_BIN.match(key))
+    )
+    bin_pattern, bin_source = (
+        (_LE_BIN, f"L_E = {PAPER_BIN_LENGTH} words") if paper_bins else (_BIN, "pooled over excerpt lengths")
+    )
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    bin_source = "pooled over excerpt lengths"
+    all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = sorted({int(m.group(1)) for key in row if (m := _LE.match(key))})
-        _draw(ax_a, list(range(len(lengths))), [_point(row, f"LE{le}") for le in lengths], name)
-        ax_a.set_xticks(range(len(lengths)), [str(le) for le in lengths])
-        at_paper_length = sorted({int(m.group(2)) for key in row if (m := _LE_BIN.match(key)) and int(m.group(1)) == PAPER_BIN_LENGTH})
-        if at_paper_length:
-            bins, cells, bin_source = at_paper_length, [f"LE{PAPER_BIN_LENGTH}_bin{k}" for k in at_paper_length], f"L_E = {PAPER_BIN_LENGTH} words"
+        _draw(ax_a, [position[le] for le in lengths], [_point(row, f"LE{le}") for le in lengths], name)
+        if paper_bins:
+            bins = sorted(
+                {int(m.group(2)) for key in row if (m := _LE_BIN.match(key)) and int(m.group(1)) == PAPER_BIN_LENGTH}
+            )
+            cells = [f"LE{PAPER_BIN_LENGTH}_bin{k}" for k in bins]
         else:
-            bins = sorted({int(m.group(1)) for key in row if (m := _BIN.match(key))})
+            bins = sorted({int(m.group(1)) for key in row if (m := bin_pattern.match(key))})
             cells = [f"bin{k}" for k in bins]
         _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
-        ax_b.set_xticks(bins, [f"d{k}" for k in bins])
+        all_bins |= set(bins)
+    ax_a.set_xticks(range(len(all_lengths)), [str(le) for le in all_lengths])
+    ax_b.set_xticks(sorted(all_bins), [f"d{k}" for k in sorted(all_bins)])
     for ax, title, xlabel in (
         (ax_a, "(a) accuracy by excerpt length", "excerpt length L_E (words)"),
         (ax_b, f"(b) accuracy by segment distance ({bin_source})", "distance bin (d0 nearest)"),

@@ -143,3 +143,23 @@ def test_babi_reader(shared_data, tmp_path):
     assert [s.story for s in parsed] == [0, 1] and parsed[1].supporting == (0, 1)
     with pytest.raises(FileNotFoundError, match="babilong_babi_dir"):
         task_file(tmp_path / "missing", "qa1")
+
+
+def test_hub_rows_become_docs(monkeypatch):
+    import datasets
+
+    from lm_eval_longmem.babilong import data
+
+    calls = []
+
+    def fake_load_dataset(path, name, split):
+        calls.append((path, name, split))
+        return datasets.Dataset.from_dict(
+            {"input": ["Mary went to the office. " * 3], "question": ["Where is Mary?"], "target": ["office"]}
+        )
+
+    monkeypatch.setattr(data.datasets, "load_dataset", fake_load_dataset)
+    docs = load_docs(qa="qa2", length="4k", babilong_lengths="4k", babilong_source="hub-1k")["test"]
+    assert calls == [("RMT-team/babilong-1k-samples", "4k", "qa2")]
+    doc = docs[0]
+    assert (doc["qa"], doc["length"], doc["length_name"], doc["target"], doc["skip_reason"]) == ("qa2", 4096, "4k", "office", "")

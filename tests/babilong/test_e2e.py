@@ -46,7 +46,9 @@ def test_lm_eval_babilong_end_to_end(smollm2_dir, shared_data, tmp_path):
     sample = read_samples(out, "babilong_qa1_1k")[0]
     output = sample["resps"][0][0]
     assert sample["doc"]["length"] == 1024 and sample["doc"]["prompt_tokens"] <= 1004
-    assert "<context>" in sample["arguments"][0][0] and isinstance(output, str)
+    prompt = sample["arguments"]["gen_args_0"]["arg_0"]  # how lm_eval writes request arguments to samples files
+    assert "<context>" in prompt and prompt.endswith(f"Question: {sample['doc']['question']}")
+    assert isinstance(output, str) and sample["arguments"]["gen_args_0"]["arg_1"]["max_gen_toks"] == 20
 
     from lm_eval_longmem.babilong.report import format_report
     from lm_eval_longmem.plots import plot_results

@@ -186,14 +186,20 @@ def test_segments_inside_excerpt_non_overlapping_in_bin_and_at_sentence_starts(b
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_build_is_byte_identical_and_seeded(shared_data, books, built, built_dir, tmp_path):
     again = build_dataset([shared_data / "books"], tmp_path / "again")
     assert _digest(again) == _digest(built_dir)
     other = build(books[:1], BuildSpec(excerpt_lengths=(250,), segment_lengths=(20,), seed=1))
-    same = [t for t in built.trials if t.book_id == books[0].book_id and t.excerpt_length == 250 and t.segment_length == 20]
+    same = [
+        t for t in built.trials if t.book_id == books[0].book_id and t.excerpt_length == 250 and t.segment_length == 20
+    ]
     assert [t.excerpt_start for t in other.trials] != [t.excerpt_start for t in same]
 
 

@@ -9,9 +9,20 @@ from lm_eval_longmem.cli import build_parser
 
 def test_build_command(shared_data, tmp_path, capsys):
     args = build_parser().parse_args(
-        ["booksort", "build", "--books", str(shared_data / "books" / "73017-0.txt"), str(shared_data / "books" / "72958-0.txt"),
-         "--out", str(tmp_path / "data"), "--excerpt-lengths", "250,10000", "--segment-lengths", "50"]
-    )  # fmt: skip
+        [
+            "booksort",
+            "build",
+            "--books",
+            str(shared_data / "books" / "73017-0.txt"),
+            str(shared_data / "books" / "72958-0.txt"),
+            "--out",
+            str(tmp_path / "data"),
+            "--excerpt-lengths",
+            "250,10000",
+            "--segment-lengths",
+            "50",
+        ]
+    )
     args.func(args)
     out = capsys.readouterr().out
     assert "2 books, 1200 test and 120 validation trials" in out  # 73017 is too short for 10k-word excerpts
@@ -27,8 +38,14 @@ def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_d
     from lm_eval_longmem.booksort.cli import score_variants
 
     lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", batch_size=1)
-    meta = {"pretrained": str(tiny_llama_dir), "booksort_data": str(built_dir), "booksort_excerpt_lengths": 250,
-            "booksort_segment_lengths": 20, "booksort_books": "72958", "booksort_distance_bins": 0}  # fmt: skip
+    meta = {
+        "pretrained": str(tiny_llama_dir),
+        "booksort_data": str(built_dir),
+        "booksort_excerpt_lengths": 250,
+        "booksort_segment_lengths": 20,
+        "booksort_books": "72958",
+        "booksort_distance_bins": 0,
+    }
     scores = score_variants(lm, meta, ["default", "brief"])
     assert [s.variant for s in scores] == ["default", "brief"]
     # 10 validation excerpts x 1 bin (the test split would hold 100); the tiny model's 2k window skips some

@@ -12,7 +12,9 @@ def test_built_dir_materialises_excerpts(built_dir, books):
     words = {b.book_id: b.words for b in books}
     for row in source.rows[::997]:
         text = source.excerpt(row)
-        assert text.split() == list(words[row["book_id"]][row["excerpt_start"] : row["excerpt_start"] + row["excerpt_length"]])
+        assert text.split() == list(
+            words[row["book_id"]][row["excerpt_start"] : row["excerpt_start"] + row["excerpt_length"]]
+        )
         assert row["segment_1"] in text and row["segment_2"] in text
         assert text.split()[row["seg1_pos"] : row["seg1_pos"] + row["segment_length"]] == row["segment_1"].split()
 
@@ -46,7 +48,10 @@ def test_prompt_in_docs_per_condition(built_dir):
     in_context = load_booksort("in_context", **meta)["test"][0]
     memoryless = load_booksort("memoryless", **meta)["test"][0]
     assert in_context["trial_id"] == memoryless["trial_id"]
-    assert "Hunting for Hidden Gold" in in_context["prompt_user"] and "Hunting for Hidden Gold" not in memoryless["prompt_user"]
+    assert (
+        "Hunting for Hidden Gold" in in_context["prompt_user"]
+        and "Hunting for Hidden Gold" not in memoryless["prompt_user"]
+    )
     assert len(in_context["prompt_user"].split()) > 250 > len(memoryless["prompt_user"].split())
     shown_first = in_context["segment_1"] if in_context["present_seg1_first"] else in_context["segment_2"]
     assert f"Segment A: {shown_first}" in in_context["prompt_user"]
@@ -79,3 +84,48 @@ def test_selection_parsing():
     assert selection_from_metadata({}).excerpt_lengths is None
     sel = selection_from_metadata({"booksort_excerpt_lengths": "[250, 2500]", "booksort_books": 69087})
     assert sel.excerpt_lengths == (250, 2500) and sel.books == ("69087",)
+
+
+def test_hub_layout_gives_the_same_docs_as_the_local_build(built_dir, tmp_path):
+    """A copy in the hub's layout (parquet, inline excerpt_text, no local-only columns) read via
+    `hf:` takes the real `datasets.load_dataset` path and yields the same prompts and bins."""
+    import datasets
+
+    hub_columns = [
+        "book_idx",
+        "excerpt_idx",
+        "segment_idx",
+        "excerpt_text",
+        "excerpt_length",
+        "segment_1",
+        "segment_2",
+        "segment_length",
+        "seg1_pos",
+        "seg2_pos",
+        "present_seg1_first",
+        "distance_bin",
+        "excerpt_pos",
+        "book_title",
+        "num_words",
+    ]
+    for split in ("test", "validation"):
+        source = read_split(str(built_dir), split)
+        rows = [
+            dict(r, excerpt_text=source.excerpt(r))
+            for r in source.rows
+            if r["book_id"] == "72958" and r["excerpt_length"] == 250
+        ]
+        datasets.Dataset.from_list([{k: r[k] for k in hub_columns} for r in rows]).to_parquet(
+            tmp_path / "hub" / f"{split}.parquet"
+        )
+    meta = {"booksort_excerpt_lengths": 250, "booksort_books": "72958", "booksort_distance_bins": "1,2"}
+    local = build_docs({"booksort_data": str(built_dir), **meta}, "test", "in_context")
+    hub = build_docs({"booksort_data": f"hf:{tmp_path / 'hub'}", **meta}, "test", "in_context")
+    assert len(hub) == len(local) == 2 * 2 * 100
+    for a, b in zip(local, hub, strict=True):
+        assert (a["prompt_user"], a["label"], a["distance_bin_idx"]) == (
+            b["prompt_user"],
+            b["label"],
+            b["distance_bin_idx"],
+        )
+        assert b["trial_id"] == a["trial_id"]  # rebuilt from the hub columns

@@ -1,4 +1,4 @@
-"""End to end: the real `lm_eval` command on SmolLM2-135M-Instruct, in-context and memory-less, with its chat template."""
+"""End to end: the real `lm_eval` command on SmolLM2-135M-Instruct, in-context and memory-less, chat template on."""
 
 from __future__ import annotations
 
@@ -14,20 +14,28 @@ CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book69087", "LE250_bi
 def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, built_dir, tmp_path):
     run_lm_eval(
         [
-            "--model", "hf",
-            "--model_args", f"pretrained={smollm2_dir},dtype=float32",
-            "--device", "cpu",
-            "--tasks", "booksort,booksort_memoryless",
-            "--metadata", f'{{"booksort_data": "{built_dir}", "booksort_excerpt_lengths": 250, '
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={smollm2_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "booksort,booksort_memoryless",
+            "--metadata",
+            f'{{"booksort_data": "{built_dir}", "booksort_excerpt_lengths": 250, '
             '"booksort_segment_lengths": 20, "booksort_books": "69087"}',
             "--apply_chat_template",
-            "--system_instruction", "Answer with one letter.",
-            "--limit", "8",
-            "--batch_size", "1",
+            "--system_instruction",
+            "Answer with one letter.",
+            "--limit",
+            "8",
+            "--batch_size",
+            "1",
             "--log_samples",
         ],
         tmp_path,
-    )  # fmt: skip
+    )
     results = read_results(tmp_path)["results"]
     for task in ("booksort_in_context", "booksort_memoryless"):
         row = results[task]

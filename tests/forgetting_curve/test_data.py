@@ -118,9 +118,14 @@ def test_separator_is_bos_else_eos_else_an_error(tiny_llama_dir):
         separator_id(tok)
 
 
-def test_runnable_limit_and_split(tiny_llama_dir):
+def test_runnable_limit_and_split(tiny_llama_dir, tmp_path):
+    from transformers import GPT2Config
+
     options = SweepOptions.from_metadata({})
     assert physical_limit(options, {"pretrained": str(tiny_llama_dir)}, 2048) is None  # rotary: no table
+    GPT2Config(n_positions=128, n_embd=16, n_layer=1, n_head=2, vocab_size=300, bos_token_id=0, eos_token_id=0).save_pretrained(tmp_path)
+    assert physical_limit(options, {"pretrained": str(tmp_path)}, 128) == 128  # learned position table
+    assert physical_limit(options, {"tokenizer": "served-elsewhere"}, 4096) == 4096  # unknown model: its window
     assert physical_limit(options, {"max_model_len": 4096}, 2048) == 4094  # vLLM: 2L+2 tokens <= max_model_len - 1
     assert physical_limit(SweepOptions.from_metadata({"forgetting_curve_max_tokens": "1k"}), {}, None) == 1024
     strict = SweepOptions.from_metadata({"forgetting_curve_beyond_window": "false"})

@@ -9,6 +9,7 @@ from kit import build_tiny_llama, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.forgetting_curve.analysis import load_curve, summarize
 
+FIXTURES = Path(__file__).parent / "fixtures"
 TINY_LENGTHS = (16, 32, 64)
 MEMORY_METRICS = (
     "fine_memory_length",
@@ -42,11 +43,15 @@ def _metadata(book, lengths, samples, **extra) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_llama_dir, book, tmp_path_factory):
-    """One CLI run on the tiny random model: lengths 16/32/64 run, 128 is skipped (257 inputs > 200)."""
+    """One CLI run on the tiny random model: lengths 16/32/64 run, 128 is skipped (257 inputs > 200).
+
+    A plain loglikelihood task runs in the same call (`--tasks forgetting_curve,<other>`).
+    """
     out = tmp_path_factory.mktemp("fc-tiny")
     run_lm_eval(
         ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve", "--batch_size", "4", "--log_samples",
+         "--tasks", "forgetting_curve,longmem_test_fc_neighbour", "--include_path", str(FIXTURES),
+         "--batch_size", "4", "--log_samples",
          "--metadata", _metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)],
         out,
     )
@@ -59,7 +64,8 @@ def _value(metrics, name):
 
 
 def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
-    _, _, metrics, _ = tiny_run
+    _, results, metrics, _ = tiny_run
+    assert 0.0 <= results["results"]["longmem_test_fc_neighbour"]["acc,none"] <= 1.0  # the other task ran too
     for L in TINY_LENGTHS:
         assert 0.0 <= _value(metrics, f"copy_acc@{L}") <= 1.0 and 0.0 <= _value(metrics, f"lm_acc@{L}") <= 1.0
         assert isinstance(_value(metrics, f"copy_acc@{L}_stderr"), float)  # the harness's own stderr still works
@@ -151,9 +157,13 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
         tmp_path,
     )
     metrics = read_results(tmp_path)["results"]["forgetting_curve"]
+    lms = [_value(metrics, f"lm_acc@{L}") for L in (32, 64, 128)]
+    assert max(lms) - min(lms) < 0.2  # LM accuracy roughly flat across L
     for L in (32, 64, 128):
         copy, lm = _value(metrics, f"copy_acc@{L}"), _value(metrics, f"lm_acc@{L}")
-        assert copy > 0.85 and lm < 0.6 and copy - lm > 0.3, (L, copy, lm)
+        # Measured: copy 0.875 / 0.938 / 0.961 vs LM 0.375 / 0.328 / 0.391 (a 16-token cue copies less
+        # surely, as the paper's footnote 7 notes for short lengths).
+        assert copy > (0.8 if L == 32 else 0.9) and lm < 0.6 and copy - lm > 0.3, (L, copy, lm)
     assert _value(metrics, "coarse_memory_length") == 128 and _value(metrics, "coarse_memory_censored") is True
     assert _value(metrics, "claimed_length") == 8192
     summary = summarize(load_curve(next(tmp_path.rglob("results_*.json"))))
