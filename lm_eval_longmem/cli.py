@@ -6,6 +6,7 @@ Subcommands:
   forgetting-curve summarize FILE memory lengths as JSON
   booksort build | select-prompt  build Book-SORT from books; pick a prompt variant
   babilong score FILE.csv         rescore a BABILong predictions file
+  babilong report RESULTS         task x length table, qa1-qa5 means, effective context
 Each evaluation adds its own subcommands in `lm_eval_longmem/<evaluation>/cli.py`.
 """
 
@@ -74,13 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     for module_name in _EVALUATION_CLIS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if not module_name.startswith(err.name or "?"):
-                raise
-            continue
-        module.add_commands(sub)
+        importlib.import_module(module_name).add_commands(sub)
     return parser
 
 

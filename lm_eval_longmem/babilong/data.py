@@ -20,7 +20,7 @@ import datasets
 
 from lm_eval_longmem.babilong.prompts import PromptSwitches
 from lm_eval_longmem.common.lengths import format_length, parse_length, parse_lengths
-from lm_eval_longmem.common.task import option
+from lm_eval_longmem.common.options import option, parse_flag
 
 log = logging.getLogger(__name__)
 
@@ -86,15 +86,6 @@ def length_name(tokens: int) -> str:
     return "0k" if tokens == 0 else format_length(tokens)
 
 
-def _flag(value: Any, key: str) -> bool:
-    text = str(value).strip().lower()
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(f"--metadata {key}={value!r}: use true or false")
-
-
 def parse_tasks(spec: str | list | tuple) -> tuple[str, ...]:
     """bAbI tasks from "qa1-qa5", "qa1,qa3", "all" or a list; in qa order."""
     items = spec if isinstance(spec, (list, tuple)) else str(spec).strip("[]() ").split(",")
@@ -142,9 +133,9 @@ def parse_options(metadata: dict[str, Any]) -> Options:
         depth=parse_depth(option(metadata, "babilong_depth", "0-1")),
         reserve_tokens=int(option(metadata, "babilong_reserve_tokens", 0)),
         switches=PromptSwitches(
-            instruction=_flag(option(metadata, "babilong_instruction", True), "babilong_instruction"),
-            examples=_flag(option(metadata, "babilong_examples", True), "babilong_examples"),
-            answer_format=_flag(option(metadata, "babilong_answer_format", True), "babilong_answer_format"),
+            instruction=parse_flag(option(metadata, "babilong_instruction", True), "babilong_instruction"),
+            examples=parse_flag(option(metadata, "babilong_examples", True), "babilong_examples"),
+            answer_format=parse_flag(option(metadata, "babilong_answer_format", True), "babilong_answer_format"),
         ),
     )
 
@@ -179,7 +170,7 @@ def select(qa: str, length: str, options: Options, window: int | None) -> Select
         if window is None:
             raise ValueError(
                 "BABILong runs every standard length that fits the model's window by default, but the window "
-                "is unknown: pass max_length=N in --model_args, or list lengths with --metadata babilong_lengths=0k,4k"
+                "is unknown: pass max_length=N in --model_args, or list lengths with --metadata babilong_lengths=[0k,4k]"
             )
         if tokens > window:
             return Selection(False, f"{length} ({tokens} tokens) exceeds the model's window ({window})")

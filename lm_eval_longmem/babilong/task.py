@@ -163,10 +163,10 @@ class BabilongTask(LongmemTask):
             self._instances = []
             return
         if self._window is None:
-            log.warning(
-                "%s: the model's window is unknown, so prompts are not checked against it (the backend may "
-                "truncate): pass max_length=N in --model_args", self.config.task,
-            )  # fmt: skip
+            raise ValueError(
+                f"{self.config.task}: the model's window is unknown, so prompts cannot be checked against it "
+                "(never truncate): pass max_length=N in --model_args (max_model_len=N for vllm)"
+            )
         mine = self.doc_iterator(
             rank=kwargs.get("rank", 0), world_size=kwargs.get("world_size", 1), limit=kwargs.get("limit"),
             samples=kwargs.get("samples"),

@@ -17,7 +17,7 @@ EPILOG = textwrap.dedent(
     examples:
       lm-eval-longmem booksort build --books ../books/ --out booksort_data/
       lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
-          --tasks booksort --metadata booksort_data=booksort_data booksort_excerpt_lengths=250,1000
+          --tasks booksort --metadata booksort_data=booksort_data booksort_excerpt_lengths=[250,1000]
       lm-eval-longmem booksort select-prompt --model hf \\
           --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
           --metadata booksort_data=booksort_data booksort_excerpt_lengths=250 --apply_chat_template

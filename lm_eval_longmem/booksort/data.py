@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import N_BINS
 from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, Condition, get_variant, render
-from lm_eval_longmem.common.task import option
+from lm_eval_longmem.common.options import option
 
 HUB_DATASET = "memari/booksort"
 SPLITS = ("test", "validation")
@@ -68,7 +68,7 @@ def _as_list(value: Any, key: str) -> list:
         try:
             return list(ast.literal_eval(text))
         except (ValueError, SyntaxError) as err:
-            raise ValueError(f"cannot read {key}={value!r}: write e.g. 250,1000 or [250, 1000]") from err
+            raise ValueError(f"cannot read {key}={value!r}: write e.g. [250,1000]") from err
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
@@ -76,7 +76,7 @@ def _ints(value: Any, key: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in _as_list(value, key))
     except ValueError as err:
-        raise ValueError(f"{key}={value!r}: expected whole numbers of words, e.g. 250,1000 (not 1k)") from err
+        raise ValueError(f"{key}={value!r}: expected whole numbers of words, e.g. [250,1000] (not 1k)") from err
 
 
 def selection_from_metadata(metadata: dict[str, Any]) -> Selection:

@@ -205,7 +205,7 @@ class BooksortTask(LongmemTask):
         if not keep:
             raise ValueError(
                 f"every booksort trial examined ({skipped}) is longer than the model's window of {window} tokens: "
-                "restrict the conditions (e.g. --metadata booksort_excerpt_lengths=250,1000) or raise max_length"
+                "restrict the conditions (e.g. --metadata booksort_excerpt_lengths=[250,1000]) or raise max_length"
             )
         self.n_skipped = skipped
         self.dataset[split] = docs.select(keep)

@@ -12,9 +12,10 @@ import hashlib
 import json
 from typing import Any
 
+from lm_eval_longmem.common.options import parse_flag
+
 _TOKENIZER_KEYS = ("tokenizer", "pretrained", "model")
 _WINDOW_ARGS = ("max_length", "max_model_len")
-_WINDOW_CONFIG_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 
 
 def tokenizer_name(metadata: dict[str, Any]) -> str:
@@ -30,11 +31,11 @@ def tokenizer_name(metadata: dict[str, Any]) -> str:
 
 
 @functools.cache
-def _load_tokenizer(name: str, revision: str | None, trust_remote_code: bool) -> Any:
+def _load_tokenizer(name: str, revision: str | None, trust: bool) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
+        return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=trust)
     except OSError as err:
         raise OSError(
             f"could not load the tokenizer {name!r}: {err}. Offline (HF_HUB_OFFLINE=1) only local "
@@ -43,53 +44,55 @@ def _load_tokenizer(name: str, revision: str | None, trust_remote_code: bool) ->
         ) from err
 
 
+def trust_remote_code(metadata: dict[str, Any]) -> bool:
+    """The `trust_remote_code` model argument as a bool."""
+    return parse_flag(metadata.get("trust_remote_code", False), "trust_remote_code")
+
+
 def load_tokenizer(metadata: dict[str, Any]) -> Any:
     """The evaluated model's tokenizer (loaded once per process)."""
-    return _load_tokenizer(
-        tokenizer_name(metadata),
-        metadata.get("revision"),
-        str(metadata.get("trust_remote_code", False)).lower() in {"1", "true", "yes"},
-    )
+    return _load_tokenizer(tokenizer_name(metadata), metadata.get("revision"), trust_remote_code(metadata))
 
 
 @functools.cache
-def _config_window(name: str, revision: str | None, trust_remote_code: bool) -> int | None:
+def _load_config(name: str, revision: str | None, trust: bool) -> Any:
     from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError):
+        return AutoConfig.from_pretrained(name, revision=revision, trust_remote_code=trust)
+    except (OSError, ValueError):  # a tokenizer-only name (API models) has no config
         return None
-    config = getattr(config, "text_config", None) or config
-    for field in _WINDOW_CONFIG_FIELDS:
-        value = getattr(config, field, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
+
+
+def load_config(metadata: dict[str, Any]) -> Any:
+    """The evaluated model's config (`pretrained` or `model`), or None when there is none to load."""
+    name = next((metadata[k] for k in ("pretrained", "model") if isinstance(metadata.get(k), str)), None)
+    return _load_config(name, metadata.get("revision"), trust_remote_code(metadata)) if name else None
 
 
 def claimed_window(metadata: dict[str, Any]) -> int | None:
-    """The model's claimed context length in tokens, or None when it cannot be told.
+    """The context length the backend will run the model with, in tokens (None when it cannot be told).
 
-    Order: an explicit `max_length` (hf) / `max_model_len` (vllm) model argument; the model
-    config's `max_position_embeddings` (or its older names); the tokenizer's
-    `model_max_length` when it is a real number rather than transformers' "very large" default.
+    An explicit `max_length` (hf) / `max_model_len` (vllm) model argument wins. Otherwise this is
+    exactly what lm_eval's HF backend uses (`lm_eval.models.utils.resolve_max_length`: the config's
+    `n_positions`, `max_position_embeddings` or `n_ctx`, else the tokenizer's `model_max_length`,
+    else lm_eval's default of 2048), so a prompt we let through is never cut by the backend.
+    Without a model config (a tokenizer-only name), the tokenizer's `model_max_length` if real.
     """
+    from lm_eval.models.utils import DEFAULT_MAX_LENGTH, TOKENIZER_INFINITY, resolve_max_length
+
     for key in _WINDOW_ARGS:
         if metadata.get(key) not in (None, ""):
             return int(metadata[key])
-    name = next((metadata[k] for k in ("pretrained", "model") if isinstance(metadata.get(k), str)), None)
-    trust = str(metadata.get("trust_remote_code", False)).lower() in {"1", "true", "yes"}
-    if name:
-        window = _config_window(name, metadata.get("revision"), trust)
-        if window:
-            return window
     try:
         tokenizer = load_tokenizer(metadata)
     except (ValueError, OSError):
-        return None
+        tokenizer = None
+    config = load_config(metadata)
+    if config is not None:
+        return resolve_max_length(config, tokenizer, default=DEFAULT_MAX_LENGTH)
     limit = getattr(tokenizer, "model_max_length", None)
-    return int(limit) if isinstance(limit, int) and 0 < limit < 10**8 else None
+    return int(limit) if isinstance(limit, int) and 0 < limit < TOKENIZER_INFINITY else None
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:

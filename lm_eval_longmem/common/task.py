@@ -22,12 +22,6 @@ def metadata_fingerprint(metadata: dict[str, Any] | None) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
-def option(metadata: dict[str, Any] | None, key: str, default: Any = None) -> Any:
-    """`metadata[key]`, or `default` when it is absent or given empty (`--metadata key=`)."""
-    value = (metadata or {}).get(key)
-    return default if value is None or value == "" else value
-
-
 class LongmemTask(ConfigurableTask):
     """ConfigurableTask whose request cache key includes a fingerprint of its metadata."""
 

@@ -30,8 +30,8 @@ import numpy as np
 
 from lm_eval_longmem.common.corpus import load_texts, token_stream
 from lm_eval_longmem.common.lengths import parse_length, parse_lengths
-from lm_eval_longmem.common.model_info import claimed_window, load_tokenizer
-from lm_eval_longmem.common.task import option
+from lm_eval_longmem.common.model_info import claimed_window, load_config, load_tokenizer, trust_remote_code
+from lm_eval_longmem.common.options import option, parse_flag
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class SweepOptions:
             seed=int(option(metadata, PREFIX + "seed", DEFAULT_SEED)),
             corpus=option(metadata, PREFIX + "corpus"),
             max_tokens=parse_length(max_tokens) if max_tokens is not None else None,
-            beyond_window=_boolean(option(metadata, PREFIX + "beyond_window", True)),
+            beyond_window=parse_flag(option(metadata, PREFIX + "beyond_window", True), PREFIX + "beyond_window"),
             separator=None if option(metadata, PREFIX + "separator") is None else str(metadata[PREFIX + "separator"]),
         )
         if options.lengths is not None and min(options.lengths) < 2:
@@ -102,17 +102,6 @@ def _positive_int(metadata: dict[str, Any], key: str, default: int) -> int:
     return number
 
 
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(f"{PREFIX}beyond_window must be true or false, got {value!r}")
-
-
 def length_grid(claimed: int, points: int = DEFAULT_POINTS) -> list[int]:
     """The paper's grid: L = l/n, 2l/n, ..., l (integer division, duplicates and L < 2 dropped)."""
     return [L for L in dict.fromkeys(k * claimed // points for k in range(1, points + 1)) if L >= 2]
@@ -127,7 +116,7 @@ def resolve_lengths(options: SweepOptions, metadata: dict[str, Any]) -> tuple[li
         raise ValueError(
             "cannot tell the model's claimed context length for the forgetting-curve grid: pass "
             f"--metadata {PREFIX}claimed_length=8192 (grid of {PREFIX}points lengths up to it) or "
-            f"explicit lengths, e.g. --metadata {PREFIX}lengths=1k,2k,4k"
+            f"explicit lengths, e.g. --metadata {PREFIX}lengths=[1k,2k,4k]"
         )
     lengths = length_grid(claimed, options.points)
     if not lengths:
@@ -159,15 +148,16 @@ def _hf_physical_limit(metadata: dict[str, Any], claimed: int | None) -> int | N
     if not isinstance(name, str):
         return claimed  # the model is not named here (e.g. a served model): stay inside its window
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     from lm_eval_longmem.backends.hf import physical_max_length
 
-    trust = str(option(metadata, "trust_remote_code", False)).lower() in {"1", "true", "yes"}
+    config = load_config(metadata)
     try:
-        config = AutoConfig.from_pretrained(name, revision=option(metadata, "revision"), trust_remote_code=trust)
+        if config is None:
+            raise OSError("no model config")
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code(metadata))
     except (OSError, ValueError, TypeError, ImportError) as err:
         log.warning("forgetting_curve: cannot inspect %s (%s); keeping inputs within its window %s", name, err, claimed)
         return claimed

@@ -2,7 +2,8 @@
 
 Figures read result files only, never a model, so they work on runs made elsewhere (e.g. on a
 GPU cluster). Each evaluation's figure lives in `plots/<evaluation>.py` with two functions:
-`can_plot(results) -> bool` and `plot(results, out_prefix, formats) -> list[Path]`.
+`can_plot(results) -> bool` and `plot(results, out_prefix, formats) -> list[Path]`, where `results` is
+the parsed JSON file: an lm_eval results dict, or the list the original forgetting-curve tool writes.
 """
 
 from __future__ import annotations
@@ -39,12 +40,7 @@ def plot_results(path: Path, *, out_prefix: Path | None = None, formats: tuple[s
     prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")
     written: list[Path] = []
     for name in PLOTTERS:
-        try:
-            module = importlib.import_module(f"lm_eval_longmem.plots.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"lm_eval_longmem.plots.{name}":
-                raise
-            continue
+        module = importlib.import_module(f"lm_eval_longmem.plots.{name}")
         if module.can_plot(results):
             written += module.plot(results, prefix, formats)
     if not written:
