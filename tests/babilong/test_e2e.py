@@ -57,3 +57,39 @@ def test_lm_eval_babilong_end_to_end(smollm2_dir, shared_data, tmp_path):
     assert "qa1" in report and "effective context" in report
     written = plot_results(out, out_prefix=tmp_path / "fig", formats=("png",))
     assert [p.name for p in written if "babilong" in p.name] == ["fig_babilong.png"]
+
+
+@pytest.mark.slow
+def test_chat_template_and_system_instruction_reach_the_prompt(smollm2_dir, shared_data, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    instruction = "You are a careful reader. Answer with one word."
+    run_lm_eval(
+        [
+            "--model", "hf",
+            "--model_args", f"pretrained={smollm2_dir},dtype=float32",
+            "--tasks", "babilong_0k",
+            "--device", "cpu",
+            "--limit", "1",
+            "--log_samples",
+            "--apply_chat_template",
+            "--system_instruction", instruction,
+            "--metadata",
+            "babilong_source=generate",
+            f"babilong_babi_dir={shared_data / 'babi' / 'en'}",
+            f"babilong_corpus={shared_data / 'books' / '73017-0.txt'}",
+            "babilong_lengths=[0k]",
+            "babilong_tasks=[qa1,qa7]",
+            "babilong_samples=1",
+        ],
+        out,
+        env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    results = read_results(out)["results"]
+    for name in ("babilong_qa1_0k", "babilong_qa7_0k"):
+        assert {"acc,none", "acc_corrected,none"} <= set(results[name])
+        prompt = read_samples(out, name)[0]["arguments"]["gen_args_0"]["arg_0"]
+        # SmolLM2's chat template wraps the system instruction and the user turn, then opens the answer.
+        assert prompt.startswith("<|im_start|>system\n" + instruction)
+        assert "<|im_start|>user\n" in prompt and "<context>" in prompt
+        assert prompt.rstrip().endswith("<|im_start|>assistant")
