@@ -121,7 +121,7 @@ class BabilongTask(LongmemTask):
             return self._fits[index]
         reason = doc.get("skip_reason") or ""
         if not reason and self._window is not None:
-            context = self.fewshot_context(doc, num_fewshot=0, gen_prefix=self.doc_to_prefix(doc), **self._context_kwargs)
+            context = self.rendered_prompt(doc, **self._context_kwargs)
             tokens = len(self._tokenizer(context)["input_ids"])
             answer = int((self.config.generation_kwargs or {}).get("max_gen_toks", 20))
             if tokens + answer > self._window:
@@ -149,12 +149,7 @@ class BabilongTask(LongmemTask):
     # ------------------------------------------------------------------ requests
 
     def build_all_requests(self, **kwargs: Any) -> None:
-        self._context_kwargs = {
-            "system_instruction": kwargs.get("system_instruction"),
-            "apply_chat_template": bool(kwargs.get("apply_chat_template", False)),
-            "fewshot_as_multiturn": bool(kwargs.get("fewshot_as_multiturn", False)),
-            "chat_template": kwargs.get("chat_template"),
-        }
+        self._context_kwargs = kwargs
         self._fits, self._skipped = {}, Counter()
         metadata = self.config.metadata if isinstance(self.config.metadata, dict) else {}
         if reason := self.not_run_reason:

@@ -151,16 +151,7 @@ class BooksortTask(LongmemTask):
         self._drop_unfit_docs(limit=limit, **kwargs)
         super().build_all_requests(limit=limit, **kwargs)
 
-    def _drop_unfit_docs(
-        self,
-        *,
-        limit: int | None,
-        system_instruction: str | None = None,
-        apply_chat_template: bool = False,
-        fewshot_as_multiturn: bool = False,
-        chat_template: Callable | None = None,
-        **_: Any,
-    ) -> None:
+    def _drop_unfit_docs(self, *, limit: int | None, **build_kwargs: Any) -> None:
         """Keep the trials whose full prompt (chat template included) fits the window; count the rest.
 
         A trial fits when prompt + longest label (+ ``max_gen_toks`` for generation) is at most the
@@ -187,15 +178,7 @@ class BooksortTask(LongmemTask):
         for i, doc in enumerate(docs):
             if limit is not None and len(keep) >= limit:
                 break
-            ctx = self.fewshot_context(
-                doc,
-                num_fewshot=0,
-                system_instruction=system_instruction,
-                apply_chat_template=apply_chat_template,
-                fewshot_as_multiturn=fewshot_as_multiturn,
-                chat_template=chat_template,
-                gen_prefix=self.doc_to_prefix(doc),
-            )
+            ctx = self.rendered_prompt(doc, **build_kwargs)
             longest = max((f" {label}" for label in LABELS), key=lambda c: len(tokenizer(ctx + c)["input_ids"]))
             n_tokens = len(tokenizer(ctx + longest)["input_ids"]) + reserve
             if n_tokens <= window:

@@ -35,3 +35,28 @@ class LongmemTask(ConfigurableTask):
         # fingerprint rides along with it and nothing else about the harness changes.
         fingerprint = metadata_fingerprint(self.config.metadata)
         super().build_all_requests(tokenizer_name=f"{tokenizer_name}-longmem-{fingerprint}", **kwargs)
+
+    def rendered_prompt(
+        self,
+        doc: dict[str, Any],
+        *,
+        system_instruction: str | None = None,
+        apply_chat_template: bool = False,
+        fewshot_as_multiturn: bool = False,
+        chat_template: Any = None,
+        **_: Any,
+    ) -> str:
+        """The prompt the harness will send for `doc`, with `--system_instruction` and the chat template applied.
+
+        Takes the keyword arguments of `build_all_requests`, so a task can measure the real prompt
+        against the model's window before any request exists (and skip, never truncate).
+        """
+        return self.fewshot_context(
+            doc,
+            num_fewshot=0,
+            system_instruction=system_instruction,
+            apply_chat_template=bool(apply_chat_template),
+            fewshot_as_multiturn=bool(fewshot_as_multiturn),
+            chat_template=chat_template,
+            gen_prefix=self.doc_to_prefix(doc),
+        )
