@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +10,6 @@ from lm_eval_longmem.babilong.babi import read_babi, task_file
 from lm_eval_longmem.babilong.generate import GenerationSpec, generated_docs, prompt_tokens, split_sentences
 from lm_eval_longmem.babilong.prompts import build_prompt
 
-SMALL_BOOKS = ("73017-0.txt", "72958-0.txt")  # 56 kB + 242 kB: enough text for 4k samples, quick to split
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +17,6 @@ def tokenizer(smollm2_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(smollm2_dir)
-
-
-@pytest.fixture(scope="module")
-def books(shared_data, tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("books")
-    for name in SMALL_BOOKS:
-        shutil.copy(shared_data / "books" / name, folder / name)
-    return folder
 
 
 @pytest.fixture(scope="module")

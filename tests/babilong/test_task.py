@@ -7,22 +7,12 @@ counted (never truncated), every other (task, length) has no docs and must not b
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from lm_eval_longmem.babilong.prompts import build_prompt
 
-SMALL_BOOKS = ("73017-0.txt", "72958-0.txt")
-
-
-@pytest.fixture(scope="module")
-def books(shared_data, tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("books")
-    for name in SMALL_BOOKS:
-        shutil.copy(shared_data / "books" / name, folder / name)
-    return folder
 
 
 @pytest.fixture(scope="module")
