@@ -46,8 +46,7 @@ class LoglikelihoodAccuracyTask(LongmemTask):
     """Let this task's requests run past the model's max_length (up to what it can physically run)."""
 
     def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None) -> None:
-        config = dict(config or {})
-        config.pop("class", None)  # the factory passes the YAML's `class:` through; TaskConfig has no such field
+        config = dict(config or {})  # LongmemTask drops the `class:` key the factory passes through
         if config.setdefault("output_type", OUTPUT_TYPE) != OUTPUT_TYPE:
             raise ValueError(f"{type(self).__name__} emits {OUTPUT_TYPE} requests; remove output_type {config['output_type']!r}")
         # Our metrics are computed by process_results, not looked up in lm-eval's metric registry
