@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
-from lm_eval_longmem.babilong.data import length_name
+from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
 from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.fingerprint import content_digest
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 
 GENERATOR_VERSION = 1
@@ -316,9 +317,15 @@ def generate_samples(
     return rows
 
 
-@lru_cache(maxsize=2)
 def _corpus_texts(source: str | None) -> tuple[str, ...]:
-    """The corpus texts, loaded once per process for all (task, length) pairs of a run."""
+    """The corpus texts, loaded once per process and content (a file replaced in place is read again)."""
+    local = Path(source).expanduser() if source and not str(source).startswith("hf:") else None
+    digest = content_digest([local]) if local is not None and local.exists() else None
+    return _load_corpus(source, digest)
+
+
+@lru_cache(maxsize=2)
+def _load_corpus(source: str | None, digest: str | None) -> tuple[str, ...]:
     from lm_eval_longmem.common.corpus import load_texts
 
     return tuple(load_texts(source))
@@ -339,22 +346,32 @@ def _background(texts: Sequence[str], digest: str, tokenizer: Any) -> Background
 def generated_docs(
     spec: GenerationSpec,
     *,
-    babi_dir: str | Path,
+    facts: str,
+    babi_dir: str | Path | None,
     corpus: str | None,
     tokenizer: Any,
 ) -> list[dict[str, Any]]:
-    """`generate_samples` from a bAbI folder and a corpus source, cached per every input.
+    """`generate_samples` from bAbI facts and a corpus source, cached per every input.
 
-    `corpus` is a `common.corpus.load_texts` source (None = PG-19 test books from the hub).
+    `facts` is "babi" (the task's test file in `babi_dir`) or "simulated" (`simulate.simulate`,
+    `spec.samples` fresh questions from `spec.seed`). `corpus` is a `common.corpus.load_texts`
+    source (None = PG-19 test books from the hub).
     """
-    path = task_file(babi_dir, spec.qa)
-    babi_digest = _text_digest(path.read_text(encoding="utf-8"))
+    if facts == "simulated":
+        from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate
+
+        facts_key = f"simulator-v{SIMULATOR_VERSION}"
+        load_facts = lambda: simulate(spec.qa, spec.samples, spec.seed)  # noqa: E731
+    else:
+        path = task_file(babi_dir, spec.qa)
+        facts_key = _text_digest(path.read_text(encoding="utf-8"))
+        load_facts = lambda: read_babi(path)  # noqa: E731
     parts = harness_prompt_parts(spec.qa)
     texts = _corpus_texts(corpus) if spec.length > 0 else ()
     corpus_digest = hashlib.sha256("".join(_text_digest(t) for t in texts).encode()).hexdigest()
     key = cache_key(
         spec=asdict(spec),
-        babi=babi_digest,
+        facts=facts_key,
         corpus=corpus_digest,
         tokenizer=tokenizer_fingerprint(tokenizer),
         prompt=asdict(parts),
@@ -363,7 +380,7 @@ def generated_docs(
 
     def build() -> list[dict[str, Any]]:
         background = _background(texts, corpus_digest, tokenizer) if spec.length > 0 else None
-        return generate_samples(spec, read_babi(path), background, tokenizer, parts)
+        return generate_samples(spec, load_facts(), background, tokenizer, parts)
 
     def dump(rows: list[dict[str, Any]], out: Path) -> None:
         with open(out, "w", encoding="utf-8") as fh:

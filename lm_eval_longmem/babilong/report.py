@@ -1,13 +1,12 @@
-"""BABILong summaries from an lm_eval results file: the task x length table, the paper's headline, effective context.
+"""BABILong summaries: the task x length cells, means over tasks, effective context; and the text report.
 
-Everything here reads the results file only (`lm-eval-longmem babilong report`, and the heatmap of
-`lm-eval-longmem plot`), so it works on runs made elsewhere.
+The `babilong` task computes its summary metrics with these functions (`task.py`), and
+`lm-eval-longmem babilong report`, the heatmap and `lm-eval-longmem report` read them back from a
+results file (`read_cells`, `read_length_means`), so they work on runs made elsewhere.
 
-* Cell: one `babilong_qaN_LEN` task that ran, with a Wilson 95% interval from its accuracy and
-  number of docs.
-* Headline: per length, the unweighted mean over qa1-qa5 (the paper's Table 2), with a normal 95%
-  interval from the tasks' binomial variances. It is given only where all five tasks ran.
-* Overall: the unweighted mean over every cell that ran (what the `babilong` group reports), same interval.
+* Cell: one (task, length) that ran, with a Wilson 95% interval of its accuracy.
+* Mean over tasks (per length, or over every cell): the unweighted mean of cell accuracies, as the
+  paper averages qa1-qa5 (Table 2), with an interval from the cells' binomial variances.
 * Effective context of a task: the longest length L such that accuracy is at least the threshold
   (0.85, the paper's "satisfactory") at L and at every shorter length that ran; None when the
   shortest length already falls below it.
@@ -15,19 +14,17 @@ Everything here reads the results file only (`lm-eval-longmem babilong report`, 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from scipy import stats
-
-from lm_eval_longmem.babilong.data import DEFAULT_TASKS, STANDARD_LENGTHS
+from lm_eval_longmem.babilong.options import DEFAULT_TASKS, STANDARD_LENGTHS
 from lm_eval_longmem.common.lengths import parse_length
-from lm_eval_longmem.common.stats import Interval, proportion_interval
+from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval
 
 Metric = Literal["acc", "acc_corrected"]
-_TASK_NAME = re.compile(r"^babilong_(qa\d+)_(\w+)$")
+_CELL_METRIC = re.compile(r"^acc@(qa\d+)_(\w+),")
+_LENGTH_METRIC = re.compile(r"^(acc|acc_corrected)@(\d+[kM]),")
 DEFAULT_THRESHOLD = 0.85
 """The paper's "satisfactory" accuracy (section 3.1)."""
 
@@ -38,15 +35,7 @@ class Cell(NamedTuple):
     qa: str
     length: str
     n: int
-    """Docs evaluated."""
-    acc: Interval
-    acc_corrected: Interval
-
-
-class Headline(NamedTuple):
-    """The qa1-qa5 mean at one length."""
-
-    length: str
+    """Docs evaluated (0 when read back from a results file, which holds the intervals instead)."""
     acc: Interval
     acc_corrected: Interval
 
@@ -55,45 +44,53 @@ def _length_key(length: str) -> int:
     return parse_length(length)
 
 
-def read_cells(results: dict) -> list[Cell]:
-    """Every BABILong task with metrics in an lm_eval results dict, ordered by task then length."""
-    cells = []
-    n_samples = results.get("n-samples", {})
-    for name, metrics in results.get("results", {}).items():
-        match = _TASK_NAME.match(name)
-        if not match or "acc,none" not in metrics:
-            continue
-        n = int(n_samples.get(name, {}).get("effective") or metrics.get("sample_len") or 0)
-        if n <= 0:
-            continue
-        intervals = {}
-        for metric in ("acc", "acc_corrected"):
-            value = float(metrics[f"{metric},none"])
-            intervals[metric] = proportion_interval(round(value * n), n)
-        cells.append(Cell(match[1], match[2], n, intervals["acc"], intervals["acc_corrected"]))
+def ordered(cells: Iterable[Cell]) -> list[Cell]:
+    """Cells by task number, then length."""
     return sorted(cells, key=lambda c: (int(c.qa[2:]), _length_key(c.length)))
 
 
-def _mean_interval(cells: Sequence[Cell], metric: Metric, level: float = 0.95) -> Interval:
-    values = [getattr(c, metric).estimate for c in cells]
-    mean = sum(values) / len(values)
-    variance = sum(p * (1 - p) / c.n for p, c in zip(values, cells)) / len(cells) ** 2
-    half = stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance)
-    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half))
+def mean_interval(cells: Sequence[Cell], metric: Metric) -> Interval:
+    """Unweighted mean of the cells' accuracies with its 95% interval (`stats.mean_of_proportions_interval`)."""
+    return mean_of_proportions_interval(
+        [(round(getattr(c, metric).estimate * c.n), c.n) for c in cells]
+    )
 
 
-def headline(cells: Iterable[Cell], tasks: Sequence[str] = DEFAULT_TASKS) -> list[Headline]:
-    """Per length, the mean over `tasks` (default qa1-qa5), where all of them ran."""
-    by_length: dict[str, dict[str, Cell]] = {}
-    for cell in cells:
-        by_length.setdefault(cell.length, {})[cell.qa] = cell
-    rows = []
-    for length in sorted(by_length, key=_length_key):
-        present = by_length[length]
-        if all(qa in present for qa in tasks):
-            chosen = [present[qa] for qa in tasks]
-            rows.append(Headline(length, _mean_interval(chosen, "acc"), _mean_interval(chosen, "acc_corrected")))
-    return rows
+def babilong_task(results: dict[str, Any]) -> str | None:
+    """Name of the (first) task in a results dict that reports BABILong cells (`acc@qaN_LEN`)."""
+    for name, metrics in results.get("results", {}).items():
+        if any(_CELL_METRIC.match(key) for key in metrics):
+            return name
+    return None
+
+
+def _interval(metrics: dict[str, Any], name: str) -> Interval:
+    get = lambda suffix: float(metrics.get(f"{name}{suffix},none", float("nan")))  # noqa: E731
+    return Interval(get(""), get("_ci_low"), get("_ci_high"))
+
+
+def read_cells(results: dict[str, Any]) -> list[Cell]:
+    """Every (task, length) cell of the BABILong task in an lm_eval results dict."""
+    task = babilong_task(results)
+    if task is None:
+        return []
+    metrics = results["results"][task]
+    cells = []
+    for key in metrics:
+        if match := _CELL_METRIC.match(key):
+            if key.endswith(("_ci_low,none", "_ci_high,none")) or "_stderr" in key:
+                continue
+            cell = f"{match[1]}_{match[2]}"
+            cells.append(Cell(match[1], match[2], 0, _interval(metrics, f"acc@{cell}"), _interval(metrics, f"acc_corrected@{cell}")))
+    return ordered(cells)
+
+
+def read_length_means(results: dict[str, Any], metric: Metric = "acc") -> dict[str, Interval]:
+    """Per length, the run's mean over tasks (`acc@LEN`) with its interval."""
+    task = babilong_task(results)
+    metrics = results["results"][task] if task else {}
+    found = {m[2] for key in metrics if (m := _LENGTH_METRIC.match(key)) and m[1] == metric}
+    return {length: _interval(metrics, f"{metric}@{length}") for length in sorted(found, key=_length_key)}
 
 
 def effective_context(
@@ -115,52 +112,46 @@ def effective_context(
 
 
 def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = "acc") -> str:
-    """A plain-text report: task x length accuracies, the headline per length, effective context per task."""
+    """A plain-text report: task x length accuracies, the mean per length, effective context per task."""
     cells = read_cells(results)
     if not cells:
-        raise ValueError("the results hold no BABILong task with metrics (run lm_eval --tasks babilong first)")
+        raise ValueError("the results hold no BABILong cells (acc@qaN_LEN): run lm_eval --tasks babilong first")
     lengths = [ln for ln in STANDARD_LENGTHS if any(c.length == ln for c in cells)]
-    lengths += sorted({c.length for c in cells} - set(lengths), key=_length_key)
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     table = {(c.qa, c.length): c for c in cells}
-    lines = [f"BABILong {metric} (%), 95% Wilson interval, docs evaluated"]
-    lines.append("task   " + "".join(f"{ln:>22}" for ln in lengths))
+    lines = [f"BABILong {metric} (%), 95% Wilson interval"]
+    lines.append("task   " + "".join(f"{ln:>18}" for ln in lengths))
     for qa in tasks:
         row = f"{qa:<7}"
         for ln in lengths:
             cell = table.get((qa, ln))
             if cell is None:
-                row += f"{'-':>22}"
+                row += f"{'-':>18}"
             else:
                 value = getattr(cell, metric)
-                row += f"{f'{100 * value.estimate:.1f} [{100 * value.low:.0f},{100 * value.high:.0f}] n={cell.n}':>22}"
+                row += f"{f'{100 * value.estimate:.1f} [{100 * value.low:.0f},{100 * value.high:.0f}]':>18}"
         lines.append(row)
-    heads = headline(cells)
+    means = read_length_means(results, metric)
+    which = "qa1-qa5, the paper's headline" if tuple(tasks) == DEFAULT_TASKS else f"{', '.join(tasks)}"
     lines.append("")
-    if heads:
-        lines.append("qa1-qa5 mean per length (the paper's headline), 95% interval:")
-        for head in heads:
-            value = getattr(head, metric)
-            lines.append(f"  {head.length:>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
-    else:
-        lines.append("qa1-qa5 mean: not available (not all of qa1-qa5 ran at any length)")
-    overall = _mean_interval(cells, metric)
+    lines.append(f"mean over tasks per length ({which}), 95% interval:")
+    for length, value in means.items():
+        lines.append(f"  {length:>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
+    task = babilong_task(results)
+    metrics = results["results"][task]
+    overall = _interval(metrics, metric)
     lines.append(
-        f"overall (mean of all {len(cells)} task x length cells, as the babilong group): "
+        f"overall (mean of all {len(cells)} task x length cells): "
         f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
     )
     lines.append("")
     lines.append(f"effective context ({metric} >= {100 * threshold:g}% at this and every shorter length):")
     for qa, length in effective_context(cells, threshold=threshold, metric=metric).items():
         lines.append(f"  {qa:<5}: {length if length is not None else 'none (below threshold at the shortest length run)'}")
-    skipped = {
-        name: config["metadata"]["babilong_skipped"]
-        for name, config in results.get("configs", {}).items()
-        if _TASK_NAME.match(name) and isinstance(config.get("metadata"), dict) and config["metadata"].get("babilong_skipped")
-    }
-    if skipped:
+    skipped = metrics.get("skip_reasons,none")
+    if isinstance(skipped, dict) and skipped:
         lines.append("")
         lines.append("docs skipped (never truncated):")
-        for name, reasons in sorted(skipped.items()):
-            lines.append(f"  {name}: " + "; ".join(f"{n} {why}" for why, n in reasons.items()))
+        for cell, reasons in skipped.items():
+            lines.append(f"  {cell}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
     return "\n".join(lines)

@@ -54,6 +54,8 @@ class LoglikelihoodAccuracyTask(LongmemTask):
         metric_list = config.pop("metric_list", None) or [{"metric": name} for name in DEFAULT_METRICS]
         super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
         self.config.metric_list = metric_list
+        if not callable(self.config.process_results):  # a YAML `process_results: !function ...` wins
+            self.config.process_results = default_scores
         for entry in metric_list:
             name = entry["metric"]
             aggregation = entry.get("aggregation", "mean")
@@ -92,16 +94,11 @@ class LoglikelihoodAccuracyTask(LongmemTask):
             for i, (context, continuation) in enumerate(self.accuracy_requests(doc))
         ]
 
-    def process_results(self, doc: dict, results: list[TokenAccuracy]) -> dict[str, float]:
-        """Default scores: `token_acc` over all of the doc's continuation tokens, summed `logprob`.
-
-        A YAML `process_results: !function ...` takes precedence, as in any ConfigurableTask.
-        """
-        if callable(self.config.process_results):
-            return self.config.process_results(doc, results)
-        hits = sum(bits.count("1") for bits, _ in results)
-        total = sum(len(bits) for bits, _ in results)
-        return {"token_acc": hits / total, "logprob": sum(logprob for _, logprob in results)}
+def default_scores(doc: dict, results: list[TokenAccuracy]) -> dict[str, float]:
+    """`token_acc` over all of the doc's continuation tokens and the summed `logprob`."""
+    hits = sum(bits.count("1") for bits, _ in results)
+    total = sum(len(bits) for bits, _ in results)
+    return {"token_acc": hits / total, "logprob": sum(logprob for _, logprob in results)}
 
 
 def _argument(value: Text) -> Text:

@@ -6,49 +6,28 @@
 (excerpt length, segment length, book, distance bin) and its rendered prompt, and the docs are
 interleaved over conditions so that ``--limit N`` samples the whole sweep.
 
-Options (all optional; see ``task_configs/booksort/README.md``):
-
-- ``booksort_data``: ``hub`` (default: ``memari/booksort``), ``hf:OWNER/NAME`` (another hub copy
-  with the same columns), or a directory written by ``lm-eval-longmem booksort build``.
-- ``booksort_excerpt_lengths``, ``booksort_segment_lengths``, ``booksort_books``,
-  ``booksort_distance_bins``: keep only these conditions (comma lists or JSON-style lists).
-- ``booksort_prompt``: the prompt variant (`lm_eval_longmem.booksort.prompts.VARIANTS`).
-
-Trials too long for the model's window are not dropped here: the task drops and counts them when
-it knows the final prompt (chat template included); see `lm_eval_longmem.booksort.task`.
+Options: `booksort/options.py` (the ``booksort_*`` keys). Trials too long for the model's window
+are not dropped here: the task base skips and counts them when it knows the final prompt (chat
+template included), without changing the dataset.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import N_BINS
-from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, Condition, get_variant, render
-from lm_eval_longmem.common.options import option
+from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
+from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.options import parse_options
 
 HUB_DATASET = "memari/booksort"
 SPLITS = ("test", "validation")
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which conditions to keep; None keeps all."""
-
-    excerpt_lengths: tuple[int, ...] | None = None
-    """Excerpt lengths L_E in words."""
-    segment_lengths: tuple[int, ...] | None = None
-    """Segment lengths L_S in words."""
-    books: tuple[str, ...] | None = None
-    """Books, by ``book_idx`` (the Gutenberg number) or by file stem for local builds."""
-    distance_bins: tuple[int, ...] | None = None
-    """Distance bins by index, 0 (nearest) to 3."""
 
 
 class Source(NamedTuple):
@@ -58,44 +37,9 @@ class Source(NamedTuple):
     excerpt: Callable[[dict[str, Any]], str]
 
 
-def _as_list(value: Any, key: str) -> list:
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    if isinstance(value, (int, float)):
-        return [value]
-    text = str(value).strip()
-    if text.startswith(("[", "(")):
-        try:
-            return list(ast.literal_eval(text))
-        except (ValueError, SyntaxError) as err:
-            raise ValueError(f"cannot read {key}={value!r}: write e.g. [250,1000]") from err
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _ints(value: Any, key: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in _as_list(value, key))
-    except ValueError as err:
-        raise ValueError(f"{key}={value!r}: expected whole numbers of words, e.g. [250,1000] (not 1k)") from err
-
-
-def selection_from_metadata(metadata: dict[str, Any]) -> Selection:
-    """The `Selection` given by the ``booksort_*`` metadata keys."""
-    get = lambda key: option(metadata, key)  # noqa: E731
-    return Selection(
-        excerpt_lengths=_ints(get("booksort_excerpt_lengths"), "booksort_excerpt_lengths")
-        if get("booksort_excerpt_lengths") is not None
-        else None,
-        segment_lengths=_ints(get("booksort_segment_lengths"), "booksort_segment_lengths")
-        if get("booksort_segment_lengths") is not None
-        else None,
-        books=tuple(str(b) for b in _as_list(get("booksort_books"), "booksort_books"))
-        if get("booksort_books") is not None
-        else None,
-        distance_bins=_ints(get("booksort_distance_bins"), "booksort_distance_bins")
-        if get("booksort_distance_bins") is not None
-        else None,
-    )
+def booksort_options(metadata: dict[str, Any]) -> BooksortOptions:
+    """The run's `booksort_*` options (parsed once per run, shared with the task)."""
+    return parse_options(BooksortOptions, PREFIX, metadata)
 
 
 def _read_hub(name: str, split: str) -> Source:
@@ -104,7 +48,7 @@ def _read_hub(name: str, split: str) -> Source:
     try:
         dataset = datasets.load_dataset(name, split=split)
     except Exception as err:  # gated, offline, missing: all end the same way for the user
-        raise RuntimeError(
+        raise UsageError(
             f"could not load the Book-SORT dataset {name!r} from the Hugging Face hub "
             f"({type(err).__name__}: {err}). It is gated: accept its terms at "
             f"https://huggingface.co/datasets/{name} and log in (`hf auth login` or HF_TOKEN). "
@@ -150,15 +94,15 @@ def _read_built(root: Path, split: str) -> Source:
 def read_split(data: str, split: str) -> Source:
     """All trials of `split` from `data`: ``hub``, ``hf:OWNER/NAME`` or a built directory."""
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}: use one of {SPLITS}")
+        raise UsageError(f"unknown split {split!r}: use one of {SPLITS}")
     if data == "hub":
         return _read_hub(HUB_DATASET, split)
     if data.startswith("hf:"):
         return _read_hub(data[3:], split)
     path = Path(data).expanduser()
     if not path.is_dir():
-        raise FileNotFoundError(
-            f"booksort_data={data!r} is neither 'hub', 'hf:OWNER/NAME' nor a directory: build one with "
+        raise UsageError(
+            f"--metadata booksort_data={data!r} is neither 'hub', 'hf:OWNER/NAME' nor a directory: build one with "
             "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`"
         )
     return _read_built(path, split)
@@ -183,8 +127,8 @@ def add_bin_index(rows: list[dict[str, Any]]) -> None:
         row["distance_bin_idx"] = rank[le][int(row["distance_bin"])] if le in rank else int(row["segment_idx"])
 
 
-def select(rows: Sequence[dict[str, Any]], selection: Selection) -> list[dict[str, Any]]:
-    """The rows in `selection`; an empty result is an error that lists what the data holds."""
+def select(rows: Sequence[dict[str, Any]], selection: BooksortOptions) -> list[dict[str, Any]]:
+    """The rows in the selection of `selection` (excerpt and segment lengths, books, bins); never empty."""
 
     def keep(row: dict[str, Any]) -> bool:
         s = selection
@@ -198,8 +142,9 @@ def select(rows: Sequence[dict[str, Any]], selection: Selection) -> list[dict[st
     kept = [row for row in rows if keep(row)]
     if not kept:
         have = lambda key: sorted({row[key] for row in rows})  # noqa: E731
-        raise ValueError(
-            f"no Book-SORT trial matches {selection}: the data has excerpt lengths {have('excerpt_length')}, "
+        chosen = {k: getattr(selection, k) for k in ("excerpt_lengths", "segment_lengths", "books", "distance_bins")}
+        raise UsageError(
+            f"no Book-SORT trial matches {chosen}: the data has excerpt lengths {have('excerpt_length')}, "
             f"segment lengths {have('segment_length')}, books {have('book_idx')} and distance bins 0-3"
         )
     return kept
@@ -252,11 +197,11 @@ def make_doc(row: dict[str, Any], excerpt: str, *, variant_name: str, condition:
 
 def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> list[dict[str, Any]]:
     """The docs of one split for the options in `metadata`."""
-    source = read_split(str(option(metadata, "booksort_data", "hub")), split)
+    options = booksort_options(metadata)
+    source = read_split(options.data, split)
     add_bin_index(source.rows)
-    rows = interleave(select(source.rows, selection_from_metadata(metadata)))
-    variant_name = str(option(metadata, "booksort_prompt", DEFAULT_VARIANT))
-    get_variant(variant_name)  # fail early on a typo
+    rows = interleave(select(source.rows, options))
+    variant_name = options.prompt
     return [
         make_doc(
             row,

@@ -1,4 +1,4 @@
-"""The Book-SORT task class: window-fit skips, scoring and the per-factor metrics.
+"""The Book-SORT task class: scoring and the per-factor metrics (window fit and skips: the task base).
 
 Scoring (log-prob tasks, ``output_type: multiple_choice``): the prompt ends with the answer prefix
 "Answer: Segment" (lm-eval's ``gen_prefix``), and the choices are " A" and " B". lm-eval encodes
@@ -30,16 +30,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from lm_eval.api.metrics import mean
 from scipy import stats as scipy_stats
 
+from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
-from lm_eval_longmem.common.model_info import claimed_window, load_tokenizer
 from lm_eval_longmem.common.stats import above_chance, proportion_interval
-from lm_eval_longmem.common.task import LongmemTask
+from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
 
 CHANCE = 0.5
-_INTERVAL_SUFFIXES = ("_ci_low", "_ci_high", "_p_above_chance")
 _STRICT_ANSWER = re.compile(r"^\s*(?:Segment\s+)?([AB])(?![A-Za-z0-9])")
 
 
@@ -126,16 +124,6 @@ _PAPER_ACC = {
     "acc_ci_high": paper_acc_ci_high,
     "acc_p_above_chance": paper_acc_p_above_chance,
 }
-_CELL_AGG = {"_ci_low": wilson_low, "_ci_high": wilson_high, "_p_above_chance": binomial_p_above_chance}
-
-
-class _Aggregations(dict):
-    """Aggregation per metric name; ``acc@<cell>...`` names are resolved by their suffix."""
-
-    def __missing__(self, metric: str) -> Callable:
-        if metric.startswith("acc@"):
-            return next((fn for suffix, fn in _CELL_AGG.items() if metric.endswith(suffix)), mean)
-        raise KeyError(metric)
 
 
 # --- the task ---------------------------------------------------------------------------------
@@ -144,79 +132,35 @@ class _Aggregations(dict):
 class BooksortTask(LongmemTask):
     """Book-SORT trials as a lm-eval task (multiple_choice on log-probs, or generate_until)."""
 
-    n_skipped: int = 0
-    """Trials of this run left out because their prompt does not fit the model's window."""
+    OPTIONS = BooksortOptions
+    PREFIX = PREFIX
+    SCORES = ("acc",)
 
-    def build_all_requests(self, *, limit: int | None = None, **kwargs: Any) -> None:
-        self._drop_unfit_docs(limit=limit, **kwargs)
-        super().build_all_requests(limit=limit, **kwargs)
+    def cell_stats(self) -> dict[str, CellStat]:
+        return super().cell_stats() | {"_p_above_chance": (binomial_p_above_chance, False)}
 
-    def _drop_unfit_docs(self, *, limit: int | None, **build_kwargs: Any) -> None:
-        """Keep the trials whose full prompt (chat template included) fits the window; count the rest.
+    def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(factor_cells(doc))
 
-        A trial fits when prompt + longest label (+ ``max_gen_toks`` for generation) is at most the
-        window, counted with the tokenizer's special tokens (so at most one token conservative).
-        With ``--limit N`` the first N trials that fit are kept. Nothing is ever truncated.
-        """
-        metadata = self.config.metadata or {}
-        window = claimed_window(metadata)
-        if window is None:
-            raise ValueError(
-                "booksort needs the model's context window to skip trials that do not fit (never truncate): "
-                "pass max_length=N in --model_args (max_model_len=N for vllm)"
-            )
-        tokenizer = load_tokenizer(metadata)
-        reserve = (
-            int((self.config.generation_kwargs or {}).get("max_gen_toks", 256))
-            if self.OUTPUT_TYPE == "generate_until"
-            else 0
-        )
-        split = self.config.test_split
-        docs = self.dataset[split]
-        keep: list[int] = []
-        skipped = 0
-        for i, doc in enumerate(docs):
-            if limit is not None and len(keep) >= limit:
-                break
-            ctx = self.rendered_prompt(doc, **build_kwargs)
-            longest = max((f" {label}" for label in LABELS), key=lambda c: len(tokenizer(ctx + c)["input_ids"]))
-            n_tokens = len(tokenizer(ctx + longest)["input_ids"]) + reserve
-            if n_tokens <= window:
-                keep.append(i)
-            else:
-                skipped += 1
-        if not keep:
-            raise ValueError(
-                f"every booksort trial examined ({skipped}) is longer than the model's window of {window} tokens: "
-                "restrict the conditions (e.g. --metadata booksort_excerpt_lengths=[250,1000]) or raise max_length"
-            )
-        self.n_skipped = skipped
-        self.dataset[split] = docs.select(keep)
+    def skip_cell(self, doc: dict[str, Any]) -> str:
+        return f"LE{int(doc['excerpt_length'])}"
 
-    def process_results(self, doc: dict[str, Any], results: list) -> dict[str, Any]:
+    def score(self, doc: dict[str, Any], results: list) -> dict[str, float]:
         gold = LABELS[int(doc["label"])]
-        out: dict[str, Any] = {}
         if self.OUTPUT_TYPE == "generate_until":
             answer = parse_label(results[0])
-            out["invalid"] = float(answer is None)
         else:
-            log_likelihoods = [ll for ll, _ in results]
-            answer = LABELS[int(np.argmax(log_likelihoods))]
-        correct = float(answer == gold)
-        condition = condition_key(doc)
-        out.update({name: (condition, correct) for name in _PAPER_ACC})
-        for cell in factor_cells(doc):
-            out[f"acc@{cell}"] = correct
-            out.update({f"acc@{cell}{suffix}": correct for suffix in _INTERVAL_SUFFIXES})
-        out["skipped"] = 0.0
+            answer = LABELS[int(np.argmax([ll for ll, _ in results]))]
+        return {"acc": float(answer == gold), "invalid": float(answer is None)}
+
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
+        return [condition_key(doc), scores["acc"], scores["invalid"]]
+
+    def summaries(self) -> dict[str, Summary]:
+        def paper(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
+            return lambda items: fn([(key, correct) for key, correct, _ in items])
+
+        out: dict[str, Summary] = {name: (paper(fn), not name.endswith("_p_above_chance")) for name, fn in _PAPER_ACC.items()}
+        if self.OUTPUT_TYPE == "generate_until":
+            out["invalid"] = (lambda items: sum(invalid for _, _, invalid in items), False)
         return out
-
-    def aggregation(self) -> dict[str, Callable]:
-        aggregations = _Aggregations(_PAPER_ACC)
-        aggregations["skipped"] = lambda items: float(self.n_skipped)
-        aggregations["invalid"] = total
-        return aggregations
-
-    def higher_is_better(self) -> dict[str, bool]:
-        better = {name: not name.endswith("_p_above_chance") for name in _PAPER_ACC}
-        return better | {"skipped": False, "invalid": False}

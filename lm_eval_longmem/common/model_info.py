@@ -10,9 +10,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
+from dataclasses import dataclass
 from typing import Any
 
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_flag
+
+log = logging.getLogger(__name__)
 
 _TOKENIZER_KEYS = ("tokenizer", "pretrained", "model")
 _WINDOW_ARGS = ("max_length", "max_model_len")
@@ -24,7 +29,7 @@ def tokenizer_name(metadata: dict[str, Any]) -> str:
         value = metadata.get(key)
         if isinstance(value, str) and value:
             return value
-    raise ValueError(
+    raise UsageError(
         "this task builds its data in the evaluated model's tokenizer, but no model was named: "
         "pass --model_args pretrained=NAME (or --metadata tokenizer=NAME when the model is served elsewhere)"
     )
@@ -37,8 +42,8 @@ def _load_tokenizer(name: str, revision: str | None, trust: bool) -> Any:
     try:
         return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=trust)
     except OSError as err:
-        raise OSError(
-            f"could not load the tokenizer {name!r}: {err}. Offline (HF_HUB_OFFLINE=1) only local "
+        raise UsageError(
+            f"could not load the tokenizer {name!r} ({type(err).__name__}). Offline (HF_HUB_OFFLINE=1) only local "
             "folders and already-downloaded models work; pass a local path with "
             "--model_args pretrained=/path/to/model or --metadata tokenizer=/path/to/tokenizer"
         ) from err
@@ -111,3 +116,73 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         sort_keys=True,
     )
     return hashlib.sha256((payload + special).encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Window:
+    """How long the evaluated model's inputs may be, and where we learned it."""
+
+    tokens: int | None
+    """The window a prompt plus its answer must fit (the backend left-cuts anything longer); None: unknown."""
+    positions: int | None
+    """The most input positions the backend can run at all (None: only memory limits it)."""
+    backend: str
+    """"hf", "vllm", or "unknown" (no live model and no backend-specific model argument)."""
+    source: str
+    """One phrase saying where `tokens` came from (for messages)."""
+
+
+def model_window(metadata: dict[str, Any]) -> Window:
+    """The window of the model this run evaluates.
+
+    Preferred source: the model the harness created in this process (`harness.live_backend`), so
+    the limit is the backend's own (vLLM's `max_model_len`, HF's resolved `max_length`). Without
+    one (a model served elsewhere, direct calls), the model arguments decide: `max_model_len` means
+    vLLM, anything else the HF backend's rule (`claimed_window`).
+
+    `positions` is what the backend can physically run: for vLLM the engine rejects prompts of
+    `max_model_len` tokens or more (a request of n tokens runs n - 1 positions, so at most
+    `max_model_len - 2`); for HF it is `backends.hf.physical_max_length` of the model, built on
+    the meta device from its config (rotary/ALiBi: unlimited; learned position tables: their size).
+    """
+    from lm_eval_longmem.harness import live_backend
+
+    live = live_backend()
+    if live is not None and live.kind == "vllm" and live.max_length:
+        return Window(live.max_length, live.max_length - 2, "vllm", "the vLLM engine's max_model_len")
+    if metadata.get("max_model_len") not in (None, ""):
+        limit = int(metadata["max_model_len"])
+        return Window(limit, limit - 2, "vllm", "the max_model_len model argument")
+    if live is not None and live.max_length:
+        tokens, source = live.max_length, f"the {live.kind} backend's max_length"
+    else:
+        tokens = claimed_window(metadata)
+        source = "the max_length model argument" if metadata.get("max_length") not in (None, "") else "the model config"
+    return Window(tokens, hf_position_limit(metadata, tokens), live.kind if live else "hf", source)
+
+
+def hf_position_limit(metadata: dict[str, Any], claimed: int | None) -> int | None:
+    """`backends.hf.physical_max_length` of the model named in `metadata`, built on the meta device (no weights)."""
+    name = metadata.get("pretrained")
+    if not isinstance(name, str):
+        return claimed  # the model is not named here (e.g. a served model): stay inside its window
+    return _hf_position_limit(name, metadata.get("revision"), trust_remote_code(metadata), claimed)
+
+
+@functools.cache
+def _hf_position_limit(name: str, revision: str | None, trust: bool, claimed: int | None) -> int | None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lm_eval_longmem.backends.hf import physical_max_length
+
+    config = _load_config(name, revision, trust)
+    try:
+        if config is None:
+            raise OSError("no model config")
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+    except (OSError, ValueError, TypeError, ImportError) as err:
+        log.warning("cannot inspect %s (%s); keeping inputs within its window %s", name, err, claimed)
+        return claimed
+    return physical_max_length(model, claimed or 0).tokens

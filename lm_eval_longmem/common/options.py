@@ -1,18 +1,152 @@
-"""Reading `--metadata` options: the harness hands every task one flat dict of strings and literals."""
+"""`--metadata` options, declared once per evaluation and parsed once per run.
+
+The harness hands every task (and its `custom_dataset` hook) one flat dict: `--model_args` merged
+with `--metadata`, values as strings or JSON literals. Each evaluation declares its keys as one
+frozen dataclass (`forgetting_curve/options.py`, ...) whose fields are made with `option()`: name,
+default, parser (type and allowed range), one-line meaning and an example. `parse_options` turns
+the metadata into that dataclass; the data builder and the task both call it and get the same
+object (memoised per metadata), so nothing is parsed twice and the task cards' option tables are
+checked against the declaration (`tests/common/test_options.py`).
+
+Every error is a `UsageError` whose one line names the key, what was wrong and a valid example; a
+key with the evaluation's prefix that is not declared is an error naming the closest valid key.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.lengths import parse_length, parse_lengths
+
+T = TypeVar("T")
+_SPEC = "lm_eval_longmem"
 
 
-def option(metadata: dict[str, Any] | None, key: str, default: Any = None) -> Any:
-    """`metadata[key]`, or `default` when it is absent or given empty (`--metadata key=`)."""
-    value = (metadata or {}).get(key)
-    return default if value is None or value == "" else value
+@dataclass(frozen=True)
+class OptionSpec:
+    """What `option()` records about one key."""
+
+    parse: Callable[[Any], Any]
+    """Text or literal -> value; raises ValueError with what was expected."""
+    help: str
+    """One-line meaning (the task card's table shows it)."""
+    example: str
+    """A valid value, shown in every error about this key."""
+    local_input: bool = False
+    """The value may name a local file or folder whose content goes into cache keys."""
 
 
-def parse_flag(value: Any, key: str) -> bool:
-    """A boolean `--metadata` value: true/false, yes/no, on/off, 1/0 (any case); anything else is an error."""
+def option(default: Any, parse: Callable[[Any], Any], help: str, example: str, *, local_input: bool = False) -> Any:
+    """A dataclass field that declares one `--metadata` key (the field name without the prefix)."""
+    return field(default=default, metadata={_SPEC: OptionSpec(parse, help, example, local_input)})
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared key, for documentation and checks."""
+
+    key: str
+    name: str
+    default: Any
+    spec: OptionSpec
+
+
+def declared(cls: type, prefix: str) -> list[Declared]:
+    """Every key `cls` declares, in declaration order."""
+    out = []
+    for f in fields(cls):
+        spec = f.metadata.get(_SPEC)
+        if spec is not None:
+            out.append(Declared(prefix + f.name, f.name, _default(f), spec))
+    return out
+
+
+def _default(f: Field) -> Any:
+    return None if f.default is MISSING else f.default
+
+
+def _given(value: Any) -> bool:
+    return value is not None and value != ""
+
+
+def parse_options(cls: type[T], prefix: str, metadata: dict[str, Any] | None) -> T:
+    """`cls` filled from the `prefix*` keys of `metadata` (absent or empty keys take their default).
+
+    Memoised on the metadata's content, so every caller in a run gets the same object.
+    """
+    return _parse_cached(cls, prefix, _freeze(metadata or {}))
+
+
+def _freeze(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, sort_keys=True, default=str)
+
+
+@lru_cache(maxsize=64)
+def _parse_cached(cls: type, prefix: str, frozen: str) -> Any:
+    metadata = json.loads(frozen)
+    keys = declared(cls, prefix)
+    known = {d.key for d in keys}
+    for key in sorted(metadata):
+        if key.startswith(prefix) and key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"valid keys: {', '.join(sorted(known))}"
+            raise UsageError(f"--metadata {key}: no such option; {hint} (see the task card's option table)")
+    values = {}
+    for d in keys:
+        raw = metadata.get(d.key)
+        if not _given(raw):
+            values[d.name] = d.default
+            continue
+        try:
+            values[d.name] = d.spec.parse(raw)
+        except (ValueError, TypeError) as err:
+            raise UsageError(f"--metadata {d.key}={raw!r}: {err}; e.g. {d.key}={d.spec.example}") from None
+    return cls(**values)
+
+
+# --- parsers: each raises ValueError saying what it expected -------------------------------------
+
+
+def whole_number(minimum: int = 0, maximum: int | None = None) -> Callable[[Any], int]:
+    """A whole number in [minimum, maximum]; "3" and 3 are accepted, 3.5, "3k" and True are not."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("expected a whole number")
+        text = str(int(value)) if isinstance(value, (int, float)) else str(value).strip()
+        if not text.lstrip("-").isdigit():
+            raise ValueError("expected a whole number")
+        number = int(text)
+        if number < minimum or (maximum is not None and number > maximum):
+            bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise ValueError(f"expected a whole number {bound}")
+        return number
+
+    return parse
+
+
+def fraction_band(value: Any) -> tuple[float, float]:
+    """A band of fractions "0-0.25", "0.25,0.5" or [0, 0.25] with 0 <= low < high <= 1."""
+    import re
+
+    parts = value if isinstance(value, (list, tuple)) else re.split(r"\s*[-,:]\s*", str(value).strip("[]() "))
+    try:
+        low, high = (float(p) for p in parts)
+    except ValueError:
+        raise ValueError("expected a band of two fractions of the context") from None
+    if not 0.0 <= low < high <= 1.0:
+        raise ValueError("expected 0 <= low < high <= 1")
+    return low, high
+
+
+def flag(value: Any) -> bool:
+    """true/false, yes/no, on/off, 1/0 (any case)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -20,4 +154,71 @@ def parse_flag(value: Any, key: str) -> bool:
         return True
     if text in {"0", "false", "no", "off"}:
         return False
-    raise ValueError(f"--metadata {key}={value!r}: use true or false")
+    raise ValueError("expected true or false")
+
+
+def one_of(*choices: str) -> Callable[[Any], str]:
+    """One of `choices` (case-insensitive); the value is returned lower-cased."""
+
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def text(value: Any) -> str:
+    """Any non-empty text."""
+    return str(value).strip()
+
+
+def length(value: Any) -> int:
+    """One token count: 4096, "4k", "1M"."""
+    return parse_length(value)
+
+
+def lengths(value: Any) -> tuple[int, ...]:
+    """A list of token counts: "1k,4k", "[1024, 4096]" or a list."""
+    return tuple(parse_lengths(value))
+
+
+def words(value: Any) -> tuple[int, ...]:
+    """A list of whole word counts: "250,1000", "[250, 1000]" or a list (no k suffix)."""
+    return tuple(whole_number(1)(item) for item in items(value))
+
+
+def items(value: Any) -> list[Any]:
+    """A list from a real list, "a,b" or "[a, b]" (quotes around items are dropped)."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, (int, float)):
+        return [value]
+    body = str(value).strip()
+    if body.startswith(("[", "(")) and body.endswith(("]", ")")):
+        body = body[1:-1]
+    return [part.strip().strip("'\"") for part in body.split(",") if part.strip().strip("'\"")]
+
+
+def parse_flag(value: Any, key: str) -> bool:
+    """A boolean model argument (e.g. `trust_remote_code`), with the key in the error."""
+    try:
+        return flag(value)
+    except ValueError:
+        raise UsageError(f"--model_args {key}={value!r}: expected true or false") from None
+
+
+def option_table(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
+    """(key, default, meaning, example) rows, as the task cards print them."""
+    return [(d.key, _show(d.default), d.spec.help, d.spec.example) for d in declared(cls, prefix)]
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -83,3 +83,19 @@ def above_chance(successes: int, n: int, chance: float = 0.5, level: float = 0.9
         raise ValueError("above_chance needs n > 0")
     p = float(stats.binomtest(int(successes), int(n), p=chance, alternative="greater").pvalue)
     return p, p < 1 - level
+
+
+def mean_of_proportions_interval(cells: Sequence[tuple[int, int]], level: float = 0.95) -> Interval:
+    """Unweighted mean of several proportions (successes, n) with a normal interval on Agresti-Coull variances.
+
+    The variance of each proportion is taken at (s + 2) / (n + 4), so the interval never collapses
+    to a point at 0% or 100% (2/2 correct does not mean certainty).
+    """
+    cells = [(int(s), int(n)) for s, n in cells if n > 0]
+    if not cells:
+        raise ValueError("mean_of_proportions_interval of no cells")
+    k = len(cells)
+    mean = sum(s / n for s, n in cells) / k
+    variance = sum(((s + 2) / (n + 4)) * (1 - (s + 2) / (n + 4)) / (n + 4) for s, n in cells) / k**2
+    half = float(stats.norm.ppf(0.5 + level / 2)) * variance**0.5
+    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half))

@@ -24,7 +24,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -69,15 +69,15 @@ class Curve:
     """Lengths of the sweep that the backend could not run (never tested)."""
     claimed: int | None = None
     """The model's claimed context window, when known."""
-    stderr: dict[int, tuple[float, float]] = field(default_factory=dict)
-    """Per length (copy, LM) standard errors, only for curves read from means (results JSON)."""
+    intervals: dict[int, tuple[Interval, Interval]] = field(default_factory=dict)
+    """Per length (copy, LM) 95% intervals as a run reported them, only for curves read from means (results JSON)."""
     reported: dict[str, Any] = field(default_factory=dict)
     """Memory lengths as the run reported them (results JSON), kept for intervals."""
 
     @property
     def per_sample(self) -> bool:
         """True when every length holds per-sample values (so intervals and tests can be computed)."""
-        return not self.stderr
+        return not self.intervals
 
 
 class LengthStats(NamedTuple):
@@ -227,17 +227,17 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
     if curve.per_sample:
         per_length = [length_stats(L, curve.copy[L], curve.lm[L], level=level) for L in curve.lengths]
     else:
-        z = stats.norm.ppf(0.5 + level / 2)
         per_length = []
         for L in curve.lengths:
             c, m = float(curve.copy[L].mean()), float(curve.lm[L].mean())
-            sc, sm = curve.stderr.get(L, (math.nan, math.nan))
+            unknown = (Interval(c, math.nan, math.nan), Interval(m, math.nan, math.nan))
+            copy_iv, lm_iv = curve.intervals.get(L, unknown)
             per_length.append(
                 LengthStats(
                     L,
                     0,
-                    Interval(c, c - z * sc, c + z * sc),
-                    Interval(m, m - z * sm, m + z * sm),
+                    copy_iv,
+                    lm_iv,
                     None,
                     None,
                     Interval(c - m, math.nan, math.nan),
@@ -351,8 +351,6 @@ def read_samples(records: Iterable[dict[str, Any]]) -> Curve:
                 int(doc["sample"]),
                 float(record[f"{COPY_PREFIX}{L}"]),
                 float(record[f"{LM_PREFIX}{L}"]),
-                tuple(doc.get("skipped_lengths") or ()),
-                doc.get("claimed_length"),
             )
         )
     if not points:
@@ -376,26 +374,30 @@ def _metric(metrics: dict[str, Any], name: str) -> Any:
 
 
 def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
-    """A means-only curve from an lm_eval results dict (per-length means and stderr; reported memory lengths)."""
+    """A means-only curve from an lm_eval results dict (per-length means and intervals; reported memory lengths)."""
     task = task or forgetting_curve_task(results)
     if task is None:
         raise ValueError("the results file holds no forgetting-curve metrics (copy_acc@L)")
     metrics = results["results"][task]
-    copy, lm, stderr = {}, {}, {}
-    for key, value in metrics.items():
+
+    def number(name: str) -> float:
+        value = _metric(metrics, name)
+        return float(value) if isinstance(value, (int, float)) else math.nan
+
+    copy, lm, intervals = {}, {}, {}
+    for key in metrics:
         name = key.split(",", 1)[0]
-        if name.startswith(COPY_PREFIX) and not name.endswith("_stderr"):
-            L = int(name[len(COPY_PREFIX) :])
-            copy[L] = np.array([float(value)])
-            lm[L] = np.array([float(_metric(metrics, f"{LM_PREFIX}{L}"))])
-
-            def se(m: str) -> float:
-                v = _metric(metrics, f"{m}{L}_stderr")
-                return float(v) if isinstance(v, (int, float)) else math.nan
-
-            stderr[L] = (se(COPY_PREFIX), se(LM_PREFIX))
-    skipped_text = _metric(metrics, "skipped_lengths")
-    skipped = tuple(int(x) for x in str(skipped_text or "").split(",") if x.strip().isdigit())
+        suffix = name[len(COPY_PREFIX) :]
+        if name.startswith(COPY_PREFIX) and suffix.isdigit():
+            L = int(suffix)
+            copy[L] = np.array([number(name)])
+            lm[L] = np.array([number(f"{LM_PREFIX}{L}")])
+            intervals[L] = tuple(
+                Interval(number(f"{prefix}{L}"), number(f"{prefix}{L}_ci_low"), number(f"{prefix}{L}_ci_high"))
+                for prefix in (COPY_PREFIX, LM_PREFIX)
+            )
+    reasons = _metric(metrics, "skip_reasons")
+    skipped = tuple(sorted(int(cell) for cell in reasons)) if isinstance(reasons, dict) else ()
     claimed = _metric(metrics, "claimed_length")
     reported = {}
     for criterion in ("fine", "coarse"):
@@ -408,7 +410,7 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
         lm,
         skipped,
         int(claimed) if isinstance(claimed, (int, float)) and claimed else None,
-        stderr,
+        intervals,
         reported,
     )
 
@@ -442,14 +444,17 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
         curve = read_samples(data)
     elif isinstance(data, dict) and (task := forgetting_curve_task(data)):
         samples = samples_file_for(path, task) if path is not None else None
-        curve = read_samples(_jsonl(samples)) if samples is not None else read_results(data, task)
+        curve = read_results(data, task)
+        if samples is not None:  # per-sample values; the run's skips, window and intervals from the results
+            per_sample = read_samples(_jsonl(samples))
+            curve = replace(per_sample, skipped=curve.skipped, claimed=curve.claimed, reported=curve.reported)
     else:
         raise ValueError(
             f"{path or 'the data'} is neither an lm_eval results/samples file of the forgetting_curve task nor "
             "an original forgetting-curve result file (a list of records with length, copy_accs, lm_accs)"
         )
     if claimed is not None:
-        curve = Curve(curve.lengths, curve.copy, curve.lm, curve.skipped, claimed, curve.stderr, curve.reported)
+        curve = replace(curve, claimed=claimed)
     return curve
 
 

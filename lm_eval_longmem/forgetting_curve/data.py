@@ -15,91 +15,29 @@ left out. [bos] is the tokenizer's BOS token; for tokenizers without one, its EO
 Docs hold only numbers (length, sample, span offsets), so `--log_samples` stays small; the token
 ids are cut from the stream when requests are built. Each (seed, L, k) has its own RNG, so a
 sample does not change when other lengths or more samples are added, nor with batch size or
-backend. Lengths whose sequences the backend cannot run are skipped here, up front, with one
-warning that lists them; every doc records the skipped lengths so the results can say so.
+backend. Every length of the grid gets its docs; lengths whose sequences the backend cannot run are
+skipped (and counted) by the task before any request is built, like every other skip.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from lm_eval_longmem.common.corpus import load_texts, token_stream
-from lm_eval_longmem.common.lengths import parse_length, parse_lengths
-from lm_eval_longmem.common.model_info import claimed_window, load_config, load_tokenizer, trust_remote_code
-from lm_eval_longmem.common.options import option, parse_flag
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.model_info import load_tokenizer, model_window
+from lm_eval_longmem.common.options import parse_options
+from lm_eval_longmem.forgetting_curve.options import DEFAULT_POINTS, PREFIX, SweepOptions
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POINTS = 32
-"""The paper's grid granularity n (section 4, footnote 10)."""
-DEFAULT_SAMPLES = 10
-"""Samples per length, as in the paper (section 3.3)."""
-DEFAULT_SEED = 0
-PREFIX = "forgetting_curve_"
 
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """The `forgetting_curve_*` metadata keys, parsed (see task_configs/forgetting_curve/README.md)."""
-
-    lengths: tuple[int, ...] | None
-    """Explicit lengths L; None means the grid l/n, 2l/n, ..., l."""
-    claimed: int | None
-    """The claimed window l; None means: read it from the model (max_length or its config)."""
-    points: int
-    """Grid granularity n."""
-    samples: int
-    """Samples per length."""
-    seed: int
-    """Seed of every sample's RNG."""
-    corpus: str | None
-    """Text source (None = PG-19 test from the hub; a .txt file/folder; hf:OWNER/NAME[:SPLIT][#FIELD])."""
-    max_tokens: int | None
-    """Longest model input the backend can run; None = find out from the model config."""
-    beyond_window: bool
-    """Whether sequences may be longer than the claimed window (the paper's grid needs up to 2l+2)."""
-    separator: str | None
-    """Token (string or id) used as [bos]; None = the tokenizer's BOS, else its EOS."""
-
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> SweepOptions:
-        """Parse and check the options; errors name the key and a valid example."""
-        lengths = option(metadata, PREFIX + "lengths")
-        claimed = option(metadata, PREFIX + "claimed_length")
-        max_tokens = option(metadata, PREFIX + "max_tokens")
-        options = cls(
-            lengths=tuple(parse_lengths(lengths)) if lengths is not None else None,
-            claimed=parse_length(claimed) if claimed is not None else None,
-            points=_positive_int(metadata, "points", DEFAULT_POINTS),
-            samples=_positive_int(metadata, "samples", DEFAULT_SAMPLES),
-            seed=int(option(metadata, PREFIX + "seed", DEFAULT_SEED)),
-            corpus=option(metadata, PREFIX + "corpus"),
-            max_tokens=parse_length(max_tokens) if max_tokens is not None else None,
-            beyond_window=parse_flag(option(metadata, PREFIX + "beyond_window", True), PREFIX + "beyond_window"),
-            separator=None if option(metadata, PREFIX + "separator") is None else str(metadata[PREFIX + "separator"]),
-        )
-        if options.lengths is not None and min(options.lengths) < 2:
-            raise ValueError(
-                f"{PREFIX}lengths must all be >= 2 tokens (half of S is the cue, half is scored); "
-                f"got {list(options.lengths)}"
-            )
-        return options
-
-
-def _positive_int(metadata: dict[str, Any], key: str, default: int) -> int:
-    value = option(metadata, PREFIX + key, default)
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1 or str(value).strip() != str(number):
-        raise ValueError(f"{PREFIX}{key} must be a positive whole number, e.g. {PREFIX}{key}={default}; got {value!r}")
-    return number
+def sweep_options(metadata: dict[str, Any]) -> SweepOptions:
+    """The run's `forgetting_curve_*` options (parsed once per run, shared with the task)."""
+    return parse_options(SweepOptions, PREFIX, metadata)
 
 
 def length_grid(claimed: int, points: int = DEFAULT_POINTS) -> list[int]:
@@ -109,71 +47,39 @@ def length_grid(claimed: int, points: int = DEFAULT_POINTS) -> list[int]:
 
 def resolve_lengths(options: SweepOptions, metadata: dict[str, Any]) -> tuple[list[int], int | None]:
     """(ascending lengths to test, claimed window or None)."""
-    claimed = options.claimed if options.claimed is not None else claimed_window(metadata)
+    claimed = options.claimed_length if options.claimed_length is not None else model_window(metadata).tokens
     if options.lengths is not None:
         return sorted(options.lengths), claimed
     if claimed is None:
-        raise ValueError(
+        raise UsageError(
             "cannot tell the model's claimed context length for the forgetting-curve grid: pass "
             f"--metadata {PREFIX}claimed_length=8192 (grid of {PREFIX}points lengths up to it) or "
             f"explicit lengths, e.g. --metadata {PREFIX}lengths=[1k,2k,4k]"
         )
     lengths = length_grid(claimed, options.points)
     if not lengths:
-        raise ValueError(f"claimed length {claimed} / {options.points} points gives no length >= 2 tokens")
+        raise UsageError(f"--metadata {PREFIX}points={options.points}: claimed length {claimed} gives no length >= 2 tokens")
     return lengths, claimed
 
 
-def physical_limit(options: SweepOptions, metadata: dict[str, Any], claimed: int | None) -> int | None:
-    """The longest model input (positions) the backend can run, or None when only memory limits it.
+def position_limit(options: SweepOptions, metadata: dict[str, Any], claimed: int | None) -> tuple[int | None, str]:
+    """(the most input positions a sequence may use, why), None when only memory limits it.
 
-    Order: `forgetting_curve_max_tokens`; vLLM's `max_model_len` (its engine scores at most
-    max_model_len - 1 tokens, i.e. 2L+2 <= max_model_len - 1, so inputs 2L+1 <= max_model_len - 2);
-    the claimed window when `forgetting_curve_beyond_window=false`; otherwise the HF backend's own
-    rule (`backends.hf.physical_max_length`: rotary/ALiBi models have no positional limit, learned
-    position tables cap the input at their size, anything else keeps the claimed window), applied
-    to the model built on the meta device from its config (no weights are loaded).
+    Order: `forgetting_curve_max_tokens`; the claimed window when `forgetting_curve_beyond_window`
+    is false; otherwise what the backend can physically run (`model_info.model_window`: vLLM's
+    `max_model_len` - 2, or the HF rule for the model's position encoding).
     """
     if options.max_tokens is not None:
-        return options.max_tokens
-    if option(metadata, "max_model_len") is not None:
-        return int(metadata["max_model_len"]) - 2
+        return options.max_tokens, f"{PREFIX}max_tokens"
     if not options.beyond_window:
-        return claimed
-    return _hf_physical_limit(metadata, claimed)
-
-
-def _hf_physical_limit(metadata: dict[str, Any], claimed: int | None) -> int | None:
-    name = option(metadata, "pretrained")
-    if not isinstance(name, str):
-        return claimed  # the model is not named here (e.g. a served model): stay inside its window
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from lm_eval_longmem.backends.hf import physical_max_length
-
-    config = load_config(metadata)
-    try:
-        if config is None:
-            raise OSError("no model config")
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code(metadata))
-    except (OSError, ValueError, TypeError, ImportError) as err:
-        log.warning("forgetting_curve: cannot inspect %s (%s); keeping inputs within its window %s", name, err, claimed)
-        return claimed
-    return physical_max_length(model, claimed or 0).tokens
+        return claimed, f"{PREFIX}beyond_window=false keeps inputs within the claimed window"
+    window = model_window(metadata)
+    return window.positions, f"what the {window.backend} backend can run"
 
 
 def model_inputs(length: int) -> int:
     """Positions the model runs for one sequence of length L: [bos] X [bos] S minus the last token."""
     return 2 * length + 1
-
-
-def split_runnable(lengths: Sequence[int], limit: int | None) -> tuple[list[int], list[int]]:
-    """(lengths that fit the backend's limit, lengths to skip)."""
-    if limit is None:
-        return list(lengths), []
-    return [L for L in lengths if model_inputs(L) <= limit], [L for L in lengths if model_inputs(L) > limit]
 
 
 def separator_id(tokenizer: Any, separator: str | None = None) -> int:
@@ -187,12 +93,12 @@ def separator_id(tokenizer: Any, separator: str | None = None) -> int:
             return int(separator)
         token_id = tokenizer.convert_tokens_to_ids(separator)
         if token_id is None or token_id == tokenizer.unk_token_id:
-            raise ValueError(f"{PREFIX}separator={separator!r} is not a single token of this tokenizer; give a token or an id")
+            raise UsageError(f"--metadata {PREFIX}separator={separator!r} is not a single token of this tokenizer; give a token or an id")
         return int(token_id)
     for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
         if token_id is not None:
             return int(token_id)
-    raise ValueError(
+    raise UsageError(
         "the tokenizer has neither a BOS nor an EOS token to separate the two halves of each sequence: "
         f"choose one with --metadata {PREFIX}separator=TOKEN (a token string or id)"
     )
@@ -211,7 +117,7 @@ def sample_spans(n_tokens: int, length: int, sample: int, seed: int) -> Spans:
     The RNG is `default_rng([seed, length, sample])`: one stream per (length, sample).
     """
     if n_tokens < 2 * length:
-        raise ValueError(
+        raise UsageError(
             f"the corpus has {n_tokens} tokens, fewer than the {2 * length} that length {length} needs "
             f"(S and a disjoint I): use a larger corpus ({PREFIX}corpus=/path/to/books) or shorter lengths"
         )
@@ -271,38 +177,28 @@ class Sweep(NamedTuple):
     """What the data builder decided: the docs and the lengths behind them."""
 
     docs: list[dict[str, Any]]
-    tested: list[int]
-    skipped: list[int]
+    lengths: list[int]
     claimed: int | None
-    limit: int | None
 
 
 def build_sweep(metadata: dict[str, Any]) -> Sweep:
-    """All docs of a sweep, lengths interleaved (L1 k0, L2 k0, ..., L1 k1, ...) so `--limit` covers the curve."""
-    options = SweepOptions.from_metadata(metadata)
+    """All docs of a sweep, lengths interleaved (L1 k0, L2 k0, ..., L1 k1, ...) so `--limit` covers the curve.
+
+    Every length of the grid gets its docs; the task skips (and counts) the lengths the backend
+    cannot run. A length beyond that limit needs no span of the corpus (it never runs), so a
+    short corpus is an error only for lengths that will run.
+    """
+    options = sweep_options(metadata)
     lengths, claimed = resolve_lengths(options, metadata)
-    limit = physical_limit(options, metadata, claimed)
-    tested, skipped = split_runnable(lengths, limit)
-    if skipped:
-        log.warning(
-            "forgetting_curve: skipping lengths %s: their %s-token inputs exceed what the backend can run "
-            "(%s tokens); the results mark memory lengths reaching the last tested length as censored",
-            skipped,
-            [model_inputs(L) for L in skipped],
-            limit,
-        )
-    if not tested:
-        raise ValueError(
-            f"no forgetting-curve length fits the backend's limit of {limit} input tokens (a length L needs "
-            f"2L+1): choose shorter lengths with --metadata {PREFIX}lengths=..."
-        )
+    limit, _ = position_limit(options, metadata, claimed)
     tokenizer = load_tokenizer(metadata)
     sep = separator_id(tokenizer, options.separator)
     n_tokens = len(corpus_stream(options, metadata))
     docs = []
     for k in range(options.samples):
-        for L in tested:
-            spans = sample_spans(n_tokens, L, k, options.seed)
+        for L in lengths:
+            runs = limit is None or model_inputs(L) <= limit
+            spans = sample_spans(n_tokens, L, k, options.seed) if runs else Spans(-1, -1)
             docs.append(
                 {
                     "length": L,
@@ -313,11 +209,9 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
                     "separator_id": sep,
                     "seed": options.seed,
                     "corpus_tokens": n_tokens,
-                    "claimed_length": claimed,
-                    "skipped_lengths": skipped,
                 }
             )
-    return Sweep(docs, tested, skipped, claimed, limit)
+    return Sweep(docs, lengths, claimed)
 
 
 def build_dataset(**metadata: Any) -> dict[str, Any]:

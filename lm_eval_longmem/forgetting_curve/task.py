@@ -2,93 +2,44 @@
 
 Each doc (one sample of one length L, built by `data.build_dataset`) sends two
 `loglikelihood_accuracy` requests, copy first: `[bos] S [bos] S` and `[bos] I [bos] S`, scoring
-the later half of the second S. `process_results` reports, for that doc's length only,
-`copy_acc@L` and `lm_acc@L` (share of scored tokens the model predicts greedily), averaged over
-samples by the harness (with its usual stderr).
+the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of scored tokens
+the model predicts greedily); the task base turns them into `copy_acc@L`, `lm_acc@L` and their
+`_ci_low`/`_ci_high` (Student t over samples) for every tested length.
 
-The memory lengths need the whole curve, which no single doc has. So every doc also reports
-its `CurvePoint` (length, sample, copy, LM) under the names in `CURVE_METRICS`, and each of those
-names has an aggregation that reads all points at once (`analysis.py`) and returns one number:
-the memory length, its censoring flag or a bootstrap interval bound. The claimed window and the
-skipped lengths, which every doc carries, are reported once (`SWEEP_FACTS`). The harness computes stderr only for aggregations it knows (mean, median, ...),
-so these report "N/A" there and its stderr machinery is untouched; their uncertainty is the
-`_low`/`_high` bootstrap interval.
+The memory lengths need the whole curve, which no single doc has. So every doc also gives its
+`CurvePoint` (length, sample, copy, LM) to the whole-run summaries in `CURVE_METRICS`, each of
+which reads all points at once (`analysis.py`) and returns one number: the memory length, its
+censoring flag or a bootstrap interval bound. Lengths whose 2L+1 input positions the backend
+cannot run are skipped before any request is built (`fit_reason`) and listed in `skip_reasons`;
+memory lengths that reach the last tested length are then censored.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from lm_eval.api.metrics import mean
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
+from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
-from lm_eval_longmem.forgetting_curve.data import Spans, SweepOptions, corpus_stream, sequences
+from lm_eval_longmem.forgetting_curve.data import (
+    Spans,
+    corpus_stream,
+    model_inputs,
+    position_limit,
+    resolve_lengths,
+    sequences,
+)
+from lm_eval_longmem.forgetting_curve.options import PREFIX, SweepOptions
 
-COPY = analysis.COPY_PREFIX
-LM = analysis.LM_PREFIX
-
-
-def _memory_value(criterion: analysis.Criterion) -> Callable[[Sequence[analysis.CurvePoint]], int]:
-    def aggregate(points: Sequence[analysis.CurvePoint]) -> int:
-        return analysis.curve_memory(analysis.curve_from_points(points), criterion)[0]
-
-    aggregate.__name__ = f"{criterion}_memory_length"
-    return aggregate
-
-
-def _memory_censored(criterion: analysis.Criterion) -> Callable[[Sequence[analysis.CurvePoint]], bool]:
-    def aggregate(points: Sequence[analysis.CurvePoint]) -> bool:
-        return analysis.curve_memory(analysis.curve_from_points(points), criterion)[1]
-
-    aggregate.__name__ = f"{criterion}_memory_censored"
-    return aggregate
-
-
-def _memory_bound(criterion: analysis.Criterion, bound: int) -> Callable[[Sequence[analysis.CurvePoint]], int | None]:
-    def aggregate(points: Sequence[analysis.CurvePoint]) -> int | None:
-        curve = analysis.curve_from_points(points)
-        interval = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
-        return None if interval is None else interval[bound]
-
-    aggregate.__name__ = f"{criterion}_memory_length_{('low', 'high')[bound]}"
-    return aggregate
-
-
-def _same_for_all(values: Sequence[Any]) -> Any:
-    """A sweep-wide fact every doc carries (claimed window, skipped lengths): its one value."""
-    distinct = set(values)
-    if len(distinct) != 1:
-        raise ValueError(f"docs of one forgetting-curve sweep disagree: {sorted(map(str, distinct))}")
-    return values[0]
-
-
-def _skipped_text(skipped: Sequence[int]) -> str:
-    return ",".join(str(L) for L in skipped) if skipped else "none"
-
-
-CURVE_METRICS: dict[str, tuple[Callable[[Sequence[Any]], Any], bool | None]] = {
-    "fine_memory_length": (_memory_value("fine"), True),
-    "fine_memory_censored": (_memory_censored("fine"), None),
-    "fine_memory_length_low": (_memory_bound("fine", 0), True),
-    "fine_memory_length_high": (_memory_bound("fine", 1), True),
-    "coarse_memory_length": (_memory_value("coarse"), True),
-    "coarse_memory_censored": (_memory_censored("coarse"), None),
-    "coarse_memory_length_low": (_memory_bound("coarse", 0), True),
-    "coarse_memory_length_high": (_memory_bound("coarse", 1), True),
-}
-"""Whole-curve results: name -> (aggregation over every doc's CurvePoint, higher_is_better)."""
-
-SWEEP_FACTS: dict[str, tuple[Callable[[Sequence[Any]], Any], bool | None]] = {
-    "claimed_length": (_same_for_all, None),
-    "skipped_lengths": (_same_for_all, None),
-}
-"""Sweep-wide facts reported once: name -> (aggregation over every doc's value, higher_is_better)."""
+log = logging.getLogger(__name__)
 
 
 def _compact(ids: Any) -> Any:
@@ -102,18 +53,52 @@ def _compact(ids: Any) -> Any:
 class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
+    OPTIONS = SweepOptions
+    PREFIX = PREFIX
+    SCORES = ("copy_acc", "lm_acc")
+    BINARY_SCORES = False
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
-    model cannot physically run are skipped up front by the data builder, never truncated."""
+    model cannot physically run are skipped up front, never truncated."""
 
     _stream: np.ndarray | None = None
 
     def stream(self) -> np.ndarray:
         """The corpus token stream the docs' offsets point into (tokenized once, cached on disk)."""
         if self._stream is None:
-            metadata = self.config.metadata or {}
-            self._stream = corpus_stream(SweepOptions.from_metadata(metadata), metadata)
+            self._stream = corpus_stream(self.options, self.metadata)
         return self._stream
+
+    @property
+    def claimed(self) -> int | None:
+        return resolve_lengths(self.options, self.metadata)[1]
+
+    def before_requests(self) -> None:
+        """Say, before the sweep, how long the longest sequence is against the window and the backend limit."""
+        longest = max(int(L) for L in self.eval_docs["length"])
+        limit, why = position_limit(self.options, self.metadata, self.claimed)
+        window = self.window
+        message = (
+            "forgetting_curve: the longest length L=%d needs %d input positions; the model's window is %s "
+            "tokens (%s), and the backend can run %s (%s)"
+        )
+        args = (longest, model_inputs(longest), window.tokens, window.source, limit if limit else "any length", why)
+        if window.tokens is not None and model_inputs(longest) > window.tokens:
+            log.warning(message, *args)
+        else:
+            log.info(message, *args)
+
+    def fit_reason(self, doc: dict[str, Any]) -> str:
+        limit, why = position_limit(self.options, self.metadata, self.claimed)
+        if limit is not None and model_inputs(int(doc["length"])) > limit:
+            return f"its {model_inputs(int(doc['length']))} input positions exceed {limit} ({why})"
+        return ""
+
+    def skip_cell(self, doc: dict[str, Any]) -> str:
+        return str(int(doc["length"]))
+
+    def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
+        return (str(int(doc["length"])),)
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
@@ -121,40 +106,48 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         if len(stream) != doc["corpus_tokens"]:
             raise ValueError(
                 f"the corpus has {len(stream)} tokens but the docs were built from {doc['corpus_tokens']}: "
-                "the corpus changed between building and running; rerun without --cache_requests"
+                "the corpus changed between building and running"
             )
         pair = sequences(stream, doc["separator_id"], doc["length"], Spans(doc["s_start"], doc["i_start"]))
         return [pair.copy, pair.lm]
 
-    def process_results(self, doc: dict, results: list[TokenAccuracy]) -> dict[str, Any]:
-        """`copy_acc@L`, `lm_acc@L` for this doc's L, its CurvePoint under every CURVE_METRICS name, the sweep facts."""
+    def score(self, doc: dict[str, Any], results: list[TokenAccuracy]) -> dict[str, float]:
+        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily."""
         (copy_bits, _), (lm_bits, _) = results
         for bits in (copy_bits, lm_bits):
             if len(bits) != doc["scored"]:
                 raise ValueError(f"expected {doc['scored']} scored tokens, the backend returned {len(bits)}")
-        L = doc["length"]
-        copy = copy_bits.count("1") / len(copy_bits)
-        lm = lm_bits.count("1") / len(lm_bits)
-        point = analysis.CurvePoint(L, doc["sample"], copy, lm)
-        return {
-            f"{COPY}{L}": copy,
-            f"{LM}{L}": lm,
-            **{name: point for name in CURVE_METRICS},
-            "claimed_length": doc["claimed_length"],
-            "skipped_lengths": _skipped_text(doc["skipped_lengths"]),
-        }
+        return {"copy_acc": copy_bits.count("1") / len(copy_bits), "lm_acc": lm_bits.count("1") / len(lm_bits)}
 
-    def _lengths(self) -> list[int]:
-        return sorted({int(L) for L in self.eval_docs["length"]})
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
+        return [int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"]]
 
-    def aggregation(self) -> dict[str, Callable]:
-        """Mean for every per-length accuracy; whole-curve functions for the memory lengths."""
-        per_length = {f"{prefix}{L}": mean for L in self._lengths() for prefix in (COPY, LM)}
-        return per_length | {name: fn for name, (fn, _) in (CURVE_METRICS | SWEEP_FACTS).items()}
+    def curve(self, points: Sequence[Sequence[Any]]) -> analysis.Curve:
+        """The measured curve, with the lengths skipped in this run and the claimed window."""
+        curve = analysis.curve_from_points(analysis.CurvePoint(*p[:4]) for p in points)
+        return replace(curve, skipped=tuple(sorted(int(L) for L in self.skips)), claimed=self.claimed)
 
-    def higher_is_better(self) -> dict[str, bool | None]:
-        per_length = {f"{prefix}{L}": True for L in self._lengths() for prefix in (COPY, LM)}
-        return per_length | {name: better for name, (_, better) in (CURVE_METRICS | SWEEP_FACTS).items()}
+    def summaries(self) -> dict[str, Summary]:
+        """Memory lengths, their censoring flags and bootstrap bounds, and the claimed window."""
+
+        def on_curve(fn: Callable[[analysis.Curve], Any]) -> Callable[[Sequence[Any]], Any]:
+            return lambda points: fn(self.curve(points))
+
+        def bound(criterion: analysis.Criterion, which: int) -> Callable[[analysis.Curve], int | None]:
+            def fn(curve: analysis.Curve) -> int | None:
+                interval = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
+                return None if interval is None else interval[which]
+
+            return fn
+
+        out: dict[str, Summary] = {}
+        for c in ("fine", "coarse"):
+            out[f"{c}_memory_length"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[0]), True)
+            out[f"{c}_memory_censored"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[1]), None)
+            out[f"{c}_memory_length_low"] = (on_curve(bound(c, 0)), True)
+            out[f"{c}_memory_length_high"] = (on_curve(bound(c, 1)), True)
+        out["claimed_length"] = (lambda points: self.claimed, None)
+        return out
 
     def apply_filters(self) -> None:
         """After the model has answered: shorten the logged token-id arguments (keeps `--log_samples` small).

@@ -1,8 +1,8 @@
 """BABILong heatmap: accuracy per task (rows) and length (columns), as the paper's Figure 2 / Table 2.
 
 Two panels, the authors' check (`acc`) and ours (`acc_corrected`); a cell that did not run is blank.
-A bottom row gives the qa1-qa5 mean where all five ran (the paper's headline), and each task's
-effective context (accuracy >= 85% up to that length) is outlined.
+A bottom row gives the run's mean over tasks per length (with the default tasks, the paper's qa1-qa5
+headline), and each task's effective context (accuracy >= 85% up to that length) is outlined.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lm_eval_longmem.babilong.data import STANDARD_LENGTHS
-from lm_eval_longmem.babilong.report import effective_context, headline, read_cells
+from lm_eval_longmem.babilong.options import STANDARD_LENGTHS
+from lm_eval_longmem.babilong.report import effective_context, read_cells, read_length_means
 
 
 def _model_name(results: dict) -> str:
@@ -39,10 +39,9 @@ def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "sv
 
     cells = read_cells(results)
     lengths = [ln for ln in STANDARD_LENGTHS if any(c.length == ln for c in cells)]
-    lengths += sorted({c.length for c in cells} - set(lengths))
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
-    heads = {h.length: h for h in headline(cells)}
-    rows = tasks + (["qa1-5 mean"] if heads else [])
+    means = {metric: read_length_means(results, metric) for metric in ("acc", "acc_corrected")}
+    rows = tasks + (["mean"] if means["acc"] else [])
 
     fig, axes = plt.subplots(
         1, 2, figsize=(max(6.0, 2.2 + 1.5 * len(lengths)), 1.2 + 0.45 * len(rows)), squeeze=False, constrained_layout=True
@@ -51,8 +50,8 @@ def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "sv
         grid = np.full((len(rows), len(lengths)), np.nan)
         for cell in cells:
             grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate
-        for length, head in heads.items():
-            grid[len(rows) - 1, lengths.index(length)] = 100 * getattr(head, metric).estimate
+        for length, value in means[metric].items():
+            grid[len(rows) - 1, lengths.index(length)] = 100 * value.estimate
         image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if not np.isnan(value):

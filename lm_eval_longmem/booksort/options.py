@@ -1,0 +1,39 @@
+"""The `booksort_*` options, declared once (the task card's table is checked against this)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, VARIANTS
+from lm_eval_longmem.common.options import items, one_of, option, text, whole_number, words
+
+PREFIX = "booksort_"
+
+
+def book_ids(value: Any) -> tuple[str, ...]:
+    """Books by Gutenberg number or (local builds) file stem."""
+    return tuple(str(item) for item in items(value))
+
+
+def distance_bins(value: Any) -> tuple[int, ...]:
+    """Distance bins by index, 0 (nearest) to 3."""
+    return tuple(whole_number(0, 3)(item) for item in items(value))
+
+
+@dataclass(frozen=True)
+class BooksortOptions:
+    """What `--metadata booksort_*` can set; the selections keep only the listed conditions (None: all)."""
+
+    data: str = option(
+        "hub",
+        text,
+        "trials: hub (memari/booksort, gated), hf:OWNER/NAME, or a folder from `lm-eval-longmem booksort build`",
+        "booksort_data/",
+        local_input=True,
+    )
+    excerpt_lengths: tuple[int, ...] | None = option(None, words, "keep these excerpt lengths L_E (words)", "[250,1000]")
+    segment_lengths: tuple[int, ...] | None = option(None, words, "keep these segment lengths L_S (words)", "[20,50]")
+    books: tuple[str, ...] | None = option(None, book_ids, "keep these books (Gutenberg number or file stem)", "[69087]")
+    distance_bins: tuple[int, ...] | None = option(None, distance_bins, "keep these distance bins (0 nearest .. 3)", "[0,3]")
+    prompt: str = option(DEFAULT_VARIANT, one_of(*VARIANTS), f"prompt variant: {', '.join(VARIANTS)}", DEFAULT_VARIANT)
