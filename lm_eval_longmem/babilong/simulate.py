@@ -55,7 +55,7 @@ _WIDE_OBJECTS = ("book", "key", "umbrella", "lamp", "scarf", "wallet")
 
 PRONOUN = {"John": "he", "Daniel": "he", "Mary": "she", "Sandra": "she", **_WIDE_NAMES}
 
-DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21) if i not in (17, 18))
+DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
 """Tasks the simulator implements; the others raise a clear error."""
 
 # How far back (in statements) the newest supporting fact of a question lies, as a distribution
@@ -685,6 +685,76 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
         return story
 
 
+_SHAPES = ("red square", "triangle", "pink rectangle", "yellow square", "blue square", "red sphere")
+# relation -> (axis, sign): "A is to the left of B" puts A in B's row, at a smaller x
+_PLACEMENT = {"to the left of": (0, -1), "to the right of": (0, 1), "below": (1, -1), "above": (1, 1)}
+
+
+def _story_qa17(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Three shapes, two told side by side with a shared middle one; yes/no on the outer two."""
+    story = _Story()
+    while True:
+        relations = [dice.pick(tuple(_PLACEMENT)), dice.pick(tuple(_PLACEMENT))]
+        first, second = (_PLACEMENT[r] for r in relations)
+        # same axis, opposite sides (left of B, B left of... reversed) leaves the outer two unordered
+        if first[0] != second[0] or first[1] == second[1]:
+            break
+    outer_a, middle, outer_c = dice.sample(_SHAPES, 3)
+    # outer_a is relations[0] of middle; middle is relations[1] of outer_c
+    offset = [0, 0]  # outer_a's position minus outer_c's, in sign per axis
+    offset[first[0]] += first[1]
+    offset[second[0]] += second[1]
+    facts = [f"The {outer_a} is {relations[0]} the {middle}.", f"The {middle} is {relations[1]} the {outer_c}."]
+    order = dice.shuffled((0, 1))
+    for k in order:
+        story.say(facts[k])
+    questions: dict[str, list[str]] = {"yes": [], "no": []}
+    for relation, (axis, sign) in _PLACEMENT.items():
+        for a, c, along in ((outer_a, outer_c, offset[axis]), (outer_c, outer_a, -offset[axis])):
+            questions["yes" if along * sign > 0 else "no"].append(f"Is the {a} {relation} the {c}?")
+    support = tuple(order.index(k) for k in (0, 1))
+    for _ in range(8):
+        answer = dice.pick(("yes", "no"))
+        story.ask(dice.pick(questions[answer]), answer, support)
+    return story
+
+
+_BOXES = ("box", "box of chocolates", "chocolate", "container", "chest", "suitcase")
+
+
+def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Six things of hidden sizes, told pairwise five at a time; yes/no on pairs two steps apart."""
+    while True:
+        story = _Story()
+        # as in bAbI: the chocolate is smallest, then the box of chocolates, then the four containers
+        containers = dice.shuffled(("box", "container", "chest", "suitcase"))
+        size = {thing: k for k, thing in enumerate(("chocolate", "box of chocolates", *containers))}
+        told: dict[tuple[str, str], int] = {}  # (smaller, bigger) -> fact
+        pairs = [(a, b) for a in _BOXES for b in _BOXES if size[a] < size[b]]
+        while len(told) + 5 <= len(pairs):
+            for small, big in dice.sample([p for p in pairs if p not in told], 5):
+                if dice.chance(0.5):
+                    told[(small, big)] = story.say(f"The {small} fits inside the {big}.")
+                else:
+                    told[(small, big)] = story.say(f"The {big} is bigger than the {small}.")
+            chains = [(small, big, (told[(small, mid)], told[(mid, big)]))
+                      for (small, mid) in told for (mid2, big) in told
+                      if mid2 == mid and (small, big) not in told]
+            if chains:
+                for _ in range(5):
+                    small, big, support = dice.pick(chains)
+                    form = dice.below(4)
+                    if form == 0:
+                        story.ask(f"Is the {big} bigger than the {small}?", "yes", support[::-1])
+                    elif form == 1:
+                        story.ask(f"Is the {small} bigger than the {big}?", "no", support)
+                    elif form == 2:
+                        story.ask(f"Does the {small} fit in the {big}?", "yes", support)
+                    else:
+                        story.ask(f"Does the {big} fit in the {small}?", "no", support[::-1])
+                return story
+
+
 _MOTIVES = {"thirsty": ("kitchen", "milk"), "hungry": ("kitchen", "apple"),
             "bored": ("garden", "football"), "tired": ("bedroom", "pajamas")}
 
@@ -729,6 +799,8 @@ _OTHER_TASKS: dict[int, Callable[[_Dice, Vocabulary], _Story]] = {
     14: _story_qa14,
     15: _story_qa15,
     16: _story_qa16,
+    17: _story_qa17,
+    18: _story_qa18,
     19: _story_qa19,
     20: _story_qa20,
 }

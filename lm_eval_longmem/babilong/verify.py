@@ -322,6 +322,78 @@ def _colour(facts, question):
     return _one({colour[n] for n, k in kind.items() if k == species and n in colour}, question)
 
 
+# --- qa17, qa18: positions and sizes ----------------------------------------------------------
+
+_SIDES = {"to the left of": ("x", -1), "to the right of": ("x", 1), "below": ("y", -1), "above": ("y", 1)}
+
+
+def _sum(a: int | None, b: int | None) -> int | None:
+    """Order along one axis of two steps: 0 same line, +1/-1 one side, None unknown."""
+    if a is None or b is None:
+        return None
+    if a == 0 or b == 0 or a == b:
+        return a or b
+    return None  # one step each way: unordered
+
+
+def _position(facts, question):
+    """"A is left of B" puts A in B's row, somewhere left; chain the statements from one shape."""
+    sides = "|".join(_SIDES)
+    told = []
+    for fact in facts:
+        m = re.fullmatch(rf"The ([a-z ]+?) is ({sides}) the ([a-z ]+)\.", fact) or _unknown(fact)
+        told.append((m[1], _SIDES[m[2]], m[3]))
+    where = {told[0][2]: {"x": 0, "y": 0}}  # each shape's side of the first one, per axis
+    for _ in told:
+        for a, (axis, sign), b in told:
+            for known, other, step in ((b, a, sign), (a, b, -sign)):
+                if known in where and other not in where:
+                    spot = dict(where[known])
+                    spot[axis] = _sum(spot[axis], step)
+                    where[other] = spot
+    m = re.fullmatch(rf"Is the ([a-z ]+?) ({sides}) the ([a-z ]+)\?", question)
+    first, second = _need(where.get(m[1]), m[1]), _need(where.get(m[3]), m[3])
+    axis, sign = _SIDES[m[2]]
+    second_negated = None if second[axis] is None else -second[axis]
+    order = _need(_sum(first[axis], second_negated), f"{m[1]} and {m[3]} unordered along {axis}")
+    return "yes" if order == sign else "no"
+
+
+def _size(facts, question):
+    """"A fits inside B" and "B is bigger than A" both say A < B; answer by following the chain."""
+    smaller: dict[str, set[str]] = {}  # thing -> things told or shown bigger than it
+    for fact in facts:
+        if m := re.fullmatch(r"The ([a-z ]+?) fits inside the ([a-z ]+)\.", fact):
+            smaller.setdefault(m[1], set()).add(m[2])
+        elif m := re.fullmatch(r"The ([a-z ]+?) is bigger than the ([a-z ]+)\.", fact):
+            smaller.setdefault(m[2], set()).add(m[1])
+        else:
+            _unknown(fact)
+
+    def below(a: str, b: str) -> bool:
+        seen, todo = set(), [a]
+        while todo:
+            for up in smaller.get(todo.pop(), ()):
+                if up == b:
+                    return True
+                if up not in seen:
+                    seen.add(up)
+                    todo.append(up)
+        return False
+
+    if m := re.fullmatch(r"Is the ([a-z ]+?) bigger than the ([a-z ]+)\?", question):
+        big, small = m[1], m[2]
+    elif m := re.fullmatch(r"Does the ([a-z ]+?) fit in the ([a-z ]+)\?", question):
+        small, big = m[1], m[2]
+    else:
+        raise Unanswerable(f"question not understood: {question!r}")
+    if below(small, big):
+        return "yes"
+    if below(big, small):
+        return "no"
+    raise Unanswerable(f"sizes of {small} and {big} not ordered by the text")
+
+
 # --- qa20: motivations ------------------------------------------------------------------------
 
 _NEEDS = {"hungry": ("kitchen", "apple"), "thirsty": ("kitchen", "milk"),
@@ -349,7 +421,8 @@ _ANSWER = {
     "qa1": _where_is, "qa2": _where_is_object, "qa3": _where_was_object, "qa4": _relation,
     "qa5": _give_question, "qa6": lambda f, q: _is_in(_movement_only(f), q), "qa7": _how_many,
     "qa8": _carrying, "qa9": _is_in, "qa10": _is_in, "qa11": _where_is, "qa12": _where_is,
-    "qa13": _where_is, "qa14": _before, "qa15": _afraid, "qa16": _colour, "qa19": _path,
+    "qa13": _where_is, "qa14": _before, "qa15": _afraid, "qa16": _colour, "qa17": _position,
+    "qa18": _size, "qa19": _path,
     "qa20": _motive,
 }
 
