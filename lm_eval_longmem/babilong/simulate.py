@@ -61,6 +61,9 @@ DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
 # How far back (in statements) the newest supporting fact of a question lies, as a distribution
 # over 1..5: read off the published qa1 test file (bAbI never asks about older facts).
 RECENCY = (0.43, 0.28, 0.16, 0.09, 0.04)
+# Where every person's last move is a candidate, older ones are rarer than that (people move again);
+# these weights give the files' ages back for qa1, qa6, qa9 and qa10.
+MOVE_RECENCY = (0.3, 0.3, 0.25, 0.25, 0.25)
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,14 @@ class _MoveSpec:
     take_there: float = 1.0
     """Share of "X got the milk there." among pick-ups (the rest drop "there")."""
     drop_there: float = 0.2
+    start_together: bool = False
+    """Everyone starts in one (unnamed) room, so gives can happen early, as in bAbI's qa5."""
+    meet: float = 0.0
+    """Chance that a move goes to a room where someone else is (so gives can follow)."""
+    stay: float = 0.0
+    """Chance that the previous actor acts again (bAbI's stories follow one person for a while)."""
+    recency: tuple[float, ...] = RECENCY
+    """Weights of asking about facts 1..5 statements back (tuned so the asked ages match the files)."""
     max_facts: int = 400
     """A story longer than this is thrown away and redrawn (a safety net, rarely reached)."""
 
@@ -216,9 +227,10 @@ class _MoveSpec:
 class _World:
     """People in rooms, objects lying in rooms or held, and what the text has revealed so far."""
 
-    def __init__(self, dice: _Dice, vocab: Vocabulary, story: _Story):
-        self.dice, self.vocab, self.story = dice, vocab, story
-        self.where = {p: dice.pick(vocab.places) for p in vocab.people}  # true, hidden until a move
+    def __init__(self, dice: _Dice, vocab: Vocabulary, story: _Story, spec: _MoveSpec):
+        self.dice, self.vocab, self.story, self.spec = dice, vocab, story, spec
+        start = dice.pick(vocab.places)  # true places, hidden until a move
+        self.where = {p: start if spec.start_together else dice.pick(vocab.places) for p in vocab.people}
         self.last_move: dict[str, int] = {}  # person -> fact that last stated where they went
         self.lies = {o: dice.pick(vocab.places) for o in vocab.objects}  # true place of a free object
         self.holder: dict[str, str | None] = {o: None for o in vocab.objects}
@@ -229,32 +241,45 @@ class _World:
         # every place an object has been, in order, with the fact that showed it there (None: hidden)
         self.history: dict[str, list[tuple[str, int | None]]] = {o: [(self.lies[o], None)] for o in vocab.objects}
         self.gives: list[tuple[int, str, str, str]] = []  # (fact, giver, object, receiver)
+        self.actor: str | None = None  # who acted last
+
+    def recent(self, candidates):
+        """One candidate `(newest supporting fact, payload)` picked by the task's recency weights."""
+        return _pick_recent(self.dice, len(self.story.facts), candidates, self.spec.recency)
 
     def act(self, spec: _MoveSpec) -> None:
+        """One action; with chance `spec.stay` by the previous actor when they can do it."""
+        actor = self.actor if self.actor is not None and self.dice.chance(spec.stay) else None
         while True:
             kind = self.dice.weighted((spec.move, spec.take, spec.drop, spec.give))
-            if (kind == 0 and self._move()) or (kind == 1 and self._take(spec)) or \
-                    (kind == 2 and self._drop(spec)) or (kind == 3 and self._give()):
+            action = (self._move, self._take, self._drop, self._give)[kind]
+            if action(spec, actor):
                 return
+            actor = None  # the previous actor cannot do that: anyone may act
 
-    def _move(self) -> bool:
-        p = self.dice.pick(self.vocab.people)
-        to = self.dice.pick([r for r in self.vocab.places if r != self.where[p]])
+    def _move(self, spec: _MoveSpec, actor: str | None) -> bool:
+        p = actor or self.dice.pick(self.vocab.people)
+        here = self.where[p]
+        others = [self.where[q] for q in self.vocab.people if self.where[q] != here] if spec.meet else None
+        if others and self.dice.chance(spec.meet):
+            to = self.dice.pick(others)
+        else:
+            to = self.dice.pick([r for r in self.vocab.places if r != here])
         i = self.story.say(f"{p} {self.dice.pick(MOVES)} the {to}.")
-        self.where[p], self.last_move[p] = to, i
+        self.where[p], self.last_move[p], self.actor = to, i, p
         for o in self.holding[p]:
             self.history[o].append((to, i))
         return True
 
-    def _take(self, spec: _MoveSpec) -> bool:
-        options = [(p, o) for p in self.vocab.people for o in self.vocab.objects
+    def _take(self, spec: _MoveSpec, actor: str | None) -> bool:
+        options = [(p, o) for p in ((actor,) if actor else self.vocab.people) for o in self.vocab.objects
                    if self.holder[o] is None and self.lies[o] == self.where[p]]
         if not options:
             return False
         p, o = self.dice.pick(options)
         there = " there" if self.dice.chance(spec.take_there) else ""
         i = self.story.say(f"{p} {self.dice.pick(TAKES)} the {o}{there}.")
-        self.holder[o] = p
+        self.holder[o], self.actor = p, p
         self.holding[p].append(o)
         self.handled[p].append(i)
         self.last_touch[o] = i
@@ -263,14 +288,14 @@ class _World:
             self.history[o][-1] = (place, self.last_move[p])
         return True
 
-    def _drop(self, spec: _MoveSpec) -> bool:
-        options = [(p, o) for o, p in self.holder.items() if p is not None]
+    def _drop(self, spec: _MoveSpec, actor: str | None) -> bool:
+        options = [(p, o) for o, p in self.holder.items() if p is not None and actor in (None, p)]
         if not options:
             return False
         p, o = self.dice.pick(options)
         there = " there" if self.dice.chance(spec.drop_there) else ""
         i = self.story.say(f"{p} {self.dice.pick(DROPS)} the {o}{there}.")
-        self.holder[o] = None
+        self.holder[o], self.actor = None, p
         self.holding[p].remove(o)
         self.lies[o] = self.where[p]
         self.handled[p].append(i)
@@ -278,14 +303,14 @@ class _World:
         self.dropped_at[o] = (i, self.last_move.get(p))
         return True
 
-    def _give(self) -> bool:
-        options = [(p, o, q) for o, p in self.holder.items() if p is not None
+    def _give(self, spec: _MoveSpec, actor: str | None) -> bool:
+        options = [(p, o, q) for o, p in self.holder.items() if p is not None and actor in (None, p)
                    for q in self.vocab.people if q != p and self.where[q] == self.where[p]]
         if not options:
             return False
         p, o, q = self.dice.pick(options)
         i = self.story.say(f"{p} {self.dice.pick(GIVES)} the {o} to {q}.")
-        self.holder[o] = q
+        self.holder[o], self.actor = q, p
         self.holding[p].remove(o)
         self.holding[q].append(o)
         self.handled[p].append(i)
@@ -300,7 +325,7 @@ def _movement_story(dice: _Dice, vocab: Vocabulary, spec: _MoveSpec,
     """Two actions, then a question if one can be asked; until the task's number of questions."""
     while True:
         story = _Story()
-        world = _World(dice, vocab, story)
+        world = _World(dice, vocab, story, spec)
         while len(story.questions) < spec.questions and len(story.facts) < spec.max_facts:
             world.act(spec)
             world.act(spec)
@@ -312,7 +337,7 @@ def _movement_story(dice: _Dice, vocab: Vocabulary, spec: _MoveSpec,
 
 
 def _ask_qa1(world: _World, dice: _Dice):
-    p = _pick_recent(dice, len(world.story.facts), [(i, p) for p, i in world.last_move.items()])
+    p = world.recent([(i, p) for p, i in world.last_move.items()])
     if p is None:
         return None
     return f"Where is {p}?", world.where[p], (world.last_move[p],)
@@ -328,7 +353,7 @@ def _ask_qa2(world: _World, dice: _Dice):
         elif p is None and o in world.dropped_at and world.dropped_at[o][1] is not None:
             drop, move = world.dropped_at[o]
             candidates.append((max(drop, move), (o, world.lies[o], (drop, move))))
-    chosen = _pick_recent(dice, len(world.story.facts), candidates)
+    chosen = world.recent(candidates)
     if chosen is None:
         return None
     o, place, support = chosen
@@ -336,18 +361,19 @@ def _ask_qa2(world: _World, dice: _Dice):
 
 
 def _ask_qa3(world: _World, dice: _Dice):
+    """Asked about an object handled in the last few statements (so stories run long, as in bAbI)."""
     candidates = []
-    for o in world.vocab.objects:
-        if o not in world.last_touch:
-            continue
+    n_facts = len(world.story.facts)
+    for o, touched in world.last_touch.items():
+        if n_facts - touched > len(world.spec.recency):
+            continue  # too old to ask about
         places = [place for place, _ in world.history[o]]
         for k in range(1, len(places)):
             before, shown_before = world.history[o][k - 1]
             here, shown_here = world.history[o][k]
             if shown_before is not None and places.count(here) == 1:
-                support = (world.last_touch[o], shown_here, shown_before)
-                candidates.append((max(support), (o, here, before, support)))
-    chosen = _pick_recent(dice, len(world.story.facts), candidates)
+                candidates.append((min(touched, shown_here), (o, here, before, (touched, shown_here, shown_before))))
+    chosen = world.recent(candidates)
     if chosen is None:
         return None
     o, here, before, support = chosen
@@ -366,7 +392,7 @@ _QA5_FORMS = (
 
 def _ask_qa5(world: _World, dice: _Dice):
     """A question about one recent give; asked only if every matching give has the same answer."""
-    event = _pick_recent(dice, len(world.story.facts), [(e[0], e) for e in world.gives])
+    event = world.recent([(e[0], e) for e in world.gives])
     if event is None:
         return None
     forms = list(_QA5_FORMS)
@@ -380,7 +406,7 @@ def _ask_qa5(world: _World, dice: _Dice):
 
 
 def _ask_qa6(world: _World, dice: _Dice):
-    p = _pick_recent(dice, len(world.story.facts), [(i, p) for p, i in world.last_move.items()])
+    p = world.recent([(i, p) for p, i in world.last_move.items()])
     if p is None:
         return None
     if dice.chance(0.5):
@@ -397,28 +423,31 @@ def _holding_candidates(world: _World):
 
 
 def _ask_qa7(world: _World, dice: _Dice):
-    p = _pick_recent(dice, len(world.story.facts), _holding_candidates(world))
+    p = world.recent(_holding_candidates(world))
     if p is None or len(world.holding[p]) >= len(_COUNTS):
         return None
     return f"How many objects is {p} carrying?", _COUNTS[len(world.holding[p])], tuple(world.handled[p])
 
 
 def _ask_qa8(world: _World, dice: _Dice):
-    p = _pick_recent(dice, len(world.story.facts), _holding_candidates(world))
+    p = world.recent(_holding_candidates(world))
     if p is None:
         return None
     answer = ",".join(world.holding[p]) or "nothing"
     return f"What is {p} carrying?", answer, tuple(world.handled[p])
 
 
+# Action mixes tuned so that facts per question, ages of the asked facts and answer shares come
+# close to the published test files (benchmarks/babi_simulator.py prints them side by side).
 _MOVEMENT_TASKS = {
-    1: (_MoveSpec(), _ask_qa1),
-    2: (_MoveSpec(move=0.62, take=0.22, drop=0.16, drop_there=0.18), _ask_qa2),
-    3: (_MoveSpec(move=0.62, take=0.2, drop=0.18, take_there=0.2, drop_there=0.2), _ask_qa3),
-    5: (_MoveSpec(move=0.5, take=0.18, drop=0.12, give=0.2), _ask_qa5),
-    6: (_MoveSpec(move=0.66, take=0.22, drop=0.12), _ask_qa6),
-    7: (_MoveSpec(move=0.55, take=0.2, drop=0.1, give=0.15), _ask_qa7),
-    8: (_MoveSpec(move=0.66, take=0.2, drop=0.14), _ask_qa8),
+    1: (_MoveSpec(recency=MOVE_RECENCY), _ask_qa1),
+    2: (_MoveSpec(move=0.78, take=0.12, drop=0.1, drop_there=0.18), _ask_qa2),
+    3: (_MoveSpec(move=0.72, take=0.14, drop=0.14, take_there=0.2, drop_there=0.2, stay=0.6), _ask_qa3),
+    5: (_MoveSpec(move=0.4, take=0.18, drop=0.12, give=0.3, start_together=True, meet=0.5,
+                  recency=(0.6, 0.2, 0.12, 0.05, 0.03)), _ask_qa5),
+    6: (_MoveSpec(move=0.66, take=0.22, drop=0.12, recency=MOVE_RECENCY), _ask_qa6),
+    7: (_MoveSpec(move=0.4, take=0.2, drop=0.2, give=0.2, meet=0.5), _ask_qa7),
+    8: (_MoveSpec(move=0.6, take=0.25, drop=0.15), _ask_qa8),
 }
 
 
@@ -468,7 +497,7 @@ def _story_qa9(dice: _Dice, vocab: Vocabulary) -> _Story:
                 away = dice.pick([r for r in vocab.places if r != where[p]])
                 form = dice.pick(("is not in", "is no longer in"))
                 said[p] = (story.say(f"{p} {form} the {away}."), away, False)
-        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()])
+        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
         fact, place, there = said[p]
         if there and dice.chance(0.55):
             place = dice.pick([r for r in vocab.places if r != place])
@@ -496,9 +525,9 @@ def _story_qa10(dice: _Dice, vocab: Vocabulary) -> _Story:
                 where[p] = dice.pick(vocab.places)
                 pair = dice.shuffled([where[p], dice.pick([r for r in vocab.places if r != where[p]])])
                 said[p] = (story.say(f"{p} is either in the {pair[0]} or the {pair[1]}."), tuple(pair))
-        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()])
+        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
         fact, allowed = said[p]
-        if dice.chance(0.45):
+        if dice.chance(0.56):
             place, answer = dice.pick(allowed), ("yes" if len(allowed) == 1 else "maybe")
         else:
             place, answer = dice.pick([r for r in vocab.places if r not in allowed]), "no"
