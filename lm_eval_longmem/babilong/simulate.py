@@ -592,7 +592,9 @@ def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
         shown: dict[tuple[str, int], int] = {}  # (person, time) -> fact
         while len(story.questions) < 5 and len(untold) >= 2:
             for _ in range(2):
-                p, t = untold.pop(dice.below(len(untold)))
+                # bAbI tells a day's times next to each other more often than chance would
+                near = [k for k, (p, t) in enumerate(untold) if (p, t - 1) in shown or (p, t + 1) in shown]
+                p, t = untold.pop(dice.pick(near) if near and dice.chance(0.5) else dice.below(len(untold)))
                 when, place, verb = _TIMES[t], days[p][t], dice.pick(MOVES)
                 if dice.chance(0.5):
                     text = f"{when[0].upper()}{when[1:]} {p} {verb} the {place}."
