@@ -3,8 +3,9 @@
 Usage:
     python benchmarks/babi_simulator.py [--samples 10000] [--babi-dir ../shared/data/babi/en]
 
-Prints, for each of qa1..qa20, samples generated per second on one core, as CPU time so other load on the machine does not count (the target is at least
-10,000/s for qa1-qa5), the seconds the independent validator needs for the same samples, and,
+Prints, for each of qa1..qa20, samples generated per second on one core, measured as CPU time so
+that other load on the machine does not count (the target is at least 10,000/s for qa1-qa5), the
+CPU seconds the independent validator needs for the same samples, and,
 when the bAbI test files are there, the distributions side by side: mean statements before a
 question, questions per story, mean statements between questions, mean distance (in statements)
 back to the oldest supporting fact, and the total variation distance between the answer shares.
@@ -32,8 +33,8 @@ def main() -> None:
     have_real = args.babi_dir.is_dir()
     if not have_real:
         print(f"(no bAbI files at {args.babi_dir}: distributions of simulated stories only)")
-    header = f"{'task':5} {'samples/s':>10} {'verify s':>8} | {'facts/q':>15} {'q/story':>11} {'gap':>11} {'distance':>11} {'answer TV':>9}"
-    print(header)
+    print(f"{'task':5} {'samples/s':>10} {'verify s':>8} | {'facts/q':>15} {'q/story':>11} {'gap':>11} "
+          f"{'distance':>11} {'answer TV':>9}")
     print(f"{'':25} | {'sim  real':>15} {'sim real':>11} {'sim real':>11} {'sim real':>11}")
     for qa in DONE_TASKS:
         start = time.process_time()

@@ -56,7 +56,7 @@ _WIDE_OBJECTS = ("book", "key", "umbrella", "lamp", "scarf", "wallet")
 PRONOUN = {"John": "he", "Daniel": "he", "Mary": "she", "Sandra": "she", **_WIDE_NAMES}
 
 DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
-"""Tasks the simulator implements; the others raise a clear error."""
+"""Tasks the simulator implements: all twenty."""
 
 # How far back (in statements) the newest supporting fact of a question lies, as a distribution
 # over 1..5: read off the published qa1 test file (bAbI never asks about older facts).
@@ -184,7 +184,11 @@ class _Story:
 
 def _pick_recent(dice: _Dice, n_facts: int, candidates: Sequence[tuple[int, object]],
                  recency: Sequence[float] = RECENCY):
-    """One candidate `(newest supporting fact, payload)`, its age drawn from `recency`; None if none is recent."""
+    """One of the `(key fact, payload)` candidates, the key fact's age drawn from `recency`.
+
+    The key fact is the one that must be recent (usually the newest supporting fact). None when no
+    candidate's key fact is at most `len(recency)` statements back.
+    """
     by_age: dict[int, list] = {}
     for newest, payload in candidates:
         age = n_facts - newest
@@ -239,12 +243,14 @@ class _World:
         self.last_touch: dict[str, int] = {}  # object -> latest fact that picked it up/dropped/gave it
         self.dropped_at: dict[str, tuple[int, int | None]] = {}  # object -> (drop fact, dropper's move)
         # every place an object has been, in order, with the fact that showed it there (None: hidden)
-        self.history: dict[str, list[tuple[str, int | None]]] = {o: [(self.lies[o], None)] for o in vocab.objects}
+        self.history: dict[str, list[tuple[str, int | None]]] = {
+            o: [(self.lies[o], None)] for o in vocab.objects
+        }
         self.gives: list[tuple[int, str, str, str]] = []  # (fact, giver, object, receiver)
         self.actor: str | None = None  # who acted last
 
     def recent(self, candidates):
-        """One candidate `(newest supporting fact, payload)` picked by the task's recency weights."""
+        """One `(key fact, payload)` candidate picked by the task's recency weights (see `_pick_recent`)."""
         return _pick_recent(self.dice, len(self.story.facts), candidates, self.spec.recency)
 
     def act(self, spec: _MoveSpec) -> None:
@@ -848,13 +854,10 @@ def simulate(qa: str, n: int, seed: int, *, wide_vocabulary: bool = False, check
     the text by `verify.answer_from_story` and a disagreement raises (a bug, never to be dropped).
     """
     number = _task_number(qa)
-    if f"qa{number}" not in DONE_TASKS:
-        raise ValueError(
-            f"the bAbI simulator does not implement qa{number} yet; simulated tasks: {', '.join(DONE_TASKS)} "
-            "(use babilong_facts=babi with the bAbI files for this task)"
-        )
     if n < 0:
         raise ValueError(f"n={n}: the number of samples must be 0 or more")
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r}: the simulator's seed must be a whole number, 0 or more")
     dice = _Dice(seed, number)
     vocab = vocabulary(qa, wide_vocabulary)
     if number in _MOVEMENT_TASKS:

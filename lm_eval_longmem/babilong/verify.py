@@ -26,7 +26,10 @@ class Unanswerable(ValueError):
 
 
 _WORD = r"([A-Za-z]+)"
-_MOVE = re.compile(r"^(.+?) (?:travelled|went back|went|journeyed|moved) to the ([a-z]+)(?: (yesterday|this morning|this afternoon|this evening))?\.$")
+_MOVE = re.compile(
+    r"^(.+?) (?:travelled|went back|went|journeyed|moved) to the ([a-z]+)"
+    r"(?: (yesterday|this morning|this afternoon|this evening))?\.$"
+)
 _TAKE = re.compile(rf"^{_WORD} (?:got|took|picked up|grabbed) the {_WORD}(?: there)?\.$")
 _DROP = re.compile(rf"^{_WORD} (?:dropped|left|put down|discarded) the {_WORD}(?: there)?\.$")
 _GIVE = re.compile(rf"^{_WORD} (?:gave|handed|passed) the {_WORD} to {_WORD}\.$")
