@@ -386,13 +386,15 @@ def _ask_qa3(world: _World, dice: _Dice):
     return f"Where was the {o} before the {here}?", before, support
 
 
-# qa5 question forms, with their share in the published file.
+# qa5 question forms and how often each is tried. An ambiguous question is passed over (more often
+# "Who gave the milk?" than "What did Fred give to Jeff?"), and these weights bring the forms
+# asked close to their shares in the published file.
 _QA5_FORMS = (
-    (0.33, lambda g, o, r: f"What did {g} give to {r}?", lambda e: (e[1], e[3]), 2),
-    (0.18, lambda g, o, r: f"Who gave the {o}?", lambda e: (e[2],), 1),
-    (0.17, lambda g, o, r: f"Who did {g} give the {o} to?", lambda e: (e[1], e[2]), 3),
-    (0.17, lambda g, o, r: f"Who gave the {o} to {r}?", lambda e: (e[2], e[3]), 1),
-    (0.15, lambda g, o, r: f"Who received the {o}?", lambda e: (e[2],), 3),
+    (0.2, lambda g, o, r: f"What did {g} give to {r}?", lambda e: (e[1], e[3]), 2),
+    (0.32, lambda g, o, r: f"Who gave the {o}?", lambda e: (e[2],), 1),
+    (0.15, lambda g, o, r: f"Who did {g} give the {o} to?", lambda e: (e[1], e[2]), 3),
+    (0.15, lambda g, o, r: f"Who gave the {o} to {r}?", lambda e: (e[2], e[3]), 1),
+    (0.3, lambda g, o, r: f"Who received the {o}?", lambda e: (e[2],), 3),
 )
 
 
