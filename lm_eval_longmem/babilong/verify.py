@@ -455,7 +455,9 @@ class Summary:
 
     samples: int
     facts_mean: float
-    """Statements before a question, averaged over questions."""
+    """Statements before a question (its position in the story), averaged over questions."""
+    story_facts_mean: float
+    """Statements per story (up to its last question), averaged over stories."""
     questions_per_story: float
     question_gap_mean: float
     """Statements between one question and the previous one (or the story start)."""
@@ -467,7 +469,7 @@ class Summary:
 
 def summarize(samples: Sequence[BabiSample]) -> Summary:
     stories = Counter(s.story for s in samples)
-    gaps, previous = [], {}
+    gaps, previous = [], {}  # previous: story -> statements before its latest question so far
     for s in samples:
         gaps.append(len(s.facts) - previous.get(s.story, 0))
         previous[s.story] = len(s.facts)
@@ -475,6 +477,7 @@ def summarize(samples: Sequence[BabiSample]) -> Summary:
     return Summary(
         samples=len(samples),
         facts_mean=statistics.fmean(len(s.facts) for s in samples),
+        story_facts_mean=statistics.fmean(previous.values()),
         questions_per_story=len(samples) / len(stories),
         question_gap_mean=statistics.fmean(gaps),
         distance_mean=statistics.fmean(len(s.facts) - min(s.supporting) for s in samples if s.supporting),

@@ -189,7 +189,7 @@ def test_validator_never_contradicts_the_published_answers(qa, shared_data):
 
 
 # Allowed gaps between simulated (10,000 samples) and published test-file statistics. Defaults:
-# mean facts per question within 20 %, questions per story within 10 %, mean supporting-fact distance
+# mean facts per question and per story within 20 %, questions per story within 10 %, mean supporting-fact distance
 # within 25 %, answer shares within total variation 0.10. Wider where the simulator knowingly differs:
 TOLERANCE = {
     "qa3": {"facts": 0.35},  # bAbI's qa3 asks rarely (51 facts per question); ours about 35
@@ -203,11 +203,13 @@ def test_distributions_match_the_published_test_file(qa, shared_data):
     real = summarize(published(shared_data / "babi" / "en", qa))
     sim = summarize(simulated(qa))
     tol = {**DEFAULT_TOLERANCE, **TOLERANCE.get(qa, {})}
-    table = (f"{qa}: facts/question {sim.facts_mean:.1f} vs {real.facts_mean:.1f}, questions/story "
+    table = (f"{qa}: facts/question {sim.facts_mean:.1f} vs {real.facts_mean:.1f}, facts/story "
+             f"{sim.story_facts_mean:.1f} vs {real.story_facts_mean:.1f}, questions/story "
              f"{sim.questions_per_story:.1f} vs {real.questions_per_story:.1f}, distance "
              f"{sim.distance_mean:.1f} vs {real.distance_mean:.1f}, answer TV {answer_distance(sim, real):.3f}")
     print(table)
     assert sim.facts_mean == pytest.approx(real.facts_mean, rel=tol["facts"]), table
+    assert sim.story_facts_mean == pytest.approx(real.story_facts_mean, rel=tol["facts"]), table
     assert sim.questions_per_story == pytest.approx(real.questions_per_story, rel=tol["questions"]), table
     assert sim.distance_mean == pytest.approx(real.distance_mean, rel=tol["distance"]), table
     assert answer_distance(sim, real) <= tol["answers"], table
