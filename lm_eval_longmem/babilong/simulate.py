@@ -367,7 +367,11 @@ def _ask_qa2(world: _World, dice: _Dice):
 
 
 def _ask_qa3(world: _World, dice: _Dice):
-    """Asked about an object handled in the last few statements (so stories run long, as in bAbI)."""
+    """Where an object was before a room it was carried to once.
+
+    Asked only when both the object's latest handling and its move into that room are recent,
+    which makes questions rarer and stories longer, as in bAbI's qa3 (still shorter: see README).
+    """
     candidates = []
     n_facts = len(world.story.facts)
     for o, touched in world.last_touch.items():
@@ -378,7 +382,8 @@ def _ask_qa3(world: _World, dice: _Dice):
             before, shown_before = world.history[o][k - 1]
             here, shown_here = world.history[o][k]
             if shown_before is not None and places.count(here) == 1:
-                candidates.append((min(touched, shown_here), (o, here, before, (touched, shown_here, shown_before))))
+                support = (touched, shown_here, shown_before)
+                candidates.append((min(touched, shown_here), (o, here, before, support)))
     chosen = world.recent(candidates)
     if chosen is None:
         return None
