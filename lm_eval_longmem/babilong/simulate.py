@@ -28,6 +28,7 @@ import numpy as np
 
 from lm_eval_longmem.babilong.babi import BabiSample
 from lm_eval_longmem.babilong.metrics import TASK_LABELS
+from lm_eval_longmem.babilong.verify import answer_from_story
 
 SIMULATOR_VERSION = 1
 """Bump when any task's output for a given seed changes (it is part of cache keys)."""
@@ -893,8 +894,6 @@ def simulate(qa: str, n: int, seed: int, *, wide_vocabulary: bool = False, check
             samples.append(BabiSample(tuple(story.facts[:n_facts]), question, answer, supporting, story_index))
         story_index += 1
     if check:
-        from lm_eval_longmem.babilong.verify import answer_from_story
-
         for sample in samples:
             derived = answer_from_story(f"qa{number}", sample.facts, sample.question)
             if derived != sample.answer:
