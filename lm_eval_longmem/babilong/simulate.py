@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -729,8 +730,8 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
             steps.setdefault(b, []).append((direction, a, fact))
             steps.setdefault(a, []).append((_OPPOSITE[direction], b, fact))
         routes: dict[tuple[str, str], list] = {}
-        for start in steps:
-            for s1, mid, f1 in steps[start]:
+        for start, first_steps in steps.items():
+            for s1, mid, f1 in first_steps:
                 for s2, end, f2 in steps[mid]:
                     if end != start:
                         routes.setdefault((start, end), []).append((s1, s2, f1, f2))
@@ -881,11 +882,9 @@ def simulate(qa: str, n: int, seed: int, *, wide_vocabulary: bool = False, check
     dice = _Dice(seed, number)
     vocab = vocabulary(qa, wide_vocabulary)
     if number in _MOVEMENT_TASKS:
-        spec, ask = _MOVEMENT_TASKS[number]
-        make_story = lambda: _movement_story(dice, vocab, spec, ask)  # noqa: E731
+        make_story = partial(_movement_story, dice, vocab, *_MOVEMENT_TASKS[number])
     else:
-        build = _OTHER_TASKS[number]
-        make_story = lambda: build(dice, vocab)  # noqa: E731
+        make_story = partial(_OTHER_TASKS[number], dice, vocab)
     samples: list[BabiSample] = []
     story_index = 0
     while len(samples) < n:
