@@ -1,0 +1,931 @@
+"""A seeded bAbI world simulator: new stories and questions for qa1..qa20 in bAbI's own form.
+
+BABILong hides bAbI facts in long text. The published bAbI files are public (a model may have seen
+them) and cannot ship with this package, so this module writes fresh stories instead. Each task
+keeps a small world (where people are, who holds what, who gave what to whom, ...), acts in it at
+random, states each action as a bAbI sentence and asks the task's question about the world's
+state. Answers and supporting facts come from that state, never from the sentences; the
+independent re-derivation from the text alone is `verify.answer_from_story`.
+
+By default a task uses the published files' people, places, objects, verbs and sentence forms,
+their number of questions per story, and their recency of the asked-about facts (bAbI asks about
+facts at most five statements back), so stories look and weigh like the published test sets.
+`wide_vocabulary=True` draws names, places and objects from larger lists; answers may then lie
+outside the published label set, so both answer checks need `labels_for_simulated(qa, True)`.
+
+A world has hidden state the text does not show (where someone stands before they are first seen
+to move, where an object lies before it is first picked up). A question is asked only when its
+answer follows from the text; that rule is what lets the validator agree on every sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from lm_eval_longmem.babilong.babi import BabiSample
+from lm_eval_longmem.babilong.metrics import TASK_LABELS
+from lm_eval_longmem.babilong.verify import answer_from_story
+
+SIMULATOR_VERSION = 1
+"""Bump when any task's output for a given seed changes (it is part of cache keys)."""
+
+# --- vocabulary -------------------------------------------------------------------------------
+
+ROOMS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
+PLACES = ("bedroom", "cinema", "kitchen", "office", "park", "school")  # qa10, qa14
+OBJECTS = ("apple", "football", "milk")
+MOVES = ("travelled to", "went to", "journeyed to", "moved to", "went back to")
+TAKES = ("got", "took", "picked up", "grabbed")
+DROPS = ("dropped", "left", "put down", "discarded")
+GIVES = ("gave", "handed", "passed")
+LINKERS = ("Then", "After that", "Afterwards", "Following that")  # qa11, qa13
+
+# Extra words for wide_vocabulary. None contains a label of any task or another word as a
+# substring (the authors' check finds labels by substring); a test checks this.
+_WIDE_NAMES = {
+    "Alice": "she", "Oliver": "he", "Nina": "she", "Victor": "he", "Grace": "she", "Hugo": "he",
+    "Leah": "she", "Omar": "he", "Rosa": "she", "Tomas": "he", "Irene": "she", "Felix": "he",
+}
+_WIDE_ROOMS = ("attic", "cellar", "garage", "library", "pantry", "studio", "porch", "laundry")
+_WIDE_PLACES = ("museum", "library", "stadium", "market", "harbour", "bakery")
+_WIDE_OBJECTS = ("book", "key", "umbrella", "lamp", "scarf", "wallet")
+
+PRONOUN = {"John": "he", "Daniel": "he", "Mary": "she", "Sandra": "she", **_WIDE_NAMES}
+
+DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
+"""Tasks the simulator implements: all twenty."""
+
+# How far back (in statements) the newest supporting fact of a question lies, as a distribution
+# over 1..5: read off the published qa1 test file (bAbI never asks about older facts).
+RECENCY = (0.43, 0.28, 0.16, 0.09, 0.04)
+# Where every person's last move is a candidate, older ones are rarer than that (people move again);
+# these weights give the files' ages back for qa1, qa6, qa9 and qa10.
+MOVE_RECENCY = (0.3, 0.3, 0.25, 0.25, 0.25)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words one task draws from."""
+
+    people: tuple[str, ...]
+    places: tuple[str, ...]
+    objects: tuple[str, ...] = OBJECTS
+
+
+def vocabulary(qa: str, wide_vocabulary: bool = False) -> Vocabulary:
+    """The people, places and objects task `qa` uses (the published ones, or the widened lists)."""
+    number = _task_number(qa)
+    people = {5: ("Bill", "Fred", "Jeff", "Mary"), 10: ("Bill", "Fred", "Julie", "Mary"),
+              14: ("Bill", "Fred", "Julie", "Mary")}.get(number, ("John", "Mary", "Sandra", "Daniel"))
+    places = PLACES if number in (10, 14) else ROOMS
+    if not wide_vocabulary:
+        return Vocabulary(people, places)
+    wide_places = _WIDE_PLACES if number in (10, 14) else _WIDE_ROOMS
+    return Vocabulary(people + tuple(_WIDE_NAMES), places + wide_places, OBJECTS + _WIDE_OBJECTS)
+
+
+def labels_for_simulated(qa: str, wide_vocabulary: bool = False) -> tuple[str, ...]:
+    """The answer labels of simulated task `qa`: the published set, widened by the extra words.
+
+    With `wide_vocabulary` the answers of tasks whose labels are names, places or objects (qa1-qa5,
+    qa8, qa11-qa14) may be words outside the published set; both answer checks must then be given
+    this set instead of `TASK_LABELS[qa]`, or a correct answer would not count as a label.
+    """
+    number = _task_number(qa)
+    labels = TASK_LABELS[f"qa{number}"]
+    if not wide_vocabulary:
+        return labels
+    vocab = vocabulary(qa, True)
+    extra: tuple[str, ...] = ()
+    if number in (1, 2, 3, 4, 11, 12, 13, 14):
+        extra = vocab.places
+    elif number == 5:
+        extra = vocab.people + vocab.objects
+    elif number == 8:
+        extra = vocab.objects
+    return tuple(sorted(set(labels) | set(extra)))
+
+
+def _task_number(qa: str) -> int:
+    text = qa.lower().removeprefix("qa")
+    if not text.isdigit() or not 1 <= int(text) <= 20:
+        raise ValueError(f"unknown bAbI task {qa!r}: use one of qa1..qa20")
+    return int(text)
+
+
+# --- randomness -------------------------------------------------------------------------------
+
+
+class _Dice:
+    """Uniform draws from a local numpy generator, taken in blocks (one numpy call per 4096 draws).
+
+    numpy's PCG64 stream is fixed for a given seed on every platform, so the stories are too.
+    """
+
+    def __init__(self, seed: int, task: int):
+        self._rng = np.random.default_rng([seed, task, SIMULATOR_VERSION])
+        self._block: list[float] = []
+
+    def random(self) -> float:
+        return (self._block or self._refill()).pop()
+
+    # pick, chance and weighted read the block themselves: they run millions of times
+    def below(self, n: int) -> int:
+        return int((self._block or self._refill()).pop() * n)
+
+    def pick(self, items: Sequence):
+        return items[int((self._block or self._refill()).pop() * len(items))]
+
+    def weighted(self, weights: Sequence[float]) -> int:
+        """An index drawn with probability proportional to `weights`."""
+        x = (self._block or self._refill()).pop() * sum(weights)
+        for i, w in enumerate(weights):
+            x -= w
+            if x < 0:
+                return i
+        return len(weights) - 1
+
+    def chance(self, p: float) -> bool:
+        return (self._block or self._refill()).pop() < p
+
+    def _refill(self) -> list[float]:
+        self._block = self._rng.random(4096).tolist()
+        return self._block
+
+    def shuffled(self, items: Sequence) -> list:
+        out = list(items)
+        for i in range(len(out) - 1, 0, -1):
+            j = int(self.random() * (i + 1))
+            out[i], out[j] = out[j], out[i]
+        return out
+
+    def sample(self, items: Sequence, k: int) -> list:
+        return self.shuffled(items)[:k]
+
+
+# --- stories ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Story:
+    """Statements and the questions asked between them."""
+
+    facts: list[str] = field(default_factory=list)
+    questions: list[tuple[int, str, str, tuple[int, ...]]] = field(default_factory=list)
+    """(number of statements before the question, question, answer, supporting indices)."""
+
+    def say(self, text: str) -> int:
+        self.facts.append(text)
+        return len(self.facts) - 1
+
+    def ask(self, question: str, answer: str, supporting: Sequence[int]) -> None:
+        self.questions.append((len(self.facts), question, answer, tuple(supporting)))
+
+
+def _pick_recent(dice: _Dice, n_facts: int, candidates: Sequence[tuple[int, object]],
+                 recency: Sequence[float] = RECENCY):
+    """One of the `(key fact, payload)` candidates, the key fact's age drawn from `recency`.
+
+    The key fact is the one that must be recent (usually the newest supporting fact). None when no
+    candidate's key fact is at most `len(recency)` statements back.
+    """
+    by_age: dict[int, list] = {}
+    for newest, payload in candidates:
+        age = n_facts - newest
+        if 1 <= age <= len(recency):
+            by_age.setdefault(age, []).append(payload)
+    if not by_age:
+        return None
+    ages = sorted(by_age)
+    age = ages[dice.weighted([recency[a - 1] for a in ages])]
+    return dice.pick(by_age[age])
+
+
+# --- the movement world (qa1-qa3, qa5-qa8) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _MoveSpec:
+    """How often each action happens in one task's world."""
+
+    questions: int = 5
+    move: float = 1.0
+    take: float = 0.0
+    drop: float = 0.0
+    give: float = 0.0
+    take_there: float = 1.0
+    """Share of "X got the milk there." among pick-ups (the rest drop "there")."""
+    drop_there: float = 0.2
+    start_together: bool = False
+    """Everyone starts in one (unnamed) room, so gives can happen early, as in bAbI's qa5."""
+    meet: float = 0.0
+    """Chance that a move goes to a room where someone else is (so gives can follow)."""
+    stay: float = 0.0
+    """Chance that the previous actor acts again (bAbI's stories follow one person for a while)."""
+    recency: tuple[float, ...] = RECENCY
+    """Weights of asking about facts 1..5 statements back (tuned so the asked ages match the files)."""
+    max_facts: int = 400
+    """A story longer than this is thrown away and redrawn (a safety net, rarely reached)."""
+
+
+class _World:
+    """People in rooms, objects lying in rooms or held, and what the text has revealed so far."""
+
+    def __init__(self, dice: _Dice, vocab: Vocabulary, story: _Story, spec: _MoveSpec):
+        self.dice, self.vocab, self.story, self.spec = dice, vocab, story, spec
+        start = dice.pick(vocab.places)  # true places, hidden until a move
+        self.where = {p: start if spec.start_together else dice.pick(vocab.places) for p in vocab.people}
+        self.last_move: dict[str, int] = {}  # person -> fact that last stated where they went
+        self.lies = {o: dice.pick(vocab.places) for o in vocab.objects}  # true place of a free object
+        self.holder: dict[str, str | None] = {o: None for o in vocab.objects}
+        self.holding: dict[str, list[str]] = {p: [] for p in vocab.people}  # in order of getting
+        self.handled: dict[str, list[int]] = {p: [] for p in vocab.people}  # facts of p's handling
+        self.last_touch: dict[str, int] = {}  # object -> latest fact that picked it up/dropped/gave it
+        self.dropped_at: dict[str, tuple[int, int | None]] = {}  # object -> (drop fact, dropper's move)
+        # every place an object has been, in order, with the fact that showed it there (None: hidden)
+        self.history: dict[str, list[tuple[str, int | None]]] = {
+            o: [(self.lies[o], None)] for o in vocab.objects
+        }
+        self.gives: list[tuple[int, str, str, str]] = []  # (fact, giver, object, receiver)
+        self.actor: str | None = None  # who acted last
+        self._weights = (spec.move, spec.take, spec.drop, spec.give)
+        self._actions = (self._move, self._take, self._drop, self._give)
+
+    def recent(self, candidates):
+        """One `(key fact, payload)` candidate picked by the task's recency weights (see `_pick_recent`)."""
+        return _pick_recent(self.dice, len(self.story.facts), candidates, self.spec.recency)
+
+    def act(self, spec: _MoveSpec) -> None:
+        """One action; with chance `spec.stay` by the previous actor when they can do it."""
+        actor = self.actor if spec.stay and self.actor is not None and self.dice.chance(spec.stay) else None
+        while True:
+            action = self._actions[self.dice.weighted(self._weights)]
+            if action(spec, actor):
+                return
+            actor = None  # the previous actor cannot do that: anyone may act
+
+    def _move(self, spec: _MoveSpec, actor: str | None) -> bool:
+        p = actor or self.dice.pick(self.vocab.people)
+        here = self.where[p]
+        others = [self.where[q] for q in self.vocab.people if self.where[q] != here] if spec.meet else None
+        if others and self.dice.chance(spec.meet):
+            to = self.dice.pick(others)
+        else:
+            to = here
+            while to == here:  # uniform over the other rooms
+                to = self.dice.pick(self.vocab.places)
+        i = self.story.say(f"{p} {self.dice.pick(MOVES)} the {to}.")
+        self.where[p], self.last_move[p], self.actor = to, i, p
+        for o in self.holding[p]:
+            self.history[o].append((to, i))
+        return True
+
+    def _take(self, spec: _MoveSpec, actor: str | None) -> bool:
+        options = [(p, o) for p in ((actor,) if actor else self.vocab.people) for o in self.vocab.objects
+                   if self.holder[o] is None and self.lies[o] == self.where[p]]
+        if not options:
+            return False
+        p, o = self.dice.pick(options)
+        there = " there" if self.dice.chance(spec.take_there) else ""
+        i = self.story.say(f"{p} {self.dice.pick(TAKES)} the {o}{there}.")
+        self.holder[o], self.actor = p, p
+        self.holding[p].append(o)
+        self.handled[p].append(i)
+        self.last_touch[o] = i
+        place, shown = self.history[o][-1]
+        if shown is None and p in self.last_move:  # the taker's known place reveals the object's
+            self.history[o][-1] = (place, self.last_move[p])
+        return True
+
+    def _drop(self, spec: _MoveSpec, actor: str | None) -> bool:
+        options = [(p, o) for o, p in self.holder.items() if p is not None and actor in (None, p)]
+        if not options:
+            return False
+        p, o = self.dice.pick(options)
+        there = " there" if self.dice.chance(spec.drop_there) else ""
+        i = self.story.say(f"{p} {self.dice.pick(DROPS)} the {o}{there}.")
+        self.holder[o], self.actor = None, p
+        self.holding[p].remove(o)
+        self.lies[o] = self.where[p]
+        self.handled[p].append(i)
+        self.last_touch[o] = i
+        self.dropped_at[o] = (i, self.last_move.get(p))
+        return True
+
+    def _give(self, spec: _MoveSpec, actor: str | None) -> bool:
+        options = [(p, o, q) for o, p in self.holder.items() if p is not None and actor in (None, p)
+                   for q in self.vocab.people if q != p and self.where[q] == self.where[p]]
+        if not options:
+            return False
+        p, o, q = self.dice.pick(options)
+        i = self.story.say(f"{p} {self.dice.pick(GIVES)} the {o} to {q}.")
+        self.holder[o], self.actor = q, p
+        self.holding[p].remove(o)
+        self.holding[q].append(o)
+        self.handled[p].append(i)
+        self.handled[q].append(i)
+        self.last_touch[o] = i
+        self.gives.append((i, p, o, q))
+        return True
+
+
+def _movement_story(dice: _Dice, vocab: Vocabulary, spec: _MoveSpec,
+                    ask: Callable[[_World, _Dice], tuple[str, str, tuple[int, ...]] | None]) -> _Story:
+    """Two actions, then a question if one can be asked; until the task's number of questions."""
+    while True:
+        story = _Story()
+        world = _World(dice, vocab, story, spec)
+        while len(story.questions) < spec.questions and len(story.facts) < spec.max_facts:
+            world.act(spec)
+            world.act(spec)
+            question = ask(world, dice)
+            if question is not None:
+                story.ask(*question)
+        if len(story.questions) == spec.questions:
+            return story
+
+
+def _ask_qa1(world: _World, dice: _Dice):
+    p = world.recent([(i, p) for p, i in world.last_move.items()])
+    if p is None:
+        return None
+    return f"Where is {p}?", world.where[p], (world.last_move[p],)
+
+
+def _ask_qa2(world: _World, dice: _Dice):
+    candidates = []
+    for o in world.vocab.objects:
+        p = world.holder[o]
+        if p is not None and p in world.last_move:  # held by someone whose place the text states
+            support = (world.last_touch[o], world.last_move[p])
+            candidates.append((max(support), (o, world.where[p], support)))
+        elif p is None and o in world.dropped_at and world.dropped_at[o][1] is not None:
+            drop, move = world.dropped_at[o]
+            candidates.append((max(drop, move), (o, world.lies[o], (drop, move))))
+    chosen = world.recent(candidates)
+    if chosen is None:
+        return None
+    o, place, support = chosen
+    return f"Where is the {o}?", place, support
+
+
+def _ask_qa3(world: _World, dice: _Dice):
+    """Where an object was before a room it was carried to once.
+
+    Asked only when both the object's latest handling and its move into that room are recent,
+    and mostly about objects put down; that makes questions rare and stories long, as in bAbI's qa3.
+    """
+    candidates = []
+    oldest = len(world.story.facts) - len(world.spec.recency)  # earliest fact that counts as recent
+    for o, touched in world.last_touch.items():
+        if touched < oldest:
+            continue  # too old to ask about
+        if world.holder[o] is not None and not dice.chance(0.2):
+            continue  # mostly about objects put down, as bAbI (79 % of its qa3 questions)
+        history = world.history[o]
+        places = None
+        for k in range(len(history) - 1, 0, -1):  # newest first; moves before `oldest` cannot count
+            here, shown_here = history[k]
+            if shown_here < oldest:
+                break
+            before, shown_before = history[k - 1]
+            places = places or [place for place, _ in history]
+            if shown_before is not None and places.count(here) == 1:
+                support = (touched, shown_here, shown_before)
+                candidates.append((min(touched, shown_here), (o, here, before, support)))
+    chosen = world.recent(candidates)
+    if chosen is None:
+        return None
+    o, here, before, support = chosen
+    return f"Where was the {o} before the {here}?", before, support
+
+
+# qa5 question forms and how often each is tried. An ambiguous question is passed over (more often
+# "Who gave the milk?" than "What did Fred give to Jeff?"), and these weights bring the forms
+# asked close to their shares in the published file.
+_QA5_FORMS = (
+    (0.2, lambda g, o, r: f"What did {g} give to {r}?", lambda e: (e[1], e[3]), 2),
+    (0.32, lambda g, o, r: f"Who gave the {o}?", lambda e: (e[2],), 1),
+    (0.15, lambda g, o, r: f"Who did {g} give the {o} to?", lambda e: (e[1], e[2]), 3),
+    (0.15, lambda g, o, r: f"Who gave the {o} to {r}?", lambda e: (e[2], e[3]), 1),
+    (0.3, lambda g, o, r: f"Who received the {o}?", lambda e: (e[2],), 3),
+)
+
+
+def _ask_qa5(world: _World, dice: _Dice):
+    """A question about one recent give; asked only if every matching give has the same answer."""
+    event = world.recent([(e[0], e) for e in world.gives])
+    if event is None:
+        return None
+    forms = list(_QA5_FORMS)
+    while forms:
+        form = forms.pop(dice.weighted([f[0] for f in forms]))
+        _, text, key, answer_at = form
+        matching = [e for e in world.gives if key(e) == key(event)]
+        if len({e[answer_at] for e in matching}) == 1:
+            return text(event[1], event[2], event[3]), event[answer_at], (matching[-1][0],)
+    return None
+
+
+def _ask_qa6(world: _World, dice: _Dice):
+    p = world.recent([(i, p) for p, i in world.last_move.items()])
+    if p is None:
+        return None
+    if dice.chance(0.5):
+        return f"Is {p} in the {world.where[p]}?", "yes", (world.last_move[p],)
+    other = dice.pick([r for r in world.vocab.places if r != world.where[p]])
+    return f"Is {p} in the {other}?", "no", (world.last_move[p],)
+
+
+_COUNTS = ("none", "one", "two", "three")
+
+
+def _holding_candidates(world: _World):
+    return [(world.handled[p][-1], p) for p in world.vocab.people if world.handled[p]]
+
+
+def _ask_qa7(world: _World, dice: _Dice):
+    p = world.recent(_holding_candidates(world))
+    if p is None or len(world.holding[p]) >= len(_COUNTS):
+        return None
+    return f"How many objects is {p} carrying?", _COUNTS[len(world.holding[p])], tuple(world.handled[p])
+
+
+def _ask_qa8(world: _World, dice: _Dice):
+    p = world.recent(_holding_candidates(world))
+    if p is None:
+        return None
+    answer = ",".join(world.holding[p]) or "nothing"
+    return f"What is {p} carrying?", answer, tuple(world.handled[p])
+
+
+# Action mixes tuned so that facts per question, ages of the asked facts and answer shares come
+# close to the published test files (benchmarks/babi_simulator.py prints them side by side).
+_MOVEMENT_TASKS = {
+    1: (_MoveSpec(recency=MOVE_RECENCY), _ask_qa1),
+    2: (_MoveSpec(move=0.78, take=0.12, drop=0.1, drop_there=0.18), _ask_qa2),
+    3: (_MoveSpec(move=0.6, take=0.2, drop=0.2, take_there=0.2, drop_there=0.2, stay=0.85), _ask_qa3),
+    5: (_MoveSpec(move=0.4, take=0.18, drop=0.12, give=0.3, start_together=True, meet=0.5,
+                  recency=(0.6, 0.2, 0.12, 0.05, 0.03)), _ask_qa5),
+    6: (_MoveSpec(move=0.66, take=0.22, drop=0.12, recency=MOVE_RECENCY), _ask_qa6),
+    7: (_MoveSpec(move=0.4, take=0.2, drop=0.2, give=0.2, meet=0.5), _ask_qa7),
+    8: (_MoveSpec(move=0.6, take=0.25, drop=0.15), _ask_qa8),
+}
+
+
+# --- the other worlds -------------------------------------------------------------------------
+
+
+def _story_qa4(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Three places in a row along one axis; two statements, one question about a neighbour."""
+    story = _Story()
+    forward, backward = dice.pick((("east", "west"), ("north", "south")))
+    row = dice.sample(vocab.places, 3)  # row[i+1] is `forward` of row[i]
+    pairs = dice.shuffled([(row[1], row[0]), (row[2], row[1])])  # (a, b): a is `forward` of b
+    for a, b in pairs:
+        if dice.chance(0.5):
+            story.say(f"The {a} is {forward} of the {b}.")
+        else:
+            story.say(f"The {b} is {backward} of the {a}.")
+    i = dice.below(2)
+    a, b = pairs[i]
+    # the fact says a is `forward` of b, and so b is `backward` of a; ask for either end
+    direction, here, there = dice.pick(((forward, b, a), (backward, a, b)))
+    if dice.chance(0.5):
+        story.ask(f"What is {direction} of the {here}?", there, (i,))
+    else:  # `here` is the opposite way of `there`
+        opposite = backward if direction == forward else forward
+        story.ask(f"What is the {here} {opposite} of?", there, (i,))
+    return story
+
+
+def _story_qa9(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Plain moves and "is (not / no longer) in" statements; yes/no about someone's last statement."""
+    story = _Story()
+    where = {p: dice.pick(vocab.places) for p in vocab.people}
+    said: dict[str, tuple[int, str, bool]] = {}  # person -> (fact, place, is there)
+    while len(story.questions) < 5:
+        for _ in range(2):
+            p = dice.pick(vocab.people)
+            kind = dice.weighted((0.5, 0.25, 0.25))
+            if kind == 0:
+                where[p] = dice.pick([r for r in vocab.places if r != where[p]])
+                said[p] = (story.say(f"{p} {dice.pick(MOVES)} the {where[p]}."), where[p], True)
+            elif kind == 1:
+                where[p] = dice.pick(vocab.places)
+                said[p] = (story.say(f"{p} is in the {where[p]}."), where[p], True)
+            else:
+                where[p] = dice.pick(vocab.places)
+                away = dice.pick([r for r in vocab.places if r != where[p]])
+                form = dice.pick(("is not in", "is no longer in"))
+                said[p] = (story.say(f"{p} {form} the {away}."), away, False)
+        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
+        fact, place, there = said[p]
+        if there and dice.chance(0.55):
+            place = dice.pick([r for r in vocab.places if r != place])
+            there = False
+        story.ask(f"Is {p} in the {place}?", "yes" if there else "no", (fact,))
+    return story
+
+
+def _story_qa10(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Moves, "is in", "is either in X or Y"; yes/no/maybe about someone's last statement."""
+    story = _Story()
+    where = {p: dice.pick(vocab.places) for p in vocab.people}
+    said: dict[str, tuple[int, tuple[str, ...]]] = {}  # person -> (fact, places it allows)
+    while len(story.questions) < 5:
+        for _ in range(2):
+            p = dice.pick(vocab.people)
+            kind = dice.weighted((0.5, 0.25, 0.25))
+            if kind == 0:
+                where[p] = dice.pick([r for r in vocab.places if r != where[p]])
+                said[p] = (story.say(f"{p} {dice.pick(MOVES)} the {where[p]}."), (where[p],))
+            elif kind == 1:
+                where[p] = dice.pick(vocab.places)
+                said[p] = (story.say(f"{p} is in the {where[p]}."), (where[p],))
+            else:
+                where[p] = dice.pick(vocab.places)
+                pair = dice.shuffled([where[p], dice.pick([r for r in vocab.places if r != where[p]])])
+                said[p] = (story.say(f"{p} is either in the {pair[0]} or the {pair[1]}."), tuple(pair))
+        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
+        fact, allowed = said[p]
+        if dice.chance(0.56):
+            place, answer = dice.pick(allowed), ("yes" if len(allowed) == 1 else "maybe")
+        else:
+            place, answer = dice.pick([r for r in vocab.places if r not in allowed]), "no"
+        story.ask(f"Is {p} in the {place}?", answer, (fact,))
+    return story
+
+
+def _story_pairs(dice: _Dice, vocab: Vocabulary, together: bool) -> _Story:
+    """qa11 (one person, then "he"/"she") and qa13 (two people, then "they"): two moves per pair."""
+    story = _Story()
+    where = {p: dice.pick(vocab.places) for p in vocab.people}
+    said: dict[str, tuple[int, int]] = {}  # person -> (naming fact, pronoun fact) of their last pair
+    while len(story.questions) < 5:
+        group = dice.sample(vocab.people, 2 if together else 1)
+        for step in range(2):
+            to = dice.pick([r for r in vocab.places if r != where[group[0]]])
+            verb = dice.pick(MOVES)
+            if step == 0:
+                first = story.say(f"{' and '.join(group)} {verb} the {to}.")
+            else:
+                pronoun = "they" if together else PRONOUN[group[0]]
+                second = story.say(f"{dice.pick(LINKERS)} {pronoun} {verb} the {to}.")
+            for p in group:
+                where[p] = to
+        for p in group:
+            said[p] = (first, second)
+        recency = (0.93, 0.0, 0.07) if together else (0.68, 0.0, 0.25, 0.0, 0.07)
+        p = _pick_recent(dice, len(story.facts), [(s[1], p) for p, s in said.items()], recency)
+        story.ask(f"Where is {p}?", where[p], said[p])
+    return story
+
+
+def _story_qa12(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Two people move together; where is one of them."""
+    story = _Story()
+    where: dict[str, str] = {}
+    said: dict[str, int] = {}
+    while len(story.questions) < 5:
+        for _ in range(2):
+            group = dice.sample(vocab.people, 2)
+            to = dice.pick([r for r in vocab.places if r not in (where.get(group[0]), where.get(group[1]))])
+            i = story.say(f"{group[0]} and {group[1]} {dice.pick(MOVES)} the {to}.")
+            for p in group:
+                where[p], said[p] = to, i
+        p = _pick_recent(dice, len(story.facts), [(i, p) for p, i in said.items()], (0.76, 0.2, 0.04))
+        story.ask(f"Where is {p}?", where[p], (said[p],))
+    return story
+
+
+_TIMES = ("yesterday", "this morning", "this afternoon", "this evening")
+
+
+def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Each person's day (yesterday, morning, afternoon, evening) told in a random order; where before X."""
+    while True:
+        story = _Story()
+        days = {p: [dice.pick(vocab.places)] for p in vocab.people}
+        for route in days.values():
+            while len(route) < len(_TIMES):
+                route.append(dice.pick([r for r in vocab.places if r != route[-1]]))
+        untold = [(p, t) for p in vocab.people for t in range(len(_TIMES))]
+        shown: dict[tuple[str, int], int] = {}  # (person, time) -> fact
+        while len(story.questions) < 5 and len(untold) >= 2:
+            for _ in range(2):
+                # bAbI tells a day's times next to each other more often than chance would
+                near = [k for k, (p, t) in enumerate(untold) if (p, t - 1) in shown or (p, t + 1) in shown]
+                p, t = untold.pop(dice.pick(near) if near and dice.chance(0.5) else dice.below(len(untold)))
+                when, place, verb = _TIMES[t], days[p][t], dice.pick(MOVES)
+                if dice.chance(0.5):
+                    text = f"{when[0].upper()}{when[1:]} {p} {verb} the {place}."
+                else:
+                    text = f"{p} {verb} the {place} {when}."
+                shown[(p, t)] = story.say(text)
+            # "before the X" needs X once in the whole day, and the time before it told
+            candidates = [(max(i, shown[(p, t - 1)]), (p, t)) for (p, t), i in shown.items()
+                          if (p, t - 1) in shown and days[p].count(days[p][t]) == 1]
+            chosen = _pick_recent(dice, len(story.facts), candidates, (0.4, 0.25, 0.2, 0.1, 0.05))
+            if chosen is not None:
+                p, t = chosen
+                story.ask(f"Where was {p} before the {days[p][t]}?", days[p][t - 1],
+                          (shown[(p, t)], shown[(p, t - 1)]))
+        if len(story.questions) == 5:
+            return story
+
+
+_ANIMALS = (("cat", "Cats"), ("mouse", "Mice"), ("sheep", "Sheep"), ("wolf", "Wolves"))
+
+
+def _story_qa15(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Each kind of animal fears one other kind; four named animals; what does one of them fear."""
+    story = _Story()
+    names = ("Emily", "Gertrude", "Jessica", "Winona")
+    fears = {kind: dice.pick([k for k, _ in _ANIMALS if k != kind]) for kind, _ in _ANIMALS}
+    kind_of = {name: dice.pick([k for k, _ in _ANIMALS]) for name in names}
+    lines = [("fear", kind, plural) for kind, plural in _ANIMALS] + [("is", name, None) for name in names]
+    fact_of: dict[str, int] = {}
+    for what, who, plural in dice.shuffled(lines):
+        if what == "fear":
+            fact_of[who] = story.say(f"{plural} are afraid of {dict(_ANIMALS)[fears[who]].lower()}.")
+        else:
+            fact_of[who] = story.say(f"{who} is a {kind_of[who]}.")
+    for name in dice.shuffled(names):
+        kind = kind_of[name]
+        story.ask(f"What is {name.lower()} afraid of?", fears[kind], (fact_of[name], fact_of[kind]))
+    return story
+
+
+_SPECIES = ("lion", "rhino", "frog", "swan")
+_COLOURS = ("gray", "green", "white", "yellow")
+
+
+def _interleave(dice: _Dice, sequences: Sequence[Sequence]) -> list:
+    """The items of all `sequences` in one random order that keeps each sequence's own order."""
+    left = [list(seq) for seq in sequences if seq]
+    out = []
+    while left:
+        seq = left[dice.weighted([len(s) for s in left])]
+        out.append(seq.pop(0))
+        if not seq:
+            left.remove(seq)
+    return out
+
+
+def _story_qa16(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Five animals: a species and (but for one) a colour each; the unknown colour is the species' colour."""
+    story = _Story()
+    names = dice.shuffled(("Lily", "Bernhard", "Greg", "Julius", "Brian"))
+    asked, twin = names[0], names[1]
+    species = dice.pick(_SPECIES)
+    kind = {asked: species, twin: species}
+    colour = {twin: dice.pick(_COLOURS)}
+    for name in names[2:]:  # whoever shares the asked one's species shares its colour too
+        kind[name] = dice.pick(_SPECIES)
+        colour[name] = colour[twin] if kind[name] == species else dice.pick(_COLOURS)
+    told = _interleave(dice, [[(n, "kind"), (n, "colour")] if n != asked else [(n, "kind")] for n in names])
+    fact_of = {}
+    for name, what in told:
+        text = f"{name} is a {kind[name]}." if what == "kind" else f"{name} is {colour[name]}."
+        fact_of[(name, what)] = story.say(text)
+    story.ask(f"What color is {asked}?", colour[twin],
+              (fact_of[(asked, "kind")], fact_of[(twin, "kind")], fact_of[(twin, "colour")]))
+    return story
+
+
+_STEPS = {"north": (0, 1, "n"), "south": (0, -1, "s"), "east": (1, 0, "e"), "west": (-1, 0, "w")}
+_OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
+
+
+def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Six places on a grid, five adjacencies told; the one two-step way between two of them."""
+    while True:
+        places = dice.shuffled(vocab.places)[:6]
+        grid = {(0, 0): places[0]}
+        links: list[tuple[str, str, str]] = []  # (a, direction, b): a is `direction` of b
+        for place in places[1:]:
+            from_cell = dice.pick(sorted(grid))
+            direction = dice.pick(tuple(_STEPS))
+            dx, dy, _ = _STEPS[direction]
+            cell = (from_cell[0] + dx, from_cell[1] + dy)
+            if cell in grid:
+                break
+            grid[cell] = place
+            links.append((place, direction, grid[from_cell]))
+        if len(links) < 5:
+            continue
+        story = _Story()
+        steps: dict[str, list[tuple[str, str, int]]] = {}  # from -> [(direction, to, fact)]
+        for a, direction, b in dice.shuffled(links):
+            if dice.chance(0.5):
+                fact = story.say(f"The {a} is {direction} of the {b}.")
+            else:
+                fact = story.say(f"The {b} is {_OPPOSITE[direction]} of the {a}.")
+            steps.setdefault(b, []).append((direction, a, fact))
+            steps.setdefault(a, []).append((_OPPOSITE[direction], b, fact))
+        routes: dict[tuple[str, str], list] = {}
+        for start, first_steps in steps.items():
+            for s1, mid, f1 in first_steps:
+                for s2, end, f2 in steps[mid]:
+                    if end != start:
+                        routes.setdefault((start, end), []).append((s1, s2, f1, f2))
+        unique = [(ends, r[0]) for ends, r in sorted(routes.items()) if len(r) == 1]
+        if not unique:
+            continue
+        (start, end), (s1, s2, f1, f2) = dice.pick(unique)
+        story.ask(f"How do you go from the {start} to the {end}?", f"{_STEPS[s1][2]},{_STEPS[s2][2]}", (f1, f2))
+        return story
+
+
+_SHAPES = ("red square", "triangle", "pink rectangle", "yellow square", "blue square", "red sphere")
+# relation -> (axis, sign): "A is to the left of B" puts A in B's row, at a smaller x
+_PLACEMENT = {"to the left of": (0, -1), "to the right of": (0, 1), "below": (1, -1), "above": (1, 1)}
+
+
+def _story_qa17(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Three shapes, two told side by side with a shared middle one; yes/no on the outer two."""
+    story = _Story()
+    while True:
+        relations = [dice.pick(tuple(_PLACEMENT)), dice.pick(tuple(_PLACEMENT))]
+        first, second = (_PLACEMENT[r] for r in relations)
+        # same axis, opposite sides (left of B, B left of... reversed) leaves the outer two unordered
+        if first[0] != second[0] or first[1] == second[1]:
+            break
+    outer_a, middle, outer_c = dice.sample(_SHAPES, 3)
+    # outer_a is relations[0] of middle; middle is relations[1] of outer_c
+    offset = [0, 0]  # outer_a's position minus outer_c's, in sign per axis
+    offset[first[0]] += first[1]
+    offset[second[0]] += second[1]
+    facts = [f"The {outer_a} is {relations[0]} the {middle}.", f"The {middle} is {relations[1]} the {outer_c}."]
+    order = dice.shuffled((0, 1))
+    for k in order:
+        story.say(facts[k])
+    questions: dict[str, list[str]] = {"yes": [], "no": []}
+    for relation, (axis, sign) in _PLACEMENT.items():
+        for a, c, along in ((outer_a, outer_c, offset[axis]), (outer_c, outer_a, -offset[axis])):
+            questions["yes" if along * sign > 0 else "no"].append(f"Is the {a} {relation} the {c}?")
+    support = tuple(order.index(k) for k in (0, 1))
+    for _ in range(8):
+        answer = dice.pick(("yes", "no"))
+        story.ask(dice.pick(questions[answer]), answer, support)
+    return story
+
+
+_BOXES = ("box", "box of chocolates", "chocolate", "container", "chest", "suitcase")
+
+
+def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Six things of hidden sizes, told pairwise five at a time; yes/no on pairs two steps apart."""
+    while True:
+        story = _Story()
+        # as in bAbI: the chocolate is smallest, then the box of chocolates, then the four containers
+        containers = dice.shuffled(("box", "container", "chest", "suitcase"))
+        size = {thing: k for k, thing in enumerate(("chocolate", "box of chocolates", *containers))}
+        told: dict[tuple[str, str], int] = {}  # (smaller, bigger) -> fact
+        pairs = [(a, b) for a in _BOXES for b in _BOXES if size[a] < size[b]]
+        while len(told) + 5 <= len(pairs):
+            for small, big in dice.sample([p for p in pairs if p not in told], 5):
+                if dice.chance(0.5):
+                    told[(small, big)] = story.say(f"The {small} fits inside the {big}.")
+                else:
+                    told[(small, big)] = story.say(f"The {big} is bigger than the {small}.")
+            chains = [(small, big, (told[(small, mid)], told[(mid, big)]))
+                      for (small, mid) in told for (mid2, big) in told
+                      if mid2 == mid and (small, big) not in told]
+            if chains:
+                for _ in range(5):
+                    small, big, support = dice.pick(chains)
+                    form = dice.below(4)
+                    if form == 0:
+                        story.ask(f"Is the {big} bigger than the {small}?", "yes", support[::-1])
+                    elif form == 1:
+                        story.ask(f"Is the {small} bigger than the {big}?", "no", support)
+                    elif form == 2:
+                        story.ask(f"Does the {small} fit in the {big}?", "yes", support)
+                    else:
+                        story.ask(f"Does the {big} fit in the {small}?", "no", support[::-1])
+                return story
+
+
+_MOTIVES = {"thirsty": ("kitchen", "milk"), "hungry": ("kitchen", "apple"),
+            "bored": ("garden", "football"), "tired": ("bedroom", "pajamas")}
+
+
+def _story_qa20(dice: _Dice, vocab: Vocabulary) -> _Story:
+    """Four people, each with a need, go where it is met and get what meets it; where/why questions."""
+    story = _Story()
+    names = ("Jason", "Antoine", "Sumit", "Yann")
+    plans = {}
+    for name in names:
+        motive = dice.pick(tuple(_MOTIVES))
+        steps = ["feel", "go"] + (["get"] if dice.chance(0.85) else [])
+        plans[name] = (motive, steps)
+    told = {n: 0 for n in names}
+    motive_fact: dict[str, int] = {}
+    while any(told[n] < len(plans[n][1]) for n in names):
+        name = dice.pick([n for n in names if told[n] < len(plans[n][1])])
+        motive, steps = plans[name]
+        step = steps[told[name]]
+        told[name] += 1
+        place, thing = _MOTIVES[motive]
+        who = name.lower()
+        if step == "feel":
+            motive_fact[name] = story.say(f"{name} is {motive}.")
+            story.ask(f"Where will {who} go?", place, (motive_fact[name],))
+        elif step == "go":
+            story.say(f"{name} {dice.pick(MOVES)} the {place}.")
+            story.ask(f"Why did {who} go to the {place}?", motive, (motive_fact[name],))
+        else:
+            story.say(f"{name} {dice.pick(TAKES)} the {thing} there.")
+            story.ask(f"Why did {who} get the {thing}?", motive, (motive_fact[name],))
+    return story
+
+
+_OTHER_TASKS: dict[int, Callable[[_Dice, Vocabulary], _Story]] = {
+    4: _story_qa4,
+    9: _story_qa9,
+    10: _story_qa10,
+    11: lambda dice, vocab: _story_pairs(dice, vocab, together=False),
+    12: _story_qa12,
+    13: lambda dice, vocab: _story_pairs(dice, vocab, together=True),
+    14: _story_qa14,
+    15: _story_qa15,
+    16: _story_qa16,
+    17: _story_qa17,
+    18: _story_qa18,
+    19: _story_qa19,
+    20: _story_qa20,
+}
+
+
+# --- public API -------------------------------------------------------------------------------
+
+
+def simulate(qa: str, n: int, seed: int, *, wide_vocabulary: bool = False, check: bool = False) -> list[BabiSample]:
+    """`n` new samples of bAbI task `qa`, the same for the same arguments on any machine.
+
+    Samples come story by story, several questions per story as in the bAbI files; the last story
+    may stop after fewer questions to give exactly `n`. With `check`, each answer is re-derived from
+    the text by `verify.answer_from_story` and a disagreement raises (a bug, never to be dropped).
+    """
+    number = _task_number(qa)
+    if n < 0:
+        raise ValueError(f"n={n}: the number of samples must be 0 or more")
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r}: the simulator's seed must be a whole number, 0 or more")
+    dice = _Dice(seed, number)
+    vocab = vocabulary(qa, wide_vocabulary)
+    if number in _MOVEMENT_TASKS:
+        make_story = partial(_movement_story, dice, vocab, *_MOVEMENT_TASKS[number])
+    else:
+        make_story = partial(_OTHER_TASKS[number], dice, vocab)
+    samples: list[BabiSample] = []
+    story_index = 0
+    while len(samples) < n:
+        story = make_story()
+        for n_facts, question, answer, supporting in story.questions[: n - len(samples)]:
+            samples.append(BabiSample(tuple(story.facts[:n_facts]), question, answer, supporting, story_index))
+        story_index += 1
+    if check:
+        for sample in samples:
+            derived = answer_from_story(f"qa{number}", sample.facts, sample.question)
+            if derived != sample.answer:
+                raise AssertionError(
+                    f"simulator bug in qa{number} (seed {seed}): story {sample.story} question "
+                    f"{sample.question!r}: simulated {sample.answer!r}, re-derived {derived!r}"
+                )
+    return samples
+
+
+def write_babi_file(samples: Sequence[BabiSample], path: str | Path) -> Path:
+    """Write `samples` in the bAbI text format; `babi.read_babi(path)` gives them back.
+
+    Samples of one story (same `story`, consecutive, each one's facts extending the previous one's)
+    share one numbered story; numbering restarts at 1 with each story, and a question line reads
+    `N question<TAB>answer<TAB>supporting line numbers`.
+    """
+    path = Path(path)
+    lines: list[str] = []
+    story, written, line_of = None, 0, []  # line_of[i]: line number of fact i in the current story
+    number, current_facts = 0, ()
+    for sample in samples:
+        if sample.story != story or len(sample.facts) < written or \
+                tuple(sample.facts[:written]) != tuple(current_facts[:written]):
+            story, written, line_of, number = sample.story, 0, [], 0
+        for fact in sample.facts[written:]:
+            number += 1
+            line_of.append(number)
+            lines.append(f"{number} {fact}")
+        written = len(sample.facts)
+        current_facts = sample.facts
+        number += 1
+        support = " ".join(str(line_of[i]) for i in sample.supporting)
+        lines.append(f"{number} {sample.question}\t{sample.answer}\t{support}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
