@@ -68,7 +68,7 @@ class Check(NamedTuple):
     acc: bool
     """The authors' check (substring matching)."""
     acc_corrected: bool
-    """The corrected check (whole words, comma lists with or without spaces)."""
+    """The corrected check (`corrected_correct`: whole words, word forms, negation, lists, paths)."""
 
 
 class Score(NamedTuple):
@@ -370,7 +370,11 @@ def check(qa: str, target: str, output: str, question: str) -> Check:
 
 def score_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Score:
     """Both accuracies (percent) over rows with `target`, `output` and `question` fields."""
-    checks = [check(qa, row["target"], row["output"], row["question"]) for row in rows]
+    return _score([check(qa, row["target"], row["output"], row["question"]) for row in rows])
+
+
+def _score(checks: list[Check]) -> Score:
+    """Both accuracies (percent) of a list of verdicts."""
     if not checks:
         raise ValueError("no answers to score")
     n = len(checks)
@@ -435,18 +439,18 @@ class Audit(NamedTuple):
 
 def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
     """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
-    rows = list(rows)
     labels = labels_for(qa)
-    disagreements = []
+    verdicts, disagreements = [], []
     for index, row in enumerate(rows):
         verdict = check(qa, row["target"], row["output"], row["question"])
+        verdicts.append(verdict)
         if verdict.acc != verdict.acc_corrected:
             rule = deciding_rule(row["target"], row["output"], row["question"], labels)
             disagreements.append(
                 Disagreement(index, row["target"], row["output"], read_answer(row["output"]), *verdict, rule)
             )
     by_rule = Counter(d.rule for d in disagreements)
-    return Audit(score_rows(rows, qa), disagreements, dict(by_rule.most_common()))
+    return Audit(_score(verdicts), disagreements, dict(by_rule.most_common()))
 
 
 def audit_file(path: str | Path, qa: str) -> Audit:
