@@ -6,69 +6,250 @@ import csv
 from pathlib import Path
 
 import pytest
+from kit import SHARED_DATA
 
 from lm_eval_longmem.babilong.metrics import (
     TASK_LABELS,
+    WORD_FORMS,
+    audit_rows,
     check,
+    deciding_rule,
     corrected_correct,
     first_sentence,
+    normalize_answer,
     official_correct,
     read_predictions,
     score_file,
 )
 
-# (task, target, output, question, acc, acc_corrected)
+# (task, target, output, question, acc, acc_corrected). `acc_corrected` is the verdict a careful
+# reader gives; `acc` is what the authors' check says, wrong where the reader disagrees with it.
+Q_MARY = "Where is Mary?"
+Q_COUNT = "How many objects is Mary carrying?"
+Q_CARRY = "What is Mary carrying?"
+Q_OFFICE = "Is Mary in the office?"
+Q_PARK = "Is Bill in the park?"
+Q_AFRAID = "What is Gertrude afraid of?"
+Q_PATH = "How do you go from the kitchen to the garden?"
 CASES = [
-    # plain answers
-    ("qa1", "office", "The most recent location of Mary is office.", "Where is Mary?", True, True),
-    ("qa1", "office", "office", "Where is Mary?", True, True),
-    ("qa1", "office", "OFFICE", "Where is Mary?", True, True),
+    # qa1: plain answers
+    ("qa1", "office", "The most recent location of Mary is office.", Q_MARY, True, True),
+    ("qa1", "office", "office", Q_MARY, True, True),
+    ("qa1", "office", "OFFICE", Q_MARY, True, True),
+    ("qa1", "kitchen", "The most recent location of \u2019Mary\u2019 is \u2019kitchen\u2019", Q_MARY, True, True),
     # two labels named: wrong under both
-    ("qa1", "office", "Mary is in the office or the kitchen.", "Where is Mary?", False, False),
+    ("qa1", "office", "Mary is in the office or the kitchen.", Q_MARY, False, False),
     # only the first sentence counts
-    ("qa1", "office", "Office. Earlier she was in the kitchen.", "Where is Mary?", True, True),
-    ("qa1", "office", "She moved. Then to the office.", "Where is Mary?", False, False),
+    ("qa1", "office", "Office. Earlier she was in the kitchen.", Q_MARY, True, True),
+    ("qa1", "office", "She moved. Then to the office.", Q_MARY, False, False),
     # imitating the prompt is cut off
-    ("qa1", "office", "office<example>kitchen", "Where is Mary?", True, True),
-    ("qa1", "office", "office <context> kitchen", "Where is Mary?", True, True),
-    # labels named in the question are ignored
+    ("qa1", "office", "office<example>kitchen", Q_MARY, True, True),
+    ("qa1", "office", "office <context> kitchen", Q_MARY, True, True),
+    ("qa1", "office", "", Q_MARY, False, False),
+    # a negated mention is not the answer
+    ("qa1", "office", "Mary is not in the kitchen, she is in the office.", Q_MARY, False, True),
+    ("qa1", "office", "Mary isn't in the office.", Q_MARY, True, False),
+    # qa2, qa3, qa4: labels named in the question are ignored
+    ("qa2", "garden", "The football is in the garden.", "Where is the football?", True, True),
+    ("qa2", "garden", "The football is in the hallway.", "Where is the football?", False, False),
     ("qa3", "garden", "Before the kitchen the apple was in the garden.", "Where was the apple before the kitchen?", True, True),
+    ("qa3", "garden", "Before the kitchen the apple was in the hallway.", "Where was the apple before the kitchen?", False, False),
+    ("qa3", "bathroom", "In the bathroom, not in the garden.", "Where was the apple before the kitchen?", False, True),
+    ("qa4", "office", "The office is north of the kitchen.", "What is north of the kitchen?", True, True),
+    ("qa4", "garden", "The kitchen is north of the garden.", "What is the kitchen north of?", True, True),
+    ("qa4", "office", "The bedroom.", "What is north of the kitchen?", False, False),
+    # qa5
     ("qa5", "Fred", "Fred", "Who gave the apple to Jeff?", True, True),
     ("qa5", "apple", "Fred gave the apple.", "What did Fred give to Jeff?", True, True),
-    # "none" contains "one": the authors' check marks the right answer wrong
-    ("qa7", "none", "none", "How many objects is Mary carrying?", False, True),
-    ("qa7", "one", "none", "How many objects is Mary carrying?", False, False),
-    ("qa7", "one", "one", "How many objects is Mary carrying?", True, True),
-    ("qa7", "two", "Mary is carrying two objects, not one.", "How many objects is Mary carrying?", False, False),
-    # "not" contains "no"
-    ("qa6", "no", "It is not known.", "Is Mary in the office?", True, False),
-    ("qa6", "yes", "yes, she is not elsewhere", "Is Mary in the office?", False, True),
-    ("qa6", "no", "No", "Is Mary in the office?", True, True),
-    ("qa10", "maybe", "maybe", "Is Bill in the park?", True, True),
-    ("qa10", "no", "nobody knows", "Is Bill in the park?", True, False),
-    # comma lists (qa8): output with or without spaces, target with or without spaces
-    ("qa8", "apple,football", "apple,football", "What is Mary carrying?", True, True),
-    ("qa8", "apple,football", "football, apple", "What is Mary carrying?", True, True),
-    ("qa8", "football, apple", "apple, football", "What is Mary carrying?", False, True),
-    ("qa8", "apple,football", "apple", "What is Mary carrying?", False, False),
-    ("qa8", "apple,football", "apple, football, milk", "What is Mary carrying?", False, False),
-    ("qa8", "nothing", "nothing", "What is Mary carrying?", True, True),
-    # qa19 pairs are single labels; a space after the comma hides the answer from the authors' check
-    ("qa19", "n,w", "n,w", "How do you go from the bathroom to the hallway?", True, True),
-    ("qa19", "n,w", "n, w", "How do you go from the bathroom to the hallway?", False, True),
-    ("qa19", "n,w", "w,n", "How do you go from the bathroom to the hallway?", False, False),
-    ("qa19", "s,s", "s,s", "How do you go from the kitchen to the garden?", True, True),
-    # whole words: "bedroom" is not found inside "bedrooms"? it is a different word
-    ("qa20", "hungry", "hungry", "Why did John go to the kitchen?", True, True),
+    ("qa5", "apple", "Fred gave Jeff the apples.", "What did Fred give to Jeff?", True, True),
+    ("qa5", "Bill", "Bill gave the milk to Jeff, not Fred.", "Who gave the milk to Jeff?", False, True),
+    ("qa5", "Jeff", "Mary", "Who received the football?", False, False),
+    # qa6: "not" contains "no"; "No idea" and "no way to tell" are not the answer "no"
+    ("qa6", "no", "It is not known.", Q_OFFICE, True, False),
+    ("qa6", "yes", "yes, she is not elsewhere", Q_OFFICE, False, True),
+    ("qa6", "no", "No", Q_OFFICE, True, True),
+    ("qa6", "no", "No.", Q_OFFICE, True, True),
+    ("qa6", "no", "No, Mary is in the kitchen.", Q_OFFICE, True, True),
+    ("qa6", "no", "No! She left.", Q_OFFICE, True, True),
+    ("qa6", "no", "No Mary is not in the office", Q_OFFICE, True, True),
+    ("qa6", "no", "No it is not", Q_OFFICE, True, True),
+    ("qa6", "no", "The answer is no", Q_OFFICE, True, True),
+    ("qa6", "yes", "Yes, Mary is in the office.", Q_OFFICE, True, True),
+    ("qa6", "no", "No idea", Q_OFFICE, True, False),
+    ("qa6", "no", "There is no way to tell.", Q_OFFICE, True, False),
+    ("qa6", "no", "yes and no", Q_OFFICE, False, False),
+    # qa7: "none" contains "one"; digits, "zero", "nothing"; "no one" is not "one"
+    ("qa7", "none", "none", Q_COUNT, False, True),
+    ("qa7", "one", "none", Q_COUNT, False, False),
+    ("qa7", "one", "one", Q_COUNT, True, True),
+    ("qa7", "three", "Mary is carrying three objects.", Q_COUNT, True, True),
+    ("qa7", "two", "Mary is carrying two objects, not one.", Q_COUNT, False, True),
+    ("qa7", "none", "zero", Q_COUNT, False, True),
+    ("qa7", "none", "0", Q_COUNT, False, True),
+    ("qa7", "none", "nothing", Q_COUNT, False, True),
+    ("qa7", "none", "Mary is carrying no objects.", Q_COUNT, False, True),
+    ("qa7", "none", "Mary is not carrying anything.", Q_COUNT, False, True),
+    ("qa7", "one", "1", Q_COUNT, False, True),
+    ("qa7", "two", "2", Q_COUNT, False, True),
+    ("qa7", "one", "No one knows.", Q_COUNT, True, False),
+    ("qa7", "two", "3", Q_COUNT, False, False),
+    # qa8: comma lists with or without spaces, plurals, negation, ways to say "nothing"
+    ("qa8", "apple,football", "apple,football", Q_CARRY, True, True),
+    ("qa8", "apple,football", "football, apple", Q_CARRY, True, True),
+    ("qa8", "football, apple", "apple, football", Q_CARRY, False, True),
+    ("qa8", "apple,football", "apple", Q_CARRY, False, False),
+    ("qa8", "apple,football", "apple, football, milk", Q_CARRY, False, False),
+    ("qa8", "apple,milk", "apples and milk", Q_CARRY, True, True),
+    ("qa8", "nothing", "nothing", Q_CARRY, True, True),
+    ("qa8", "nothing", "none", Q_CARRY, False, True),
+    ("qa8", "nothing", "Mary is not carrying anything.", Q_CARRY, False, True),
+    ("qa8", "apple", "apples", Q_CARRY, True, True),
+    ("qa8", "apple", "not the apple", Q_CARRY, True, False),
+    ("qa8", "milk", "Mary is carrying the milk, not the apple.", Q_CARRY, False, True),
+    ("qa8", "milk", "Mary is carrying not only the milk but also the apple.", Q_CARRY, False, False),
+    # qa9
+    ("qa9", "no", "no", "Is Mary in the kitchen?", True, True),
+    ("qa9", "no", "No, Mary is not in the kitchen.", "Is Mary in the kitchen?", True, True),
+    ("qa9", "yes", "Yes.", "Is Mary in the kitchen?", True, True),
+    ("qa9", "no", "No idea.", "Is Mary in the kitchen?", True, False),
+    # qa10: the phrasings of "maybe"
+    ("qa10", "maybe", "maybe", Q_PARK, True, True),
+    ("qa10", "maybe", "It is not known.", Q_PARK, False, True),
+    ("qa10", "maybe", "unknown", Q_PARK, False, True),
+    ("qa10", "maybe", "It cannot be determined.", Q_PARK, False, True),
+    ("qa10", "maybe", "It can't be determined", Q_PARK, False, True),
+    ("qa10", "maybe", "There is no way to tell.", Q_PARK, False, True),
+    ("qa10", "maybe", "Bill may be in the park.", Q_PARK, False, True),
+    ("qa10", "no", "There is no way to tell.", Q_PARK, True, False),
+    ("qa10", "no", "It is not known.", Q_PARK, True, False),
+    ("qa10", "no", "nobody knows", Q_PARK, True, False),
+    ("qa10", "no", "No, Bill is in the office.", Q_PARK, True, True),
+    ("qa10", "yes", "Yes, Bill is in the park.", Q_PARK, True, True),
+    # qa11, qa12, qa13
+    ("qa11", "hallway", "Daniel is in the hallway.", "Where is Daniel?", True, True),
+    ("qa11", "hallway", "Daniel is in the garden.", "Where is Daniel?", False, False),
+    ("qa12", "kitchen", "John and Mary are in the kitchen.", "Where is John?", True, True),
+    ("qa12", "kitchen", "the Kitchen!", "Where is John?", True, True),
+    ("qa13", "bedroom", "Sandra is in the bedroom.", "Where is Sandra?", True, True),
+    ("qa13", "bedroom", "Sandra is neither in the garden nor in the bedroom.", "Where is Sandra?", False, False),
+    # qa14: whole words ("park" is not in "parking")
     ("qa14", "park", "the parking lot", "Where was Mary before the school?", True, False),
-    # empty answer
-    ("qa1", "office", "", "Where is Mary?", False, False),
+    ("qa14", "park", "Mary was in the park before the school.", "Where was Mary before the school?", True, True),
+    ("qa14", "cinema", "Before the school Mary was at the cinema.", "Where was Mary before the school?", True, True),
+    # qa15: plurals of the animals
+    ("qa15", "cat", "cats", Q_AFRAID, True, True),
+    ("qa15", "cat", "Gertrude is afraid of cats.", Q_AFRAID, True, True),
+    ("qa15", "mouse", "Gertrude is afraid of mice.", Q_AFRAID, False, True),
+    ("qa15", "mouse", "mice", Q_AFRAID, False, True),
+    ("qa15", "wolf", "wolves", Q_AFRAID, False, True),
+    ("qa15", "sheep", "sheep", Q_AFRAID, True, True),
+    ("qa15", "wolf", "Gertrude is not afraid of cats, she is afraid of wolves.", Q_AFRAID, False, True),
+    ("qa15", "mouse", "cat", Q_AFRAID, False, False),
+    # qa16: colours
+    ("qa16", "gray", "Greg is gray.", "What color is Greg?", True, True),
+    ("qa16", "gray", "grey", "What color is Greg?", False, True),
+    ("qa16", "white", "Greg is yellow.", "What color is Greg?", False, False),
+    ("qa16", "green", "green", "What color is Greg?", True, True),
+    # qa17, qa18: a plain "no" is still "no"
+    ("qa17", "no", "No.", "Is the triangle above the red square?", True, True),
+    ("qa17", "no", "no", "Is the triangle above the red square?", True, True),
+    ("qa17", "no", "No, the triangle is below the red square.", "Is the triangle above the red square?", True, True),
+    ("qa17", "yes", "Yes.", "Is the triangle above the red square?", True, True),
+    ("qa17", "no", "no way to tell", "Is the triangle above the red square?", True, False),
+    ("qa18", "no", "No, it does not fit.", "Does the box fit in the suitcase?", True, True),
+    ("qa18", "yes", "Yes", "Does the box fit in the suitcase?", True, True),
+    ("qa18", "no", "No idea", "Does the box fit in the suitcase?", True, False),
+    # qa19: paths, in order, as letters or compass words
+    ("qa19", "n,w", "n,w", Q_PATH, True, True),
+    ("qa19", "n,w", "n, w", Q_PATH, False, True),
+    ("qa19", "n,w", "w,n", Q_PATH, False, False),
+    ("qa19", "n,w", "north, west", Q_PATH, False, True),
+    ("qa19", "n,w", "north west", Q_PATH, False, True),
+    ("qa19", "n,w", "Go north, then west.", Q_PATH, False, True),
+    ("qa19", "s,s", "s,s", Q_PATH, True, True),
+    ("qa19", "s,s", "south", Q_PATH, False, False),
+    ("qa19", "e,n", "east, north, west", Q_PATH, False, False),
+    # qa20: motives, also as nouns; the place in the question is ignored
+    ("qa20", "hungry", "hungry", "Why did John go to the kitchen?", True, True),
+    ("qa20", "hungry", "John went to the kitchen because he was hungry.", "Why did John go to the kitchen?", True, True),
+    ("qa20", "bored", "boredom", "Why did John go to the garden?", True, True),
+    ("qa20", "bored", "Out of boredom.", "Why did John get the football?", True, True),
+    ("qa20", "thirsty", "thirst", "Why did John go to the kitchen?", False, True),
+    ("qa20", "tired", "John was tired, not hungry.", "Why did John go to the bedroom?", False, True),
+    ("qa20", "kitchen", "John will go to the kitchen.", "Where will John go?", True, True),
 ]
 
 
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), CASES)
 def test_checks(qa, target, output, question, acc, acc_corrected):
     assert check(qa, target, output, question) == (acc, acc_corrected)
+
+
+def test_table_covers_every_task_and_enough_rows():
+    assert len(CASES) >= 80
+    assert {case[0] for case in CASES} == set(TASK_LABELS)
+
+
+# Answers a reader might accept that the corrected check, by design, does not: it reads labels and
+# the listed forms only (see the card).
+LIMITS = [
+    ("qa6", "no", "Mary is not in the office.", Q_OFFICE),  # no yes/no given
+    ("qa6", "no", "Mary is no longer in the office.", Q_OFFICE),  # no yes/no given
+    ("qa14", "cinema", "The movie theater.", "Where was Mary before the school?"),  # a synonym
+    ("qa10", "maybe", "I have no idea.", Q_PARK),  # about the speaker, not the story
+    ("qa19", "n,w", "north, west (n, w)", Q_PATH),  # the path named twice reads as four steps
+]
+
+
+@pytest.mark.parametrize(("qa", "target", "output", "question"), LIMITS)
+def test_documented_limits(qa, target, output, question):
+    assert not check(qa, target, output, question).acc_corrected
+
+
+@pytest.mark.parametrize(
+    ("qa", "target", "output", "question", "rule"),
+    [
+        ("qa7", "none", "none", Q_COUNT, "whole-word"),
+        ("qa15", "mouse", "mice", Q_AFRAID, "word-form"),
+        ("qa6", "no", "No idea", Q_OFFICE, "negation"),
+        ("qa8", "football, apple", "apple, football", Q_CARRY, "list"),
+        ("qa19", "n,w", "north, west", Q_PATH, "path"),
+        ("qa7", "none", "zero", Q_COUNT, "whole-word+word-form"),
+        ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form|negation"),
+        ("qa19", "n,w", "n-w", Q_PATH, "normalize"),
+    ],
+)
+def test_deciding_rule(qa, target, output, question, rule):
+    assert deciding_rule(target, output, question, TASK_LABELS[qa]) == rule
+
+
+def test_word_forms_are_sound():
+    """Forms are written normalised, belong to labels, and never name two labels in one task."""
+    all_labels = {label.lower() for labels in TASK_LABELS.values() for label in labels}
+    assert set(WORD_FORMS) <= all_labels
+    for label, forms in WORD_FORMS.items():
+        assert all(normalize_answer(form) == form for form in forms), label
+    for qa, labels in TASK_LABELS.items():
+        forms = [form for label in labels for form in WORD_FORMS.get(label.lower(), ())]
+        assert len(forms) == len(set(forms)), qa
+        assert not {label.lower() for label in labels} & set(forms), qa
+
+
+def test_audit_lists_disagreements_with_their_rule():
+    rows = [
+        {"target": "none", "output": "None.", "question": Q_COUNT},
+        {"target": "one", "output": "No one knows", "question": Q_COUNT},
+        {"target": "one", "output": "one", "question": Q_COUNT},
+        {"target": "none", "output": "zero. Or one", "question": Q_COUNT},
+    ]
+    audit = audit_rows(rows, "qa7")
+    assert audit.score == (4, 50.0, 75.0)
+    assert [(d.row, d.answer, d.acc, d.acc_corrected, d.rule) for d in audit.disagreements] == [
+        (0, "None", False, True, "whole-word"),
+        (1, "No one knows", True, False, "negation"),
+        (3, "zero", False, True, "whole-word+word-form"),
+    ]
+    assert audit.by_rule == {"whole-word": 1, "negation": 1, "whole-word+word-form": 1}
 
 
 def test_first_sentence_lowercases_and_cuts():
@@ -96,7 +277,7 @@ PUBLISHED = {  # the BABILong authors' scores of these files (percent)
     ("qa4", "0k"): 100.0,
     ("qa5", "0k"): 97.4,
 }
-PREDICTIONS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "babilong_predictions"
+PREDICTIONS = SHARED_DATA / "babilong_predictions"
 FILES = sorted(PREDICTIONS.rglob("*.csv"))
 
 
