@@ -5,8 +5,9 @@ Everything here reads the results file only (`lm-eval-longmem babilong report`, 
 
 * Cell: one `babilong_qaN_LEN` task that ran, with a Wilson 95% interval from its accuracy and
   number of docs.
-* Headline: per length, the unweighted mean over qa1-qa5 (the paper's Table 2), with a normal 95%
-  interval from the tasks' binomial variances. It is given only where all five tasks ran.
+* Headline: per length, the unweighted mean over qa1-qa5 (the paper's Table 2), with a Wilson 95%
+  interval on the tasks' effective number of docs (`mean_of_proportions_interval`; it stays
+  informative at 0% and 100%). It is given only where all five tasks ran.
 * Overall: the unweighted mean over every cell that ran (what the `babilong` group reports), same interval.
 * Effective context of a task: the longest length L such that accuracy is at least the threshold
   (0.85, the paper's "satisfactory") at L and at every shorter length that ran; None when the
@@ -15,16 +16,13 @@ Everything here reads the results file only (`lm-eval-longmem babilong report`, 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple
 
-from scipy import stats
-
 from lm_eval_longmem.babilong.data import DEFAULT_TASKS, STANDARD_LENGTHS
 from lm_eval_longmem.common.lengths import parse_length
-from lm_eval_longmem.common.stats import Interval, proportion_interval
+from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
 
 Metric = Literal["acc", "acc_corrected"]
 _TASK_NAME = re.compile(r"^babilong_(qa\d+)_(\w+)$")
@@ -75,11 +73,9 @@ def read_cells(results: dict) -> list[Cell]:
 
 
 def _mean_interval(cells: Sequence[Cell], metric: Metric, level: float = 0.95) -> Interval:
-    values = [getattr(c, metric).estimate for c in cells]
-    mean = sum(values) / len(values)
-    variance = sum(p * (1 - p) / c.n for p, c in zip(values, cells)) / len(cells) ** 2
-    half = stats.norm.ppf(0.5 + level / 2) * math.sqrt(variance)
-    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half))
+    """Unweighted mean of the cells' accuracies with a score interval that never collapses (see common.stats)."""
+    counts = [(round(getattr(c, metric).estimate * c.n), c.n) for c in cells]
+    return mean_of_proportions_interval(counts, level)
 
 
 def headline(cells: Iterable[Cell], tasks: Sequence[str] = DEFAULT_TASKS) -> list[Headline]:
