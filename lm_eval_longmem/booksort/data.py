@@ -138,7 +138,9 @@ def _read_text(root: Path, name: str) -> tuple[str, str]:
     try:
         data = path.read_bytes()
     except OSError as err:
-        raise UsageError(f"{path}: cannot read this file of the Book-SORT build ({err.strerror}): {_rebuild(root)}") from err
+        raise UsageError(
+            f"{path}: cannot read this file of the Book-SORT build ({err.strerror}): {_rebuild(root)}"
+        ) from err
     try:
         return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as err:

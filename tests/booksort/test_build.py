@@ -265,4 +265,5 @@ def test_manifest_records_counts_and_digests(built, built_dir):
     assert manifest["n_trials"] == {s: sum(t.split == s for t in built.trials) for s in ("test", "validation")}
     files = {str(p.relative_to(built_dir)) for p in built_dir.rglob("*") if p.is_file()} - {"manifest.json"}
     assert set(manifest["sha256"]) == files
-    assert all(hashlib.sha256((built_dir / name).read_bytes()).hexdigest() == d for name, d in manifest["sha256"].items())
+    for name, digest in manifest["sha256"].items():
+        assert hashlib.sha256((built_dir / name).read_bytes()).hexdigest() == digest, name
