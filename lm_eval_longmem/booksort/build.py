@@ -20,7 +20,8 @@ The build is a pure function of the book texts and the seed (local ``numpy`` gen
 
 On disk a built dataset is a directory::
 
-    manifest.json        builder version, seed, sizes, per-book word counts and skipped conditions
+    manifest.json        builder version, seed, sizes, per-book word counts, skipped conditions, trials
+                         per split (``n_trials``) and the sha256 of every other file (``sha256``)
     books/<book_id>.txt  the cleaned words of each book, joined by single spaces
     test.jsonl           one trial per line (see `Trial`), excerpts stored by word offset
     validation.jsonl
@@ -48,6 +49,7 @@ from typing import NamedTuple
 import numpy as np
 
 from lm_eval_longmem.common.corpus import strip_gutenberg
+from lm_eval_longmem.common.errors import UsageError
 
 BUILDER_VERSION = 1
 """Bump when a change to this module changes the built data."""
@@ -416,7 +418,27 @@ def build(books: Sequence[Book], spec: BuildSpec = BuildSpec()) -> BuildResult:
                     )
                 else:
                     trials += cell
+    if not trials:
+        raise UsageError(_too_short_message(books, spec))
     return BuildResult(trials, skipped)
+
+
+def _too_short_message(books: Sequence[Book], spec: BuildSpec) -> str:
+    """Why nothing could be built: which books, and about how long a book must be for the shortest L_E."""
+    n_excerpts = spec.n_test + spec.n_validation
+    shortest = min(spec.excerpt_lengths)
+    n_words = sum(len(b.words) for b in books)
+    n_sentences = sum(len(sentence_starts(b.words)) for b in books)
+    words_per_sentence = n_words / n_sentences if n_sentences else 15.0
+    needed = shortest + round(n_excerpts * words_per_sentence)
+    names = ", ".join(f"{b.book_id} ({len(b.words):,} words)" for b in books) or "none"
+    return (
+        f"no Book-SORT trial can be built: the books are too short for every condition: {names}. "
+        f"Each L_E x L_S condition needs {n_excerpts} excerpts starting at different sentences, so a book needs "
+        f"{n_excerpts} sentence starts before its last L_E words: at least about {needed:,} words of prose "
+        f"for L_E={shortest} ({words_per_sentence:.0f} words per sentence here). "
+        "Pass longer books (whole novels) or a shorter --excerpt-lengths"
+    )
 
 
 def _jsonl(rows: Sequence[Trial]) -> str:
@@ -430,11 +452,17 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".partial-", dir=out.parent))
     try:
         (tmp / "books").mkdir()
+        digests: dict[str, str] = {}
+
+        def write(name: str, text: str) -> None:
+            data = text.encode("utf-8")
+            (tmp / name).write_bytes(data)
+            digests[name] = hashlib.sha256(data).hexdigest()
+
         for book in books:
-            (tmp / "books" / f"{book.book_id}.txt").write_text(" ".join(book.words) + "\n", encoding="utf-8")
+            write(f"books/{book.book_id}.txt", " ".join(book.words) + "\n")
         for split in ("test", "validation"):
-            rows = [t for t in result.trials if t.split == split]
-            (tmp / f"{split}.jsonl").write_text(_jsonl(rows), encoding="utf-8")
+            write(f"{split}.jsonl", _jsonl([t for t in result.trials if t.split == split]))
         manifest = {
             "builder_version": BUILDER_VERSION,
             "spec": dataclasses.asdict(spec),
@@ -450,6 +478,7 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
             ],
             "skipped_conditions": result.skipped,
             "n_trials": {s: sum(t.split == s for t in result.trials) for s in ("test", "validation")},
+            "sha256": digests,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         if out.exists():

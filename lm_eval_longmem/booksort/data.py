@@ -13,6 +13,7 @@ template included), without changing the dataset.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lm_eval_longmem.booksort.build import N_BINS
+from lm_eval_longmem.booksort.build import N_BINS, Trial
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
 from lm_eval_longmem.common.errors import UsageError
@@ -28,6 +29,7 @@ from lm_eval_longmem.common.options import parse_options
 
 HUB_DATASET = "memari/booksort"
 SPLITS = ("test", "validation")
+_TRIAL_FIELDS = frozenset(Trial._fields)
 
 
 class Source(NamedTuple):
@@ -69,20 +71,94 @@ def _read_hub(name: str, split: str) -> Source:
     return Source(rows, lambda row: row["excerpt_text"])
 
 
-def _read_built(root: Path, split: str) -> Source:
-    manifest_path = root / "manifest.json"
-    if not manifest_path.is_file():
-        raise FileNotFoundError(
+def _rebuild(root: Path) -> str:
+    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+
+
+def _read_text(root: Path, name: str) -> tuple[str, str]:
+    """(text, sha256 of the bytes) of the file `name` of the build `root`."""
+    path = root / name
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise UsageError(
+            f"{path}: cannot read this file of the Book-SORT build ({err.strerror}): {_rebuild(root)}"
+        ) from err
+    try:
+        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {_rebuild(root)}") from err
+
+
+def _check_digest(root: Path, name: str, actual: str, manifest: dict[str, Any]) -> None:
+    expected = (manifest.get("sha256") or {}).get(name)
+    if expected is not None and actual != expected:
+        raise UsageError(
+            f"{root / name} differs from the file the build wrote (its sha256 in manifest.json): {_rebuild(root)}"
+        )
+
+
+def _read_manifest(root: Path) -> dict[str, Any]:
+    """manifest.json of a build, with the keys the reader relies on."""
+    path = root / "manifest.json"
+    if not path.is_file():
+        raise UsageError(
             f"{root} is not a Book-SORT build (no manifest.json): create one with "
             f"`lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
         )
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    words = {
-        b["book_id"]: (root / "books" / f"{b['book_id']}.txt").read_text(encoding="utf-8").split()
-        for b in manifest["books"]
-    }
-    with open(root / f"{split}.jsonl", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle]
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path} is not valid JSON ({err}): {_rebuild(root)}") from err
+    if not (
+        isinstance(manifest, dict)
+        and isinstance(manifest.get("books"), list)
+        and all(isinstance(b, dict) and "book_id" in b for b in manifest["books"])
+        and isinstance(manifest.get("n_trials"), dict)
+        and all(isinstance(manifest["n_trials"].get(split), int) for split in SPLITS)
+    ):
+        raise UsageError(f"{path} lacks the books or per-split trial counts (n_trials) of a build: {_rebuild(root)}")
+    return manifest
+
+
+def _read_built(root: Path, split: str) -> Source:
+    """Trials of `split` from a local build, validated against its manifest.
+
+    Every defect of a build ends in one `UsageError` that names the file (and line) and says how to
+    rebuild: a missing or corrupt manifest; a file whose sha256 differs from the one the build
+    recorded (builds made before digests were recorded are checked by counts only); a line that is
+    not a JSON trial; fewer or more trials than the manifest's ``n_trials`` (a truncated copy).
+    """
+    manifest = _read_manifest(root)
+    words = {}
+    for book in manifest["books"]:
+        name = f"books/{book['book_id']}.txt"
+        text, digest = _read_text(root, name)
+        _check_digest(root, name, digest, manifest)
+        words[book["book_id"]] = text.split()
+    name = f"{split}.jsonl"
+    text, digest = _read_text(root, name)
+    lines = text.split("\n")  # not splitlines(): U+2028 and friends may sit inside a trial's text
+    if lines[-1] == "":
+        lines.pop()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{root / name}, line {number}: not a JSON trial ({err.msg}): {_rebuild(root)}") from err
+        missing = _TRIAL_FIELDS - row.keys() if isinstance(row, dict) else _TRIAL_FIELDS
+        if missing or row["book_id"] not in words:
+            what = f"lacks {sorted(missing)}" if missing else f"names book {row['book_id']!r}, not in manifest.json"
+            raise UsageError(f"{root / name}, line {number}: the trial {what}: {_rebuild(root)}")
+        rows.append(row)
+    expected = manifest["n_trials"][split]
+    if len(rows) != expected:
+        raise UsageError(
+            f"{root / name} holds {len(rows)} trials but manifest.json says {expected} "
+            f"(a truncated or edited copy): {_rebuild(root)}"
+        )
+    _check_digest(root, name, digest, manifest)  # last: a broken line or count says more than "differs"
 
     def excerpt(row: dict[str, Any]) -> str:
         start = row["excerpt_start"]

@@ -11,8 +11,10 @@ HF's ``_loglikelihood_tokens`` groups both requests by context and runs the mode
 Metrics (every one also in ``task_configs/booksort/README.md``):
 
 - ``acc``: as the paper reports it, the mean over L_E x L_S conditions of each condition's mean,
-  with ``acc_ci_low``/``acc_ci_high`` (normal interval from the per-condition binomial variances)
-  and ``acc_p_above_chance`` (one-sided z-test against 0.5).
+  with ``acc_ci_low``/``acc_ci_high`` (Wilson 95% interval on the conditions' effective number of
+  trials; exactly the pooled Wilson interval when the conditions are equally large) and
+  ``acc_p_above_chance`` (one-sided test against 0.5 from the exact null law of the mean: the exact
+  binomial test for equal conditions); see `lm_eval_longmem.common.stats`.
 - ``acc@<cell>`` for every cell of one factor: ``LE<words>``, ``LS<words>``, ``bin<0..3>``,
   ``book<book_idx>`` and ``LE<words>_bin<k>`` (the paper's Figure 1b): plain accuracy (lm-eval adds
   its standard error), ``_ci_low``/``_ci_high`` (Wilson 95% interval) and ``_p_above_chance``
@@ -23,18 +25,16 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
 
 from __future__ import annotations
 
-import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
-from lm_eval_longmem.common.stats import above_chance, proportion_interval
+from lm_eval_longmem.common.stats import above_chance, mean_of_proportions_above_chance, mean_of_proportions_interval
 from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
 
 CHANCE = 0.5
@@ -65,57 +65,33 @@ def condition_key(doc: dict[str, Any]) -> str:
 # --- aggregations -----------------------------------------------------------------------------
 
 
-def _condition_means(items: Sequence[tuple[str, float]]) -> dict[str, tuple[float, int]]:
+def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]]:
+    """(correct, trials) of every L_E x L_S condition in `items` of ``(condition, correct)``, by condition."""
     groups: dict[str, list[float]] = defaultdict(list)
     for key, correct in items:
         groups[key].append(float(correct))
-    return {key: (float(np.mean(v)), len(v)) for key, v in groups.items()}
-
-
-def _paper_acc_stats(items: Sequence[tuple[str, float]]) -> tuple[float, float]:
-    """Mean of condition means and its standard error (independent binomial conditions)."""
-    means = _condition_means(items)
-    acc = float(np.mean([m for m, _ in means.values()]))
-    var = sum(m * (1 - m) / n for m, n in means.values()) / len(means) ** 2
-    return acc, math.sqrt(var)
+    return [(round(sum(groups[key])), len(groups[key])) for key in sorted(groups)]
 
 
 def paper_acc(items: Sequence[tuple[str, float]]) -> float:
     """Accuracy as the paper reports it: mean over L_E x L_S conditions of per-condition accuracy."""
-    return _paper_acc_stats(items)[0]
+    return mean_of_proportions_interval(condition_counts(items)).estimate
 
 
 def paper_acc_ci_low(items: Sequence[tuple[str, float]]) -> float:
-    acc, se = _paper_acc_stats(items)
-    return max(0.0, acc - 1.959963984540054 * se)
+    return mean_of_proportions_interval(condition_counts(items)).low
 
 
 def paper_acc_ci_high(items: Sequence[tuple[str, float]]) -> float:
-    acc, se = _paper_acc_stats(items)
-    return min(1.0, acc + 1.959963984540054 * se)
+    return mean_of_proportions_interval(condition_counts(items)).high
 
 
 def paper_acc_p_above_chance(items: Sequence[tuple[str, float]]) -> float:
-    acc, se = _paper_acc_stats(items)
-    if se == 0:
-        return 0.0 if acc > CHANCE else 1.0
-    return float(scipy_stats.norm.sf((acc - CHANCE) / se))
-
-
-def wilson_low(items: Sequence[float]) -> float:
-    return proportion_interval(int(sum(items)), len(items)).low
-
-
-def wilson_high(items: Sequence[float]) -> float:
-    return proportion_interval(int(sum(items)), len(items)).high
+    return mean_of_proportions_above_chance(condition_counts(items), chance=CHANCE)
 
 
 def binomial_p_above_chance(items: Sequence[float]) -> float:
     return above_chance(int(sum(items)), len(items), chance=CHANCE)[0]
-
-
-def total(items: Sequence[float]) -> float:
-    return float(sum(items))
 
 
 _PAPER_ACC = {

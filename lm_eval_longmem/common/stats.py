@@ -1,12 +1,27 @@
-"""Statistics shared by the evaluations, all from scipy: intervals, bootstrap, paired and binomial tests."""
+"""Every interval, test and bootstrap of the package, all built on scipy.
+
+Proportions get score (Wilson) intervals and exact binomial tests, so nothing collapses at 0% or
+100% or with a handful of trials (2/2 correct is p = 0.25 against chance, not 0). Means of
+per-condition proportions (Book-SORT's paper accuracy, BABILong's qa1-qa5 headline) get the same
+treatment through `mean_of_proportions_interval` and `mean_of_proportions_above_chance`. Means of
+continuous scores (forgetting-curve token accuracies) get Student-t intervals and paired t-tests;
+statistics with no closed form (memory lengths) get a seeded percentile bootstrap.
+"""
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
+from scipy import signal, stats
+
+GRID_MAX = 20000
+"""Finest grid (points per unit of one condition's accuracy) of the convolution in
+`mean_of_proportions_above_chance`; above it the p-value is a conservative bound."""
 
 
 class Interval(NamedTuple):
@@ -15,6 +30,10 @@ class Interval(NamedTuple):
     estimate: float
     low: float
     high: float
+
+
+def _z(level: float) -> float:
+    return float(stats.norm.ppf(0.5 + level / 2))
 
 
 def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
@@ -37,43 +56,124 @@ def proportion_interval(successes: int, n: int, level: float = 0.95) -> Interval
     return Interval(successes / n, float(ci.low), float(ci.high))
 
 
+def _check_counts(counts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    pairs = [(int(x), int(n)) for x, n in counts]
+    if not pairs or any(n <= 0 or not 0 <= x <= n for x, n in pairs):
+        raise ValueError(f"need at least one (successes, trials) pair with 0 <= successes <= trials > 0, got {counts}")
+    return pairs
+
+
+def mean_of_proportions_interval(counts: Sequence[tuple[int, int]], level: float = 0.95) -> Interval:
+    """Unweighted mean of K proportions ``x_k / n_k`` with a Wilson score interval on Kish's effective size.
+
+    The mean has variance ``sum_k p_k (1 - p_k) / n_k / K**2``. Evaluated, as the score method does,
+    at a common p, that is ``p (1 - p) / n_eff`` with ``n_eff = K**2 / sum_k(1 / n_k)``, so the
+    interval is Wilson's with n_eff trials: it never collapses at 0% or 100% (the plug-in normal
+    interval gives [0, 0] for 0/2 and 0/2) and it stays inside [0, 1].
+
+    Equal sizes (``n_k = n``): the mean is the pooled share ``X / (K n)`` and n_eff = K n, so this is
+    exactly the Wilson interval of the pooled counts; and since ``mean_k p_k (1 - p_k)`` is at most
+    ``p̄ (1 - p̄)``, conditions that differ only make it wider than needed, never too narrow. Unequal
+    sizes (trials skipped for the window, ``--limit``): the survey-statistics "Wilson with effective
+    sample size" interval, an approximation that is exact for the equal case.
+    """
+    pairs = _check_counts(counts)
+    k = len(pairs)
+    mean = sum(x / n for x, n in pairs) / k
+    n_eff = k**2 / sum(1 / n for _, n in pairs)
+    z2 = _z(level) ** 2
+    center = (mean + z2 / (2 * n_eff)) / (1 + z2 / n_eff)
+    half = math.sqrt(z2) / (1 + z2 / n_eff) * math.sqrt(mean * (1 - mean) / n_eff + z2 / (4 * n_eff**2))
+    # at 0% and 100% the bound is exactly 0 or 1; say so rather than leave 0.9999999999999999
+    low = 0.0 if mean == 0.0 else max(0.0, center - half)
+    high = 1.0 if mean == 1.0 else min(1.0, center + half)
+    return Interval(mean, low, high)
+
+
+def mean_of_proportions_above_chance(counts: Sequence[tuple[int, int]], chance: float = 0.5) -> float:
+    """One-sided p-value that the unweighted mean of ``x_k / n_k`` exceeds `chance`, from its exact null law.
+
+    Null hypothesis: every trial succeeds with probability `chance` independently, so ``x_k`` is
+    Binomial(n_k, chance). Equal sizes: the mean is the pooled share, and this is the exact
+    one-sided binomial test of ``sum x_k`` out of ``sum n_k`` (2/2 correct gives 0.25).
+
+    Unequal sizes (trials skipped for the window, ``--limit``): conditions of one size n pool
+    exactly (their successes are Binomial(m n, chance)), and the null law of
+    ``sum_n X_n / n`` is the convolution of the pooled laws on a grid of G points per unit. With G
+    the least common multiple of the sizes (when it is at most `GRID_MAX`) every value lies on the
+    grid and the p-value is exact. Otherwise G = `GRID_MAX` and each value is rounded *up* to the
+    grid, so the result bounds the exact p-value from above (a conservative test) and is at most
+    the exact p-value of a mean lower by 1/G. Deterministic, unlike a Monte Carlo test; large
+    laws are convolved by FFT, where values below about 1e-12 are floating-point noise (read them as 0).
+    """
+    pairs = _check_counts(counts)
+    by_size: dict[int, int] = {}
+    for x, n in pairs:
+        by_size[n] = by_size.get(n, 0) + x
+    if len(by_size) == 1:
+        return float(
+            stats.binomtest(sum(x for x, _ in pairs), sum(n for _, n in pairs), p=chance, alternative="greater").pvalue
+        )
+    lcm = math.lcm(*by_size)
+    grid = lcm if lcm <= GRID_MAX else GRID_MAX
+    observed = sum(Fraction(grid * x, n) for x, n in pairs)
+    threshold = math.ceil(observed)  # grid sums are integers: sum >= observed  <=>  sum >= ceil(observed)
+    law = np.ones(1)
+    for n, m in Counter(n for _, n in pairs).items():
+        outcomes = np.arange(m * n + 1)
+        on_grid = -((-grid * outcomes) // n)  # ceil(grid * X / n) in exact integer arithmetic
+        pooled = np.bincount(on_grid, weights=stats.binom.pmf(outcomes, m * n, chance))
+        law = signal.convolve(law, pooled)  # direct for small laws, FFT for large ones
+    return float(min(1.0, max(0.0, law[threshold:].clip(min=0.0).sum())))
+
+
 def bootstrap_interval(
-    data: Sequence | np.ndarray,
-    statistic: Callable[..., float],
+    groups: Sequence[np.ndarray],
+    statistic: Callable[..., np.ndarray],
     *,
     level: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
-) -> Interval:
-    """Percentile bootstrap interval of `statistic(data)` resampling the first axis (seeded).
+) -> tuple[float, float]:
+    """Seeded percentile bootstrap interval, resampling the rows of every group independently.
 
-    `statistic` receives one resampled array (rows of `data`) and returns a float; it is called
-    once per resample, so it may be any function of the whole sample (e.g. a memory length).
+    `statistic` is called with one resampled array per group, each with the resamples on leading
+    axes and the group's rows on the next axis (shape ``(..., n_rows, *row_shape)``), and returns
+    one value per resample. Rows stay whole, so paired values (one sample's copy and LM accuracy)
+    stay paired; groups (one forgetting-curve length each) are resampled separately (stratified).
     """
-    array = np.asarray(data)
-    estimate = float(statistic(array))
-    # Resample row indices, so the statistic sees whole rows (e.g. one sample's copy and LM accuracy).
+    arrays = [np.asarray(g) for g in groups]
+
+    def on_indices(*indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        return statistic(*(a[np.asarray(i, dtype=int)] for a, i in zip(arrays, indices, strict=True)))
+
     result = stats.bootstrap(
-        (np.arange(array.shape[0]),),
-        lambda idx: float(statistic(array[np.asarray(idx, dtype=int)])),
-        vectorized=False,
+        tuple(np.arange(len(a), dtype=float) for a in arrays),
+        on_indices,
+        vectorized=True,
+        paired=False,
         n_resamples=n_resamples,
         confidence_level=level,
         method="percentile",
         rng=np.random.default_rng(seed),
     )
     ci = result.confidence_interval
-    return Interval(estimate, float(ci.low), float(ci.high))
+    return float(ci.low), float(ci.high)
 
 
 def paired_test(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided paired t-test p-value of a vs b (1.0 when every difference is zero, 0.0 when all are equal and non-zero)."""
+    """Two-sided paired t-test p-value of a vs b.
+
+    With no spread in the differences the t statistic is 0/0 or infinite, so the exact sign test
+    answers instead: 1.0 when every difference is zero, ``2 * 0.5**n`` when all n are equal and
+    non-zero (0.5 for two samples, not the 0 an infinite t would claim).
+    """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.size < 2:
         raise ValueError("paired_test needs two equally long samples of at least 2 values")
     diff = x - y
-    if np.all(diff == diff[0]):  # no spread: the t statistic is undefined (0/0) or infinite
-        return 1.0 if diff[0] == 0 else 0.0
+    if np.all(diff == diff[0]):
+        return 1.0 if diff[0] == 0 else float(stats.binomtest(diff.size, diff.size).pvalue)
     return float(stats.ttest_rel(x, y).pvalue)
 
 
@@ -84,18 +184,3 @@ def above_chance(successes: int, n: int, chance: float = 0.5, level: float = 0.9
     p = float(stats.binomtest(int(successes), int(n), p=chance, alternative="greater").pvalue)
     return p, p < 1 - level
 
-
-def mean_of_proportions_interval(cells: Sequence[tuple[int, int]], level: float = 0.95) -> Interval:
-    """Unweighted mean of several proportions (successes, n) with a normal interval on Agresti-Coull variances.
-
-    The variance of each proportion is taken at (s + 2) / (n + 4), so the interval never collapses
-    to a point at 0% or 100% (2/2 correct does not mean certainty).
-    """
-    cells = [(int(s), int(n)) for s, n in cells if n > 0]
-    if not cells:
-        raise ValueError("mean_of_proportions_interval of no cells")
-    k = len(cells)
-    mean = sum(s / n for s, n in cells) / k
-    variance = sum(((s + 2) / (n + 4)) * (1 - (s + 2) / (n + 4)) / (n + 4) for s, n in cells) / k**2
-    half = float(stats.norm.ppf(0.5 + level / 2)) * variance**0.5
-    return Interval(mean, max(0.0, mean - half), min(1.0, mean + half))

@@ -11,7 +11,8 @@ No length qualifies -> 0 (the paper writes 0 for Llama-2-base's fine length).
 
 Intervals: per length, Student-t intervals of the mean over samples and of the paired difference,
 and a paired t-test p-value (as the original tool's `p_value`); for each memory length, a
-percentile bootstrap interval that resamples the samples of every length independently (scipy).
+percentile bootstrap interval that resamples the samples of every length independently; all from
+`lm_eval_longmem.common.stats`.
 
 Readers turn the three file kinds into one `Curve`: the original tool's JSON (a list of
 per-length records with `copy_accs`/`lm_accs`), lm_eval's `samples_*.jsonl` (per-doc metrics),
@@ -29,9 +30,8 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-from scipy import stats
 
-from lm_eval_longmem.common.stats import Interval, mean_interval, paired_test
+from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test
 
 Criterion = Literal["fine", "coarse"]
 FINE_THRESHOLD = 0.99
@@ -174,31 +174,20 @@ def memory_interval(
     if not curve.lengths or not curve.per_sample or min(len(curve.copy[L]) for L in curve.lengths) < 2:
         return None
     lengths = np.asarray(curve.lengths)
-    copies = [curve.copy[L] for L in curve.lengths]
-    lms = [curve.lm[L] for L in curve.lengths]
+    # one group per length, one row (copy, LM) per sample
+    groups = [np.column_stack([curve.copy[L], curve.lm[L]]) for L in curve.lengths]
 
-    def statistic(*indices: np.ndarray, axis: int = -1) -> np.ndarray:
-        # indices[j]: resampled sample positions of length j, shape (..., n_j)
-        idx = [np.asarray(i, dtype=int) for i in indices]
-        copy = np.stack([c[i].mean(axis=axis) for c, i in zip(copies, idx, strict=True)], axis=-1)
-        lm = np.stack([m[i].mean(axis=axis) for m, i in zip(lms, idx, strict=True)], axis=-1)
+    def statistic(*resampled: np.ndarray) -> np.ndarray:
+        # resampled[j]: shape (..., n_j, 2); per-length means -> shape (..., n_lengths)
+        copy = np.stack([g[..., 0].mean(axis=-1) for g in resampled], axis=-1)
+        lm = np.stack([g[..., 1].mean(axis=-1) for g in resampled], axis=-1)
         ok = copy > FINE_THRESHOLD + _EPS if criterion == "fine" else copy - lm > COARSE_MARGIN + _EPS
         # largest length where ok: position of the last True, 0 when none
         last = ok.shape[-1] - 1 - np.argmax(ok[..., ::-1], axis=-1)
         return np.where(ok.any(axis=-1), lengths[last], 0).astype(float)
 
-    result = stats.bootstrap(
-        tuple(np.arange(len(c), dtype=float) for c in copies),
-        statistic,
-        vectorized=True,
-        paired=False,
-        n_resamples=n_resamples,
-        confidence_level=level,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    ci = result.confidence_interval
-    return int(round(ci.low)), int(round(ci.high))
+    low, high = bootstrap_interval(groups, statistic, level=level, n_resamples=n_resamples, seed=seed)
+    return int(round(low)), int(round(high))
 
 
 def _unit(interval: Interval) -> Interval:

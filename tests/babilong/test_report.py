@@ -93,3 +93,14 @@ def test_score_command_on_a_corrected_case(tmp_path, capsys):
     csv_file.write_text("target,output,question\nnone,none,How many objects is Mary carrying?\none,one,How many?\n")
     main(["babilong", "score", str(csv_file), "--task", "qa7"])
     assert "n=2  acc=50.00  acc_corrected=100.00" in capsys.readouterr().out
+
+
+def test_headline_interval_does_not_collapse_with_two_docs():
+    # defect 9: every qa1-qa5 cell 0 of 2 right printed the interval [0.0, 0.0]
+    results = {"results": {}, "n-samples": {}}
+    for qa in ("qa1", "qa2", "qa3", "qa4", "qa5"):
+        results["results"][f"babilong_{qa}_0k"] = {"acc,none": 0.0, "acc_corrected,none": 1.0, "sample_len": 2}
+        results["n-samples"][f"babilong_{qa}_0k"] = {"original": 2, "effective": 2}
+    (head,) = headline(read_cells(results))
+    assert head.acc.estimate == 0.0 == head.acc.low < head.acc.high
+    assert head.acc_corrected.estimate == 1.0 == head.acc_corrected.high > head.acc_corrected.low

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -22,6 +24,7 @@ from lm_eval_longmem.booksort.build import (
     sentence_starts,
     write_dataset,
 )
+from lm_eval_longmem.common.errors import UsageError
 
 # Table 1 of the paper: words per book after the authors' cleaning.
 PAPER_WORDS = {
@@ -218,3 +221,49 @@ def test_bad_inputs_give_clear_errors(tmp_path, books):
         write_dataset(books[-2:-1], small, BuildSpec(), occupied)
     assert [p.name for p in tmp_path.iterdir()] and (occupied / "notes.txt").read_text() == "mine"
     assert not list(tmp_path.glob("*.partial-*"))  # nothing half-written left behind
+
+
+def test_books_too_short_for_any_trial_are_an_error_and_nothing_is_written(tmp_path):
+    # defect 14: this wrote an empty build and exited 0
+    short = tmp_path / "books" / "tiny.txt"
+    short.parent.mkdir()
+    short.write_text("\n\n".join(f"Sentence number {i} is here, and then it ends. Another one." for i in range(40)))
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match=r"too short .*tiny \([\d,]+ words\).*at least about [\d,]+ words .*L_E=250"):
+        build_dataset([short.parent], out)
+    from lm_eval_longmem.cli import main
+
+    with pytest.raises(UsageError, match="tiny"):
+        main(["booksort", "build", "--books", str(short.parent), "--out", str(out)])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["books"]  # no output folder, nothing half-written
+
+
+def test_the_estimated_minimum_length_is_close_to_the_real_one(books):
+    """The error's "at least about N words" is within a fifth of the shortest prefix that builds."""
+    spec = BuildSpec(excerpt_lengths=(250,), segment_lengths=(20,))
+    book = books[0]
+
+    def builds(n_words: int) -> bool:
+        try:
+            build([dataclasses.replace(book, words=book.words[:n_words])], spec)
+        except UsageError:
+            return False
+        return True
+
+    low, high = 250, 20_000  # the shortest prefix that builds lies in (low, high]
+    while high - low > 10:
+        mid = (low + high) // 2
+        low, high = (low, mid) if builds(mid) else (mid, high)
+    with pytest.raises(UsageError) as err:
+        build([dataclasses.replace(book, words=book.words[:low])], spec)
+    estimate = int(re.search(r"at least about ([\d,]+) words", str(err.value))[1].replace(",", ""))
+    assert abs(estimate / high - 1) < 0.2, (estimate, high)
+
+
+def test_manifest_records_counts_and_digests(built, built_dir):
+    manifest = json.loads((built_dir / "manifest.json").read_text())
+    assert manifest["n_trials"] == {s: sum(t.split == s for t in built.trials) for s in ("test", "validation")}
+    files = {str(p.relative_to(built_dir)) for p in built_dir.rglob("*") if p.is_file()} - {"manifest.json"}
+    assert set(manifest["sha256"]) == files
+    for name, digest in manifest["sha256"].items():
+        assert hashlib.sha256((built_dir / name).read_bytes()).hexdigest() == digest, name

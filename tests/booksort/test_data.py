@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
+from lm_eval_longmem.booksort.build import BuildSpec, build, write_dataset
 from lm_eval_longmem.booksort.data import build_docs, load_booksort, read_split, selection_from_metadata
+from lm_eval_longmem.common.errors import UsageError
 
 
 def test_built_dir_materialises_excerpts(built_dir, books):
@@ -129,3 +135,91 @@ def test_hub_layout_gives_the_same_docs_as_the_local_build(built_dir, tmp_path):
             b["distance_bin_idx"],
         )
         assert b["trial_id"] == a["trial_id"]  # rebuilt from the hub columns
+
+
+# --- a local build is validated against its manifest (defect 8) --------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_build(books, tmp_path_factory) -> Path:
+    """One book at one condition: 400 test and 40 validation trials."""
+    spec = BuildSpec(excerpt_lengths=(250,), segment_lengths=(20,))
+    return write_dataset(books[:1], build(books[:1], spec), spec, tmp_path_factory.mktemp("small") / "data")
+
+
+@pytest.fixture
+def copy(small_build, tmp_path) -> Path:
+    return Path(shutil.copytree(small_build, tmp_path / "data"))
+
+
+def _drop_digests(root: Path) -> None:
+    """What a build made before digests were recorded looks like: counts only."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    del manifest["sha256"]
+    (root / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_intact_build_reads_every_trial(copy):
+    assert len(read_split(str(copy), "test").rows) == 400 and len(read_split(str(copy), "validation").rows) == 40
+
+
+@pytest.mark.parametrize("digests", [True, False])
+def test_truncated_split_is_refused(copy, digests):
+    if not digests:
+        _drop_digests(copy)
+    lines = (copy / "test.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (copy / "test.jsonl").write_text("".join(lines[:150]), encoding="utf-8")  # cut at a line end
+    with pytest.raises(UsageError, match=r"test\.jsonl holds 150 trials but manifest\.json says 400.*booksort build"):
+        read_split(str(copy), "test")
+    (copy / "test.jsonl").write_text("".join(lines)[:5000], encoding="utf-8")  # cut inside a line
+    with pytest.raises(UsageError, match=r"test\.jsonl, line \d+: not a JSON trial.*booksort build --books"):
+        build_docs({"booksort_data": str(copy)}, "test", "in_context")
+
+
+def test_corrupt_line_names_file_and_line(copy):
+    lines = (copy / "validation.jsonl").read_text(encoding="utf-8").split("\n")
+    lines[6] = lines[6][:-1]  # a closing brace lost
+    (copy / "validation.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"validation\.jsonl, line 7: not a JSON trial"):
+        read_split(str(copy), "validation")
+    lines[6] = "[1, 2]"
+    (copy / "validation.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"validation\.jsonl, line 7: the trial lacks"):
+        read_split(str(copy), "validation")
+
+
+def test_edited_files_are_caught_by_their_digest(copy):
+    text = (copy / "test.jsonl").read_text(encoding="utf-8")
+    (copy / "test.jsonl").write_text(text.replace('"present_seg1_first": 1', '"present_seg1_first": 0', 1))
+    with pytest.raises(UsageError, match=r"test\.jsonl differs from the file the build wrote"):
+        read_split(str(copy), "test")
+    (book,) = (copy / "books").iterdir()
+    book.write_text(book.read_text(encoding="utf-8").replace(" the ", " teh ", 1), encoding="utf-8")
+    with pytest.raises(UsageError, match=rf"books/{book.stem}\.txt differs"):
+        read_split(str(copy), "validation")
+
+
+@pytest.mark.parametrize(
+    "manifest,match",
+    [
+        ('{"books": [', r"manifest\.json is not valid JSON \(.*line 1"),
+        ('{"books": []}', r"manifest\.json lacks the books or per-split trial counts"),
+        ("[]", r"manifest\.json lacks"),
+    ],
+)
+def test_corrupt_manifest_names_the_file(copy, manifest, match):
+    (copy / "manifest.json").write_text(manifest)
+    with pytest.raises(UsageError, match=match + r".*lm-eval-longmem booksort build"):
+        read_split(str(copy), "test")
+
+
+def test_missing_manifest_names_the_folder(copy):
+    (copy / "manifest.json").unlink()
+    with pytest.raises(UsageError, match="no manifest.json"):
+        read_split(str(copy), "test")
+
+
+def test_missing_split_file_names_the_file(copy):
+    (copy / "test.jsonl").unlink()
+    with pytest.raises(UsageError, match=r"test\.jsonl: cannot read"):
+        read_split(str(copy), "test")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import lm_eval
@@ -13,10 +12,6 @@ from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
 from lm_eval_longmem.booksort.task import (
     BooksortTask,
     binomial_p_above_chance,
-    paper_acc,
-    paper_acc_ci_high,
-    paper_acc_ci_low,
-    paper_acc_p_above_chance,
     parse_label,
     wilson_high,
     wilson_low,
@@ -85,17 +80,6 @@ def test_group_holds_only_the_in_context_task():
 )
 def test_parse_label_is_strict(generated, label):
     assert parse_label(generated) == label
-
-
-def test_paper_acc_is_the_mean_of_condition_means():
-    # condition 250x20: 1/1 correct, condition 1000x20: 1/3 correct
-    items = [("250x20", 1.0), ("1000x20", 1.0), ("1000x20", 0.0), ("1000x20", 0.0)]
-    assert paper_acc(items) == pytest.approx((1.0 + 1 / 3) / 2)
-    se = math.sqrt(0 + (1 / 3) * (2 / 3) / 3) / 2
-    assert paper_acc_ci_low(items) == pytest.approx(paper_acc(items) - 1.96 * se, abs=1e-3)
-    assert paper_acc_ci_high(items) == pytest.approx(paper_acc(items) + 1.96 * se, abs=1e-3)
-    assert paper_acc_p_above_chance(items) == pytest.approx(stats.norm.sf((paper_acc(items) - 0.5) / se))
-    assert paper_acc_p_above_chance([("a", 1.0)] * 4) == 0.0
 
 
 def test_cell_intervals_and_chance_test():
