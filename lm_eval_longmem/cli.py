@@ -18,6 +18,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from lm_eval_longmem.common.errors import UsageError, report_error
+
 _EVALUATION_CLIS = (
     "lm_eval_longmem.forgetting_curve.cli",
     "lm_eval_longmem.booksort.cli",
@@ -31,6 +33,7 @@ EPILOG = textwrap.dedent(
           --tasks forgetting_curve,booksort,babilong --output_path out/ --log_samples
       lm-eval-longmem plot out/            # every figure the results support
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
+    add --debug to any command to see a traceback instead of a one-line error
     """
 )
 
@@ -80,16 +83,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run a subcommand. User errors print one line on stderr and exit 1 (usage errors exit 2);
+    `--debug` (anywhere on the line) shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "run":
         run_harness(argv[1:])
         return
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         raise SystemExit(0 if not argv else 2)
-    args.func(args)
+    try:
+        status = args.func(args)
+    except (UsageError, OSError, ValueError) as err:
+        if debug:
+            raise
+        report_error(err if isinstance(err, UsageError) else f"{type(err).__name__}: {err} (--debug shows where)")
+        raise SystemExit(1) from None
+    if status:
+        raise SystemExit(status)
 
 
 if __name__ == "__main__":

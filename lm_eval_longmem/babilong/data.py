@@ -143,7 +143,10 @@ def _generated_rows(options: BabilongOptions, qa: str, length: str, metadata: di
         switches=options.switches,
     )
     return generated_docs(
-        spec, facts=options.facts, babi_dir=options.babi_dir, corpus=options.corpus, tokenizer=load_tokenizer(metadata)
+        spec,
+        facts=options.facts,
+        wide_vocabulary=options.wide_vocabulary,
+        babi_dir=options.babi_dir, corpus=options.corpus, tokenizer=load_tokenizer(metadata)
     )
 
 

@@ -347,6 +347,7 @@ def generated_docs(
     spec: GenerationSpec,
     *,
     facts: str,
+    wide_vocabulary: bool = False,
     babi_dir: str | Path | None,
     corpus: str | None,
     tokenizer: Any,
@@ -354,14 +355,14 @@ def generated_docs(
     """`generate_samples` from bAbI facts and a corpus source, cached per every input.
 
     `facts` is "babi" (the task's test file in `babi_dir`) or "simulated" (`simulate.simulate`,
-    `spec.samples` fresh questions from `spec.seed`). `corpus` is a `common.corpus.load_texts`
+    `spec.samples` fresh questions from `spec.seed`, bAbI's vocabulary or a wider one). `corpus` is a `common.corpus.load_texts`
     source (None = PG-19 test books from the hub).
     """
     if facts == "simulated":
         from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate
 
-        facts_key = f"simulator-v{SIMULATOR_VERSION}"
-        load_facts = lambda: simulate(spec.qa, spec.samples, spec.seed)  # noqa: E731
+        facts_key = f"simulator-v{SIMULATOR_VERSION}-wide{int(wide_vocabulary)}"
+        load_facts = lambda: simulate(spec.qa, spec.samples, spec.seed, wide_vocabulary=wide_vocabulary)  # noqa: E731
     else:
         path = task_file(babi_dir, spec.qa)
         facts_key = _text_digest(path.read_text(encoding="utf-8"))

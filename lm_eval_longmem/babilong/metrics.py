@@ -33,6 +33,8 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
+from lm_eval_longmem.common.errors import UsageError
+
 _ROOMS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
 _YES_NO = ("no", "yes")
 _DIRECTIONS = ("e,e", "e,n", "e,s", "n,e", "n,n", "n,w", "s,e", "s,s", "s,w", "w,n", "w,s", "w,w")
@@ -79,12 +81,17 @@ class Score(NamedTuple):
     acc_corrected: float
 
 
+def task_name(qa: str) -> str:
+    """`qa` as the package names tasks ("QA6" -> "qa6"); anything but qa1..qa20 is a `UsageError`."""
+    name = str(qa).strip().lower()
+    if name not in TASK_LABELS:
+        raise UsageError(f"unknown BABILong task {qa!r}: use one of qa1..qa20")
+    return name
+
+
 def labels_for(qa: str) -> tuple[str, ...]:
     """The label set of task `qa` ("qa1".."qa20"); a clear error for anything else."""
-    try:
-        return TASK_LABELS[qa.lower()]
-    except KeyError:
-        raise ValueError(f"unknown BABILong task {qa!r}: use one of qa1..qa20") from None
+    return TASK_LABELS[task_name(qa)]
 
 
 def first_sentence(output: str) -> str:
@@ -359,9 +366,9 @@ def deciding_rule(target: str, output: str, question: str, labels: Iterable[str]
     return "|".join(alone) or "combined"
 
 
-def check(qa: str, target: str, output: str, question: str) -> Check:
-    """Both verdicts on one answer of task `qa`."""
-    labels = labels_for(qa)
+def check(qa: str, target: str, output: str, question: str, labels: tuple[str, ...] | None = None) -> Check:
+    """Both verdicts on one answer of task `qa` (`labels`: the task's label set, widened for simulated facts)."""
+    labels = labels or labels_for(qa)
     return Check(
         acc=official_correct(target, output, question, labels),
         acc_corrected=corrected_correct(target, output, question, labels),
@@ -388,18 +395,28 @@ def _score(checks: list[Check]) -> Score:
 def read_predictions(path: str | Path) -> list[dict[str, str]]:
     """Rows of a predictions CSV in the BABILong authors' format (columns `target`, `output`, `question`).
 
-    An empty cell reads as the empty string (an empty answer is wrong under both checks).
+    An empty cell reads as the empty string (an empty answer is wrong under both checks). A file
+    that is missing, a folder, not UTF-8 text, not such a CSV or without rows is a `UsageError`
+    naming the file.
     """
     path = Path(path)
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"target", "output", "question"} - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(
-                f"{path} lacks the column(s) {sorted(missing)}: a BABILong predictions file has the "
-                "columns target, output and question (as written by the authors' evaluation scripts)"
-            )
-        return [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
+    expected = "a BABILong predictions CSV has the columns target, output and question (as the authors' scripts write it)"
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder: give a predictions .csv file; {expected}")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"target", "output", "question"} - set(reader.fieldnames or ())
+            if missing:
+                raise UsageError(f"{path} lacks the column(s) {', '.join(sorted(missing))}: {expected}")
+            rows = [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise UsageError(f"{path} is not a UTF-8 CSV file ({type(err).__name__}): {expected}") from None
+    if not rows:
+        raise UsageError(f"{path} holds no rows: {expected}")
+    return rows
 
 
 def score_file(path: str | Path, qa: str) -> Score:

@@ -71,6 +71,9 @@ class BabilongOptions:
     )
     tasks: tuple[str, ...] = option(DEFAULT_TASKS, task_list, "bAbI tasks to run", "qa1-qa5")
     facts: str = option("babi", one_of("babi", "simulated"), "generate: facts from bAbI files (babi) or the simulator", "simulated")
+    wide_vocabulary: bool = option(
+        False, flag, "generate with facts=simulated: more names, places and objects than bAbI's", "true"
+    )
     babi_dir: str | None = option(
         None, text, "generate with facts=babi: folder of bAbI test files (qa1_..._test.txt)", "tasks_1-20_v1-2/en", local_input=True
     )

@@ -23,6 +23,7 @@ from lm_eval_longmem.babilong import report
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.babilong.simulate import labels_for_simulated
 from lm_eval_longmem.common.stats import proportion_interval
 from lm_eval_longmem.common.task import LongmemTask, Summary
 
@@ -62,7 +63,10 @@ class BabilongTask(LongmemTask):
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
         """Both checks on the answer (stripped first)."""
-        verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"])
+        options = self.options
+        wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
+        labels = labels_for_simulated(doc["qa"], True) if wide else None
+        verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
         return {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:

@@ -1,40 +1,38 @@
-"""Which (task, length) runs, the metadata options, the hub sets, and the bAbI reader."""
+"""The `babilong_*` options, which cells run, the hub sets, the interleaved docs, and the bAbI reader."""
 
 from __future__ import annotations
 
 import pytest
 
 from lm_eval_longmem.babilong.babi import read_babi, task_file
-from lm_eval_longmem.babilong.data import (
-    HUB_SETS,
-    STANDARD_LENGTHS,
-    Options,
-    load_docs,
-    parse_depth,
-    parse_options,
-    parse_tasks,
-    select,
-)
+from lm_eval_longmem.babilong.data import HUB_SETS, babilong_options, interleave, load_docs, selected_lengths
+from lm_eval_longmem.babilong.options import STANDARD_LENGTHS, BabilongOptions
+from lm_eval_longmem.common.errors import UsageError
 
 
 def test_defaults():
-    options = parse_options({})
-    assert options == Options()
+    options = babilong_options({})
+    assert options == BabilongOptions()
     assert options.source == "hub" and options.lengths is None and options.tasks == ("qa1", "qa2", "qa3", "qa4", "qa5")
 
 
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("[0k,4k]", (0, 4096)),  # --metadata babilong_lengths=[0k,4k] arrives as this string
-        ("0k,4k", (0, 4096)),
-        ([0, 1024], (0, 1024)),
-        ("1M", (1048576,)),
+        ("[0k,4k]", ("0k", "4k")),  # --metadata babilong_lengths=[0k,4k] arrives as this string
+        ("4k,0k", ("0k", "4k")),
+        ([0, 1024], ("0k", "1k")),
+        ("1M", ("1M",)),
         ("fit", None),
     ],
 )
 def test_lengths_option(value, expected):
-    assert parse_options({"babilong_lengths": value}).lengths == expected
+    assert babilong_options({"babilong_lengths": value}).lengths == expected
+
+
+def test_non_standard_length_is_an_error_listing_the_valid_ones():
+    with pytest.raises(UsageError, match=r"babilong_lengths=.*3k is not a BABILong length; choose among 0k,1k,2k"):
+        babilong_options({"babilong_lengths": "[3k]"})
 
 
 @pytest.mark.parametrize(
@@ -48,61 +46,43 @@ def test_lengths_option(value, expected):
     ],
 )
 def test_tasks_option(value, expected):
-    assert parse_tasks(value) == expected
+    assert babilong_options({"babilong_tasks": value}).tasks == expected
 
 
-@pytest.mark.parametrize("bad", ["qa0", "qa21", "qa1-qa25", "task1", ""])
+@pytest.mark.parametrize("bad", ["qa0", "qa21", "qa1-qa25", "task1"])
 def test_bad_tasks_option(bad):
-    with pytest.raises(ValueError, match="babilong_tasks|qa1..qa20"):
-        parse_tasks(bad)
+    with pytest.raises(UsageError, match="babilong_tasks"):
+        babilong_options({"babilong_tasks": bad})
 
 
 def test_depth_and_switch_options():
-    assert parse_depth("0-0.25") == (0.0, 0.25)
-    assert parse_depth([0.5, 1]) == (0.5, 1.0)
+    assert babilong_options({"babilong_depth": "0-0.25"}).depth == (0.0, 0.25)
+    assert babilong_options({"babilong_depth": [0.5, 1]}).depth == (0.5, 1.0)
     for bad in ("0.5-0.25", "1-2", "x"):
-        with pytest.raises(ValueError, match="babilong_depth"):
-            parse_depth(bad)
-    switches = parse_options({"babilong_examples": False, "babilong_answer_format": "no"}).switches
+        with pytest.raises(UsageError, match="babilong_depth"):
+            babilong_options({"babilong_depth": bad})
+    switches = babilong_options({"babilong_examples": False, "babilong_answer_format": "no"}).switches
     assert (switches.instruction, switches.examples, switches.answer_format) == (True, False, False)
-    with pytest.raises(ValueError, match="true or false"):
-        parse_options({"babilong_instruction": "maybe"})
-    with pytest.raises(ValueError, match="babilong_source"):
-        parse_options({"babilong_source": "web"})
+    with pytest.raises(UsageError, match="babilong_instruction='maybe': expected true or false"):
+        babilong_options({"babilong_instruction": "maybe"})
+    with pytest.raises(UsageError, match="babilong_source"):
+        babilong_options({"babilong_source": "web"})
 
 
 def test_default_runs_every_standard_length_within_the_window():
-    options = parse_options({})
-    runs = [ln for ln in STANDARD_LENGTHS if select("qa1", ln, options, 8192).runs]
-    assert runs == ["0k", "1k", "2k", "4k", "8k"]
-    reason = select("qa1", "16k", options, 8192).reason
-    assert "exceeds the model's window (8192)" in reason
+    assert selected_lengths(babilong_options({}), 8192) == ("0k", "1k", "2k", "4k", "8k")
+    assert selected_lengths(babilong_options({}), 10**7) == STANDARD_LENGTHS
 
 
 def test_unknown_window_needs_explicit_lengths():
-    with pytest.raises(ValueError, match="max_length"):
-        select("qa1", "4k", parse_options({}), None)
-    assert select("qa1", "4k", parse_options({"babilong_lengths": "4k"}), None).runs
+    with pytest.raises(UsageError, match="max_length"):
+        selected_lengths(babilong_options({}), None)
+    assert selected_lengths(babilong_options({"babilong_lengths": "4k"}), None) == ("4k",)
 
 
-def test_explicit_lengths_restrict_and_an_impossible_one_is_an_error():
-    options = parse_options({"babilong_lengths": "0k,2k"})
-    assert select("qa2", "2k", options, 4096).runs
-    assert "not in babilong_lengths (0k,2k)" in select("qa2", "4k", options, 4096).reason
-    with pytest.raises(ValueError, match="remove 8k from babilong_lengths"):
-        select("qa1", "8k", parse_options({"babilong_lengths": "8k"}), 4096)
-
-
-def test_tasks_outside_the_selection_or_the_hub_set_do_not_run():
-    options = parse_options({"babilong_lengths": "0k,4k", "babilong_tasks": "all"})
-    assert select("qa20", "0k", options, None).runs
-    assert "RMT-team/babilong has no qa11 at 4k" in select("qa11", "4k", options, None).reason
-    assert select("qa10", "4k", options, None).runs
-    one_k = parse_options({"babilong_lengths": "4k", "babilong_tasks": "all", "babilong_source": "hub-1k"})
-    assert not select("qa6", "4k", one_k, None).runs
-    assert "qa9 is not in babilong_tasks" in select("qa9", "0k", parse_options({"babilong_lengths": "0k"}), None).reason
-    generated = parse_options({"babilong_lengths": "4k", "babilong_tasks": "all", "babilong_source": "generate"})
-    assert select("qa19", "4k", generated, None).runs
+def test_an_explicit_length_beyond_the_window_is_an_error():
+    with pytest.raises(UsageError, match="remove 8k"):
+        selected_lengths(babilong_options({"babilong_lengths": "8k"}), 4096)
 
 
 def test_hub_sets():
@@ -110,21 +90,35 @@ def test_hub_sets():
     assert HUB_SETS["hub-1k"].has("qa20", "0k") and not HUB_SETS["hub-1k"].has("qa1", "256k")
 
 
-def test_not_selected_task_gets_no_docs_and_says_why():
-    docs = load_docs(qa="qa7", length="0k", babilong_lengths="0k")["test"]
-    assert len(docs) == 0
-    assert "qa7 is not in babilong_tasks" in docs.info.description
+def test_a_cell_the_hub_set_lacks_is_an_error(tiny_llama_dir):
+    with pytest.raises(UsageError, match="RMT-team/babilong has no qa11 at 4k"):
+        load_docs(pretrained=str(tiny_llama_dir), max_length=8192, babilong_lengths="4k", babilong_tasks="qa11")
 
 
-def test_hub_offline_is_a_clear_error():
+def test_hub_offline_is_a_clear_error(tiny_llama_dir):
     # conftest sets HF_DATASETS_OFFLINE=1: the hub set is unreachable here
-    with pytest.raises(RuntimeError, match="babilong_source=generate"):
-        load_docs(qa="qa1", length="0k", babilong_lengths="0k")
+    with pytest.raises(UsageError, match="babilong_source=generate"):
+        load_docs(pretrained=str(tiny_llama_dir), babilong_lengths="0k")
 
 
-def test_generate_needs_babi_dir():
-    with pytest.raises(ValueError, match="babilong_babi_dir"):
-        load_docs(qa="qa1", length="0k", babilong_lengths="0k", babilong_source="generate", tokenizer="unused")
+def test_generate_with_babi_facts_needs_babi_dir(tiny_llama_dir):
+    with pytest.raises(UsageError, match="babilong_babi_dir"):
+        load_docs(pretrained=str(tiny_llama_dir), babilong_lengths="0k", babilong_source="generate")
+
+
+def test_interleave_covers_every_cell_first():
+    cells = {("qa1", "0k"): [1, 2, 3], ("qa2", "0k"): [4], ("qa1", "1k"): [5, 6]}
+    assert interleave(cells) == [1, 4, 5, 2, 6, 3]
+
+
+def test_one_dataset_holds_every_cell_interleaved(tiny_llama_dir):
+    docs = load_docs(
+        pretrained=str(tiny_llama_dir), babilong_source="generate", babilong_facts="simulated",
+        babilong_lengths="0k", babilong_tasks="qa1-qa3", babilong_samples=3,
+    )["test"]  # fmt: skip
+    assert len(docs) == 9
+    assert [d["qa"] for d in docs][:3] == ["qa1", "qa2", "qa3"]  # --limit 3 covers every cell
+    assert {d["length_name"] for d in docs} == {"0k"}
 
 
 def test_babi_reader(shared_data, tmp_path):
@@ -137,6 +131,9 @@ def test_babi_reader(shared_data, tmp_path):
     assert len(second.facts) == 4 and second.story == 0 and second.answer == "bathroom"
     lists = read_babi(task_file(shared_data / "babi" / "en", "qa8"))
     assert any("," in s.answer for s in lists)
+
+
+def test_babi_reader_on_a_written_file(tmp_path):
     path = tmp_path / "qa1_x_test.txt"
     path.write_text("1 Mary went home.\n2 Where is Mary? \thome\t1\n1 Bill left.\n2 Bill came back.\n3 Where is Bill?\tback\t1 2\n")
     parsed = read_babi(path)
@@ -145,7 +142,7 @@ def test_babi_reader(shared_data, tmp_path):
         task_file(tmp_path / "missing", "qa1")
 
 
-def test_hub_rows_become_docs(monkeypatch):
+def test_hub_rows_become_docs(monkeypatch, tiny_llama_dir):
     import datasets
 
     from lm_eval_longmem.babilong import data
@@ -159,7 +156,9 @@ def test_hub_rows_become_docs(monkeypatch):
         )
 
     monkeypatch.setattr(data.datasets, "load_dataset", fake_load_dataset)
-    docs = load_docs(qa="qa2", length="4k", babilong_lengths="4k", babilong_source="hub-1k")["test"]
+    docs = load_docs(
+        pretrained=str(tiny_llama_dir), max_length=8192, babilong_lengths="4k", babilong_tasks="qa2", babilong_source="hub-1k"
+    )["test"]
     assert calls == [("RMT-team/babilong-1k-samples", "4k", "qa2")]
     doc = docs[0]
     assert (doc["qa"], doc["length"], doc["length_name"], doc["target"], doc["skip_reason"]) == ("qa2", 4096, "4k", "office", "")
