@@ -187,11 +187,11 @@ def _pyplot():
 def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     """All runs' copy-accuracy curves on one axis, each with its fine (solid) and coarse (dashed) memory length.
 
-    `curves` holds (label, `analysis.Summary`) pairs. A logarithmic length axis is used when the
-    tested lengths span more than a factor of 16 (geometric sweeps), a linear one otherwise.
+    `curves` holds (label, `analysis.Summary`) pairs. A base-2 logarithmic length axis is used when
+    the tested lengths span a factor of 8 or more (geometric sweeps), a linear one otherwise.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    fig, ax = plt.subplots(figsize=(7.0, 3.4))
     all_lengths: list[int] = []
     claimed: set[int] = set()
     for i, (label, summary) in enumerate(curves):
@@ -211,8 +211,11 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     ax.plot([], [], color="grey", ls="-", lw=1.0, label="fine-grained memory length (copy > 99%)")
     ax.plot([], [], color="grey", ls="--", lw=1.0, label="coarse-grained memory length (copy beats LM by > 1 point)")
     low, high = min(all_lengths), max(all_lengths)
-    if high / max(low, 1) > 16:
+    if high / max(low, 1) >= 8:
         ax.set_xscale("log", base=2)
+        ticks = sorted(set(all_lengths))
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
     for window in sorted(claimed):
         if window <= 1.5 * high:
             ax.axvline(window, color="black", ls=":", lw=1.2)
@@ -226,7 +229,7 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     ax.set_ylabel("copy accuracy (later half of S)")
     ax.set_title("Forgetting curve: copy accuracy of every model")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)  # below: full-width axes
     fig.tight_layout()
     return fig
 
@@ -285,7 +288,7 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
         + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
         "`>L`: still holding at the longest length tested (censored)."
     )
-    header = ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)", "results file"]
+    header = ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)"]
     rows = []
     for run, label in zip(runs, labels):
         fc_task = forgetting_curve_task(run.data)
@@ -299,7 +302,6 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
             _tokens(fc.get("coarse_memory_length"), fc.get("coarse_memory_censored"), fc.get("coarse_memory_length_low"), fc.get("coarse_memory_length_high")),
             _pct(bs.get("acc"), bs.get("acc_ci_low"), bs.get("acc_ci_high")),
             _pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high")),
-            str(run.path),
         ])  # fmt: skip
     section.blocks.append(Table(header, rows))
     return section
@@ -323,7 +325,7 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
             _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
             format_length(summary.claimed) if summary.claimed else "-",
             ", ".join(str(s.length) for s in summary.per_length),
-            str(summary.per_length[0].n) if summary.per_length else "-",
+            str(summary.per_length[0].n) if summary.per_length and summary.per_length[0].n else "-",
             ", ".join(map(str, summary.skipped)) or "none",
         ])  # fmt: skip
     section.blocks.append(
@@ -429,11 +431,19 @@ def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section 
     return section
 
 
+def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    section = Section("Runs")
+    rows = [[label, str(run.data.get("config", {}).get("model") or "-"), ", ".join(f"{k}={v}" for k, v in run.model_args.items()),
+             str(run.path)] for run, label in zip(runs, labels)]  # fmt: skip
+    section.blocks.append(Table(["model", "backend", "model_args", "results file"], rows))
+    return section
+
+
 def build_report(runs: Sequence[Run]) -> Report:
     """Every section the runs support, headline first."""
     labels = run_labels(runs)
     sections = [_headline_section(runs, labels)]
-    for make in (_forgetting_curve_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section):
+    for make in (_forgetting_curve_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
         section = make(runs, labels)
         if section is not None:
             sections.append(section)
@@ -485,7 +495,7 @@ def _inline(text: str) -> str:
 
 def figure_png(fig: Figure, dpi: int = 150) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     return buffer.getvalue()
 
 
@@ -531,7 +541,7 @@ def write_report(paths: Sequence[Path], out_dir: Path) -> ReportFiles:
         png = out_dir / "figures" / f"{block.name}.png"
         png.write_bytes(pngs[block.name])
         pdf = png.with_suffix(".pdf")
-        block.figure.savefig(pdf)
+        block.figure.savefig(pdf, bbox_inches="tight")
         written += [png, pdf]
         plt.close(block.figure)
     markdown = out_dir / "report.md"
