@@ -64,19 +64,19 @@ def _report(args: argparse.Namespace) -> None:
     from lm_eval_longmem.common.results import ResultsFileError, find_results_files, load_run
     from lm_eval_longmem.report import headline_lines, write_report
 
-    files, failed = [], False
+    runs, failed = [], False
     for path in args.results:  # a bad path is named and skipped; the others are still reported
         try:
-            files += [load_run(found).path for found in find_results_files(path)]
+            runs += [load_run(found) for found in find_results_files(path)]
         except ResultsFileError as err:
             print(f"lm-eval-longmem report: {err}", file=sys.stderr)
             failed = True
-    if files:
-        written = write_report(files, args.out)
+    if runs:
+        written = write_report(runs, args.out)
         print(f"{written.html}\n{written.markdown}\n{args.out / 'figures'}/ ({len(written.figures)} files)")
-        for line in headline_lines([load_run(f) for f in files]):
+        for line in headline_lines(runs):
             print(f"  {line}")
-    if failed or not files:
+    if failed or not runs:
         raise SystemExit(1)
 
 

@@ -49,7 +49,7 @@ class DemoSize:
 
 
 SIZES = {
-    "small": DemoSize((64, 128, 256, 512, 1024), 3, 3, (250, 500), 2, ("0k", "1k"), "qa1-qa5", 4),
+    "small": DemoSize((64, 128, 256, 512, 1024), 2, 2, (250, 500), 2, ("0k", "1k"), "qa1-qa5", 3),
     "tiny": DemoSize((16, 32), 2, 1, (250,), 2, ("0k",), "qa1", 2),
 }
 
@@ -181,19 +181,19 @@ def run_demo(
         run_harness(args)
     finally:
         sys.argv = saved_argv
-    results_file = find_results_file(out / "results")
-    _done(start, str(results_file))
+    run = load_run(find_results_file(out / "results"))
+    _done(start, str(run.path))
 
     step += 1
     start = _step(step, total, "figures and report")
-    files = write_report([results_file], out)
+    files = write_report([run], out)
     _done(start)
 
     print(f"\ndemo finished in {time.perf_counter() - begin:.0f} s")
-    print(f"  results: {results_file}")
+    print(f"  results: {run.path}")
     print(f"  report:  {files.html}")
     print(f"           {files.markdown}")
     print(f"  figures: {out / 'figures'}")
-    for line in headline_lines([load_run(results_file)]):
+    for line in headline_lines([run]):
         print(f"  {line}")
     return files.html

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.common.lengths import format_length, parse_length
-from lm_eval_longmem.common.results import Run, load_runs, run_labels
+from lm_eval_longmem.common.results import Run, run_labels
 from lm_eval_longmem.forgetting_curve.analysis import curve_from_data, forgetting_curve_task, summarize
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
@@ -527,9 +527,8 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
     return "\n".join(out)
 
 
-def write_report(paths: Sequence[Path], out_dir: Path) -> ReportFiles:
-    """Read every run under `paths` and write `report.md`, `report.html` and `figures/` into `out_dir`."""
-    runs = load_runs(paths)
+def write_report(runs: Sequence[Run], out_dir: Path) -> ReportFiles:
+    """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`."""
     report = build_report(runs)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)

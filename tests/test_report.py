@@ -197,7 +197,7 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
 
 
 def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
-    files = write_report([run.path for run in two_runs], tmp_path / "report")
+    files = write_report(two_runs, tmp_path / "report")
     md = files.markdown.read_text()
     assert md.startswith("# Long-context memory report")
     assert "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] |\n" in md
