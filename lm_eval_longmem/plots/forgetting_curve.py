@@ -13,15 +13,19 @@ Reads lm_eval results (with their samples file beside them) and the original too
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.forgetting_curve.analysis import (
+    Curve,
     curve_from_data,
     forgetting_curve_task,
     is_reference,
     summarize,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COPY_COLOR = "#e69f00"  # the paper's copy curve is yellow/orange
 LM_COLOR = "#0072b2"
@@ -48,13 +52,28 @@ def _title(results: Any) -> str:
 
 def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg"), *, claimed: int | None = None) -> list[Path]:
     """Draw the figure; writes `<out_prefix>_forgetting_curve.<fmt>` for each format and returns the paths."""
+    source = results.get("_source_path") if isinstance(results, dict) else None
+    fig = figure(curve_from_data(results, path=Path(source) if source else None, claimed=claimed), _title(results))
+    import matplotlib.pyplot as plt
+
+    out_prefix = Path(out_prefix)
+    out_prefix.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        path = out_prefix.with_name(f"{out_prefix.name}_forgetting_curve.{fmt}")
+        fig.savefig(path, dpi=150)
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+def figure(curve: Curve, title: str = "Forgetting curve") -> Figure:
+    """The figure of one curve (the caller saves and closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    source = results.get("_source_path") if isinstance(results, dict) else None
-    curve = curve_from_data(results, path=Path(source) if source else None, claimed=claimed)
     summary = summarize(curve)
     x = [s.length for s in summary.per_length]
     swept = max(x + list(summary.skipped))
@@ -93,17 +112,8 @@ def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlabel("length L of the copied text (tokens)")
     ax.set_ylabel("token accuracy (later half of S)")
-    ax.set_title(_title(results))
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)  # outside: never over a curve
     fig.tight_layout()
-
-    out_prefix = Path(out_prefix)
-    out_prefix.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for fmt in formats:
-        path = out_prefix.with_name(f"{out_prefix.name}_forgetting_curve.{fmt}")
-        fig.savefig(path, dpi=150)
-        written.append(path)
-    plt.close(fig)
-    return written
+    return fig

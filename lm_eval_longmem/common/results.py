@@ -1,0 +1,197 @@
+"""The one reader of lm_eval's output files, for `plot`, `report`, `summarize` and `babilong report`.
+
+`lm_eval --output_path OUT` writes, per run, `OUT/<model>/results_<date>.json` and (with
+`--log_samples`) one `samples_<task>_<date>.jsonl` per task beside it. A user may point us at
+a results file, at a model folder holding several runs, or at `OUT` itself holding several models:
+
+* a file is taken as it is;
+* a folder gives the newest `results_*.json` of every folder under it that holds some (one run per
+  model folder: an older run of the same model in the same folder is a previous attempt);
+* several paths give all of their runs, in the order given.
+
+Every problem with a file is a `ResultsFileError` whose message is one line naming the file and
+the fix, so command lines can print it as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS_GLOB = "results_*.json"
+NO_FILTER = "none"
+"""The filter name lm_eval appends to metrics of tasks without a filter pipeline (`acc,none`)."""
+
+
+class ResultsFileError(ValueError):
+    """A results or samples file that cannot be read; the message names the file and the fix."""
+
+
+def read_json(path: Path) -> Any:
+    """The parsed content of a JSON file, or a `ResultsFileError` saying what is wrong with it."""
+    path = Path(path)
+    if path.is_dir():
+        raise ResultsFileError(f"{path} is a folder: pass a results_*.json file, or use the folder as a whole")
+    if not path.is_file():
+        raise ResultsFileError(f"{path}: no such file; pass a results_*.json file or the folder given to lm_eval --output_path")
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise ResultsFileError(
+            f"{path} is empty ({len(raw)} bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+        )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ResultsFileError(f"{path} is not a text file: pass a results_*.json file that lm_eval wrote") from None
+    except json.JSONDecodeError as err:
+        raise ResultsFileError(
+            f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}): "
+            "pass a results_*.json file that lm_eval wrote, or rerun the evaluation"
+        ) from None
+
+
+def find_results_files(path: Path) -> list[Path]:
+    """`path` itself, or the newest `results_*.json` of every folder under `path` that holds one."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    if not path.exists():
+        raise ResultsFileError(f"{path}: no such file or folder; pass a results_*.json file or the folder given to lm_eval --output_path")
+    newest: dict[Path, Path] = {}
+    for found in sorted(path.rglob(RESULTS_GLOB)):
+        if found.is_file() and (found.parent not in newest or _newer(found, newest[found.parent])):
+            newest[found.parent] = found
+    if not newest:
+        raise ResultsFileError(
+            f"{path}: no {RESULTS_GLOB} in this folder or below it; pass the folder given to lm_eval --output_path "
+            "(lm_eval writes the file only when a run finishes)"
+        )
+    return [newest[folder] for folder in sorted(newest)]
+
+
+def find_results_file(path: Path) -> Path:
+    """`path` itself, or the single newest `results_*.json` under a folder (for tools that read one run)."""
+    return max(find_results_files(path), key=_stamp)
+
+
+def _stamp(path: Path) -> tuple[str, float]:
+    """Sort key of a results file: its date stamp from the name, then its modification time."""
+    return path.stem.removeprefix("results_"), path.stat().st_mtime
+
+
+def _newer(a: Path, b: Path) -> bool:
+    return _stamp(a) > _stamp(b)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One lm_eval run: its results file, parsed."""
+
+    path: Path
+    """The `results_*.json` file."""
+    data: dict[str, Any]
+    """Its content: `results`, `groups`, `configs`, `n-samples`, `config`, `model_name`, ..."""
+
+    @property
+    def date(self) -> str:
+        """The date stamp lm_eval put in the file name (`2026-01-01T00-00-00.123456`), or ""."""
+        stem = self.path.stem
+        return stem[len("results_") :] if stem.startswith("results_") else ""
+
+    @property
+    def model(self) -> str:
+        """The evaluated model's short name: the last part of `pretrained` (or of lm_eval's `model_name`)."""
+        name = self.model_args.get("pretrained") or self.data.get("model_name") or (self.data.get("config") or {}).get("model")
+        return str(name or "unknown model").rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def model_args(self) -> dict[str, Any]:
+        """`--model_args` of the run as a dict (lm_eval stores a string or a dict)."""
+        args = (self.data.get("config") or {}).get("model_args") or {}
+        if isinstance(args, str):
+            args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
+        return args if isinstance(args, dict) else {}
+
+    @property
+    def tasks(self) -> list[str]:
+        """Every task and group with metrics in the run, in the file's order."""
+        return list(self.data.get("results") or {})
+
+    def metrics(self, task: str) -> dict[str, Any]:
+        """`task`'s metrics without lm_eval's filter suffix (`acc,none` -> `acc`); only unfiltered ones
+        when the task has them, else those of its first filter (`exact_match,strict-match`)."""
+        row = (self.data.get("results") or {}).get(task) or {}
+        filters = [key.split(",", 1)[1] for key in row if "," in key]
+        chosen = NO_FILTER if NO_FILTER in filters else (filters[0] if filters else None)
+        return {key.split(",", 1)[0]: value for key, value in row.items() if "," in key and key.split(",", 1)[1] == chosen}
+
+    def n_samples(self, task: str) -> int | None:
+        """Docs the run evaluated for `task` (after `--limit`), when lm_eval recorded it."""
+        counts = (self.data.get("n-samples") or {}).get(task) or {}
+        value = counts.get("effective")
+        return int(value) if isinstance(value, (int, float)) else None
+
+    def samples_file(self, task: str) -> Path | None:
+        """The `samples_<task>_<date>.jsonl` of this run (same folder, same date stamp), if it was written."""
+        candidate = self.path.with_name(f"samples_{task}_{self.date}.jsonl")
+        return candidate if self.date and candidate.is_file() else None
+
+    def samples(self, task: str) -> list[dict[str, Any]]:
+        """The per-doc records of `task` (needs the run's `--log_samples`)."""
+        path = self.samples_file(task)
+        if path is None:
+            raise ResultsFileError(
+                f"{self.path}: no samples_{task}_{self.date}.jsonl beside it; rerun lm_eval with --log_samples"
+            )
+        return read_samples_file(path)
+
+
+def read_samples_file(path: Path) -> list[dict[str, Any]]:
+    """The records of an lm_eval `samples_*.jsonl` file; a bad line is an error naming file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ResultsFileError(f"{path}: no such file; rerun lm_eval with --log_samples to write it")
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ResultsFileError(f"{path}, line {number}: not valid JSON ({err.msg}); the file is damaged, rerun lm_eval") from None
+        if not isinstance(record, dict):
+            raise ResultsFileError(f"{path}, line {number}: not a sample record; pass a samples_*.jsonl file that lm_eval wrote")
+        records.append(record)
+    if not records:
+        raise ResultsFileError(f"{path} holds no samples; rerun lm_eval with --log_samples")
+    return records
+
+
+def load_run(path: Path) -> Run:
+    """The run of one results file (a JSON object with lm_eval's `results`)."""
+    data = read_json(path)
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise ResultsFileError(
+            f"{path} is JSON but not an lm_eval results file (no \"results\" object): pass the results_*.json lm_eval wrote"
+        )
+    return Run(Path(path), data)
+
+
+def load_runs(paths: Iterable[Path]) -> list[Run]:
+    """Every run under `paths` (files and folders, see the module docstring), in the order given."""
+    return [load_run(file) for path in paths for file in find_results_files(Path(path))]
+
+
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """A distinct, short label per run: the model name, with the run's date when a model appears twice."""
+    labels = [run.model for run in runs]
+    labels = [f"{label} [{run.date}]" if labels.count(label) > 1 and run.date else label for label, run in zip(labels, runs)]
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append(label if labels.count(label) == 1 else f"{label} #{seen[label]}")
+    return unique

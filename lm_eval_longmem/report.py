@@ -1,0 +1,560 @@
+"""`lm-eval-longmem report RESULTS... [--out DIR]`: one Markdown summary and one self-contained HTML page
+comparing every run (model) in the given results files or folders.
+
+The report leads with one headline number per evaluation (what a leaderboard reads; all higher
+is better):
+
+    forgetting_curve -> fine_memory_length   (tokens copied > 99% right; coarse_memory_length beside it)
+    booksort         -> acc                  (in-context Sequence Order Recall accuracy, chance 0.5)
+    babilong         -> acc                  (mean over every bAbI task x length that ran)
+
+then gives, per evaluation, its figures and a table per model, and lists every other harness
+task of the same files with its main metric, so our tasks can be compared with others run
+alongside. Figures are written as PNG (for the page) and PDF (for a paper) under `DIR/figures/`;
+the HTML page embeds the PNGs, so it can be mailed or archived as one file.
+
+BABILong is read in its one-task shape: `acc@{LEN}`, `acc@{qa}_{LEN}`, `effective_context@{qa}`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from lm_eval_longmem.common.lengths import format_length, parse_length
+from lm_eval_longmem.common.results import Run, run_labels
+from lm_eval_longmem.forgetting_curve.analysis import curve_from_data, forgetting_curve_task, summarize
+from lm_eval_longmem.plots import booksort as booksort_plot
+from lm_eval_longmem.plots import forgetting_curve as fc_plot
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+class Headline(NamedTuple):
+    """The one number a leaderboard reads for an evaluation."""
+
+    evaluation: str
+    metric: str
+    meaning: str
+
+
+HEADLINES = (
+    Headline("forgetting_curve", "fine_memory_length", "longest length L (tokens) copied with > 99% token accuracy"),
+    Headline("booksort", "acc", "in-context order-recall accuracy (chance 0.5)"),
+    Headline("babilong", "acc", "mean accuracy over every bAbI task x length that ran (authors' answer check)"),
+)
+"""One headline metric per evaluation; every one is higher-is-better."""
+
+BABILONG_TASK = "babilong"
+_BABILONG_CELL = re.compile(r"^acc@(qa\d+)_(\d+[kM])$")
+_BABILONG_LENGTH = re.compile(r"^acc@(\d+[kM])$")
+_BOOKSORT_LE = re.compile(r"^acc@LE(\d+)$")
+_OUR_PREFIXES = ("forgetting_curve", "booksort", "babilong")
+_RUN_COLORS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
+
+
+# ---- the document model: rendered to both Markdown and HTML -------------------------------------
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class FigureBlock:
+    name: str
+    """File stem under `figures/`."""
+    caption: str
+    figure: Figure
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[str | Table | FigureBlock] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    runs: list[Run]
+    labels: list[str]
+    sections: list[Section]
+
+    def figures(self) -> list[FigureBlock]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, FigureBlock)]
+
+
+class ReportFiles(NamedTuple):
+    markdown: Path
+    html: Path
+    figures: list[Path]
+
+
+# ---- formatting ----------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _pct(value: Any, low: Any = None, high: Any = None) -> str:
+    """`62.5 [55.1, 69.4]` (percent) or `-` when absent."""
+    v = _number(value)
+    if v is None:
+        return "-"
+    lo, hi = _number(low), _number(high)
+    return f"{100 * v:.1f}" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else "")
+
+
+def _tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None) -> str:
+    """`512 [256, 1024]`, `>2048` when censored, `-` when absent."""
+    v = _number(value)
+    if v is None:
+        return "-"
+    text = (">" if censored is True or _number(censored) == 1 else "") + str(int(v))
+    lo, hi = _number(low), _number(high)
+    return text + (f" [{int(lo)}, {int(hi)}]" if lo is not None and hi is not None else "")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+def _length_key(name: str) -> int:
+    return parse_length(name)
+
+
+# ---- reading our evaluations out of a run -----------------------------------------------------------
+
+
+def booksort_rows(run: Run) -> dict[str, dict[str, Any]]:
+    """Raw metric rows (with lm_eval's `,none` suffix) of every Book-SORT task of the run."""
+    return booksort_plot.booksort_tasks(run.data)
+
+
+def booksort_headline_task(run: Run) -> str | None:
+    """The in-context Book-SORT task (the paper's headline condition), else the first Book-SORT task."""
+    tasks = list(booksort_rows(run))
+    return "booksort_in_context" if "booksort_in_context" in tasks else (tasks[0] if tasks else None)
+
+
+def babilong_metrics(run: Run) -> dict[str, Any] | None:
+    """The metrics of the one-task BABILong (`acc@qa1_4k`-style cells), or None when the run has none."""
+    metrics = run.metrics(BABILONG_TASK)
+    return metrics if any(_BABILONG_CELL.match(key) for key in metrics) else None
+
+
+def is_ours(task: str) -> bool:
+    """True for our tasks and groups (and their per-cell names)."""
+    return task.startswith(_OUR_PREFIXES)
+
+
+def main_metric(run: Run, task: str) -> tuple[str, float, float | None, bool | None] | None:
+    """(metric, value, stderr, higher_is_better) of a harness task: the first metric its results declare in
+    `higher_is_better`, else its first numeric one."""
+    metrics = run.metrics(task)
+    declared = (run.data.get("higher_is_better") or {}).get(task) or {}
+    candidates = [m for m in declared if _number(metrics.get(m)) is not None]
+    candidates += [m for m, v in metrics.items() if _number(v) is not None and not m.endswith("_stderr") and m not in candidates]
+    if not candidates:
+        return None
+    name = candidates[0]
+    return name, float(metrics[name]), _number(metrics.get(f"{name}_stderr")), declared.get(name)
+
+
+# ---- figures ----------------------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
+    """All runs' copy-accuracy curves on one axis, each with its fine (solid) and coarse (dashed) memory length.
+
+    `curves` holds (label, `analysis.Summary`) pairs. A base-2 logarithmic length axis is used when
+    the tested lengths span a factor of 8 or more (geometric sweeps), a linear one otherwise.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 3.4))
+    all_lengths: list[int] = []
+    claimed: set[int] = set()
+    for i, (label, summary) in enumerate(curves):
+        color = _RUN_COLORS[i % len(_RUN_COLORS)]
+        x = [s.length for s in summary.per_length]
+        all_lengths += x
+        ax.plot(x, [s.copy.estimate for s in summary.per_length], "o-", color=color, ms=3.5, lw=1.6,
+                label=f"{label}: fine {summary.fine.label}, coarse {summary.coarse.label}")  # fmt: skip
+        ax.fill_between(x, [s.copy.low for s in summary.per_length], [s.copy.high for s in summary.per_length],
+                        color=color, alpha=0.15, lw=0)  # fmt: skip
+        if summary.fine.length > 0:
+            ax.axvline(summary.fine.length, color=color, ls="-", lw=1.0, alpha=0.8)
+        if summary.coarse.length > 0:
+            ax.axvline(summary.coarse.length, color=color, ls="--", lw=1.0, alpha=0.8)
+        if summary.claimed:
+            claimed.add(summary.claimed)
+    ax.plot([], [], color="grey", ls="-", lw=1.0, label="fine-grained memory length (copy > 99%)")
+    ax.plot([], [], color="grey", ls="--", lw=1.0, label="coarse-grained memory length (copy beats LM by > 1 point)")
+    low, high = min(all_lengths), max(all_lengths)
+    if high / max(low, 1) >= 8:
+        ax.set_xscale("log", base=2)
+        ticks = sorted(set(all_lengths))
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+    for window in sorted(claimed):
+        if window <= 1.5 * high:
+            ax.axvline(window, color="black", ls=":", lw=1.2)
+    if claimed:
+        on_scale = [w for w in sorted(claimed) if w <= 1.5 * high]
+        names = ", ".join(format_length(w) for w in sorted(claimed))
+        ax.plot([], [], color="black", ls=":", lw=1.2, label=f"claimed window ({names}{'' if on_scale else ', off scale'})")
+    ax.axhline(0.99, color="grey", lw=0.6, alpha=0.6)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("length L of the copied text (tokens)")
+    ax.set_ylabel("copy accuracy (later half of S)")
+    ax.set_title("Forgetting curve: copy accuracy of every model")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)  # below: full-width axes
+    fig.tight_layout()
+    return fig
+
+
+def babilong_heatmap_figure(metrics: dict[str, Any], title: str) -> Figure:
+    """Accuracy per bAbI task (rows) and length (columns), authors' check and corrected check side by side.
+
+    The bottom row is the mean over the selected tasks at each length (`acc@{LEN}`); each task's
+    effective context (`effective_context@{qa}`: the longest length up to which it stays at or
+    above the paper's 85%) is outlined on both panels. A cell that did not run is blank.
+    """
+    plt = _pyplot()
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    cells = {(m[1], m[2]) for key in metrics if (m := _BABILONG_CELL.match(key))}
+    tasks = sorted({qa for qa, _ in cells}, key=lambda qa: int(qa[2:]))
+    lengths = sorted({ln for _, ln in cells}, key=_length_key)
+    rows = tasks + ["mean"]
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
+    for ax, metric, panel in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' answer check)", "acc_corrected")):
+        grid = np.full((len(rows), len(lengths)), np.nan)
+        for (qa, ln) in cells:
+            value = _number(metrics.get(f"{metric}@{qa}_{ln}"))
+            grid[tasks.index(qa), lengths.index(ln)] = np.nan if value is None else 100 * value
+        for j, ln in enumerate(lengths):
+            value = _number(metrics.get(f"{metric}@{ln}"))
+            grid[len(rows) - 1, j] = np.nan if value is None else 100 * value
+        image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
+        for (i, j), value in np.ndenumerate(grid):
+            if not np.isnan(value):
+                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9)
+        for qa in tasks:
+            effective = str(metrics.get(f"effective_context@{qa}", "none"))
+            if effective in lengths:
+                ax.add_patch(Rectangle((lengths.index(effective) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
+        ax.axhline(len(tasks) - 0.5, color="black", lw=1.0)
+        ax.set_xticks(range(len(lengths)), lengths)
+        ax.set_yticks(range(len(rows)), rows)
+        ax.set_xlabel("context length (tokens)")
+        ax.set_title(panel, fontsize=10)
+        fig.colorbar(image, ax=ax, shrink=0.85, label="accuracy (%)")
+    fig.suptitle(f"BABILong: {title} (outlined: effective context, accuracy >= 85% up to there)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# ---- sections ---------------------------------------------------------------------------------------
+
+
+def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    section = Section("Headline numbers")
+    section.blocks.append(
+        "One number per evaluation, higher is better for all: "
+        + "; ".join(f"`{h.evaluation}` -> `{h.metric}` ({h.meaning})" for h in HEADLINES)
+        + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
+        "`>L`: still holding at the longest length tested (censored)."
+    )
+    header = ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)"]
+    rows = []
+    for run, label in zip(runs, labels):
+        fc_task = forgetting_curve_task(run.data)
+        fc = run.metrics(fc_task) if fc_task else {}
+        bs_task = booksort_headline_task(run)
+        bs = run.metrics(bs_task) if bs_task else {}
+        bl = babilong_metrics(run) or {}
+        rows.append([
+            label,
+            _tokens(fc.get("fine_memory_length"), fc.get("fine_memory_censored"), fc.get("fine_memory_length_low"), fc.get("fine_memory_length_high")),
+            _tokens(fc.get("coarse_memory_length"), fc.get("coarse_memory_censored"), fc.get("coarse_memory_length_low"), fc.get("coarse_memory_length_high")),
+            _pct(bs.get("acc"), bs.get("acc_ci_low"), bs.get("acc_ci_high")),
+            _pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high")),
+        ])  # fmt: skip
+    section.blocks.append(Table(header, rows))
+    return section
+
+
+def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    found = [(run, label, task) for run, label in zip(runs, labels) if (task := forgetting_curve_task(run.data))]
+    if not found:
+        return None
+    section = Section("Forgetting curve")
+    summaries = []
+    rows = []
+    for run, label, task in found:
+        curve = curve_from_data(run.data, path=run.path)
+        summary = summarize(curve)
+        summaries.append((label, summary))
+        metrics = run.metrics(task)
+        rows.append([
+            label,
+            _tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
+            _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+            format_length(summary.claimed) if summary.claimed else "-",
+            ", ".join(str(s.length) for s in summary.per_length),
+            str(summary.per_length[0].n) if summary.per_length and summary.per_length[0].n else "-",
+            ", ".join(map(str, summary.skipped)) or "none",
+        ])  # fmt: skip
+    section.blocks.append(
+        "Fine-grained memory length: the longest tested L whose copy accuracy exceeds 99%; coarse-grained: the "
+        "longest L where copy accuracy beats LM accuracy (same text after an unrelated prefix) by more than 1 point."
+    )
+    section.blocks.append(Table(["model", "fine_memory_length", "coarse_memory_length", "claimed window", "lengths tested", "samples per length", "skipped lengths"], rows))
+    section.blocks.append(FigureBlock("forgetting_curve_overlay", "Copy accuracy of every model, with its memory lengths (95% bands).", copy_overlay_figure(summaries)))
+    for (run, label, _), (_, summary) in zip(found, summaries):
+        curve = curve_from_data(run.data, path=run.path)
+        fig = fc_plot.figure(curve, f"Forgetting curve: {label}")
+        section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", f"Copy and LM accuracy of {label}.", fig))
+    return section
+
+
+def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    lines: dict[str, dict[str, Any]] = {}
+    rows = []
+    lengths = sorted({int(m[1]) for run in runs for task in booksort_rows(run) for key in run.metrics(task) if (m := _BOOKSORT_LE.match(key))})
+    for run, label in zip(runs, labels):
+        tasks = booksort_rows(run)
+        for task, row in tasks.items():
+            name = label if len(tasks) == 1 else f"{label} / {task}"
+            lines[name] = row
+            metrics = run.metrics(task)
+            rows.append(
+                [name, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
+                + [_pct(metrics.get(f"acc@LE{le}"), metrics.get(f"acc@LE{le}_ci_low"), metrics.get(f"acc@LE{le}_ci_high")) for le in lengths]
+                + [str(run.n_samples(task) or "-")]
+            )  # fmt: skip
+    if not lines:
+        return None
+    section = Section("Book-SORT")
+    section.blocks.append("Accuracy (%) of recalling which of two segments came first in the excerpt; chance is 50%.")
+    section.blocks.append(Table(["model", "acc"] + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
+    section.blocks.append(FigureBlock("booksort", "Book-SORT accuracy by excerpt length (a) and by segment distance (b).", booksort_plot.figure(lines)))
+    return section
+
+
+def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    found = [(run, label, m) for run, label in zip(runs, labels) if (m := babilong_metrics(run))]
+    if not found:
+        return None
+    section = Section("BABILong")
+    lengths = sorted({m[1] for _, _, metrics in found for key in metrics if (m := _BABILONG_LENGTH.match(key))}, key=_length_key)
+    tasks = sorted({m[1] for _, _, metrics in found for key in metrics if (m := _BABILONG_CELL.match(key))}, key=lambda qa: int(qa[2:]))
+    section.blocks.append(
+        "Mean accuracy (%) over the selected bAbI tasks per context length (authors' answer check; 95% intervals), "
+        "and each task's effective context: the longest length up to which its accuracy stays at or above 85%."
+    )
+    rows = []
+    for run, label, metrics in found:
+        rows.append(
+            [label, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
+            + [_pct(metrics.get(f"acc@{ln}"), metrics.get(f"acc@{ln}_ci_low"), metrics.get(f"acc@{ln}_ci_high")) for ln in lengths]
+            + [", ".join(f"{qa} {metrics.get(f'effective_context@{qa}', '-')}" for qa in tasks)]
+        )  # fmt: skip
+    section.blocks.append(Table(["model", "acc"] + [f"acc@{ln}" for ln in lengths] + ["effective context"], rows))
+    for run, label, metrics in found:
+        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_heatmap_figure(metrics, label)))
+    return section
+
+
+def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    rows = []
+    for run, label in zip(runs, labels):
+        for task in run.tasks:
+            metrics = run.metrics(task)
+            skipped = _number(metrics.get("skipped"))
+            if is_ours(task) and skipped:
+                reasons = metrics.get("skip_reasons")
+                detail = (
+                    "; ".join(f"{cell}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
+                    if isinstance(reasons, dict)
+                    else ""
+                )
+                rows.append([label, task, str(int(skipped)), detail or "-"])
+    if not rows:
+        return None
+    section = Section("Skipped (never truncated)")
+    section.blocks.append("Docs or lengths left out because they do not fit the model's window, per task and reason.")
+    section.blocks.append(Table(["model", "task", "skipped", "reasons"], rows))
+    return section
+
+
+def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    rows = []
+    for run, label in zip(runs, labels):
+        for task in run.tasks:
+            if is_ours(task):
+                continue
+            main = main_metric(run, task)
+            if main is None:
+                continue
+            name, value, stderr, higher = main
+            direction = {True: "higher", False: "lower"}.get(higher, "?")
+            rows.append([label, task, name, f"{value:.4g}", "-" if stderr is None else f"{stderr:.2g}", direction])
+    if not rows:
+        return None
+    section = Section("Other harness tasks in the same runs")
+    section.blocks.append("Main metric of every other task in the results files (the first one its results declare).")
+    section.blocks.append(Table(["model", "task", "metric", "value", "stderr", "better"], rows))
+    return section
+
+
+def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    section = Section("Runs")
+    rows = [[label, str(run.data.get("config", {}).get("model") or "-"), ", ".join(f"{k}={v}" for k, v in run.model_args.items()),
+             str(run.path)] for run, label in zip(runs, labels)]  # fmt: skip
+    section.blocks.append(Table(["model", "backend", "model_args", "results file"], rows))
+    return section
+
+
+def build_report(runs: Sequence[Run]) -> Report:
+    """Every section the runs support, headline first."""
+    labels = run_labels(runs)
+    sections = [_headline_section(runs, labels)]
+    for make in (_forgetting_curve_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
+        section = make(runs, labels)
+        if section is not None:
+            sections.append(section)
+    return Report(list(runs), labels, sections)
+
+
+# ---- rendering --------------------------------------------------------------------------------------
+
+TITLE = "Long-context memory report"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    """The report as Markdown; figures are linked as `figures/<name>.png`."""
+    out = [f"# {TITLE}", "", f"Runs: {len(report.runs)} ({', '.join(report.labels)})", ""]
+    for section in report.sections:
+        out += [f"## {section.title}", ""]
+        for block in section.blocks:
+            if isinstance(block, Table):
+                out.append("| " + " | ".join(map(_md_cell, block.header)) + " |")
+                out.append("|" + "---|" * len(block.header))
+                out += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in block.rows]
+            elif isinstance(block, FigureBlock):
+                out.append(f"![{block.caption}](figures/{block.name}.png)")
+            else:
+                out.append(block)
+            out.append("")
+    return "\n".join(out)
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.8em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
+th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } td { font-variant-numeric: tabular-nums; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: .9em; color: #555; } code { background: #f5f5f5; padding: 0 .2em; }
+"""
+
+
+def _inline(text: str) -> str:
+    """HTML of a paragraph: escaped, with `code` spans."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def figure_png(fig: Figure, dpi: int = 150) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def render_html(report: Report, pngs: dict[str, bytes]) -> str:
+    """The report as one HTML page with every figure inline (base64 PNG)."""
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(TITLE)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(TITLE)}</h1>",
+        f"<p>Runs: {len(report.runs)} ({html.escape(', '.join(report.labels))})</p>",
+    ]
+    for section in report.sections:
+        out.append(f"<h2>{html.escape(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, Table):
+                out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
+                out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in block.rows]
+                out.append("</tbody></table>")
+            elif isinstance(block, FigureBlock):
+                data = base64.b64encode(pngs[block.name]).decode("ascii")
+                out.append(
+                    f'<figure><img alt="{html.escape(block.caption)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+                )
+            else:
+                out.append(f"<p>{_inline(block)}</p>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(runs: Sequence[Run], out_dir: Path) -> ReportFiles:
+    """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`."""
+    report = build_report(runs)
+    out_dir = Path(out_dir)
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    plt = _pyplot()
+    pngs: dict[str, bytes] = {}
+    written = []
+    for block in report.figures():
+        pngs[block.name] = figure_png(block.figure)
+        png = out_dir / "figures" / f"{block.name}.png"
+        png.write_bytes(pngs[block.name])
+        pdf = png.with_suffix(".pdf")
+        block.figure.savefig(pdf, bbox_inches="tight")
+        written += [png, pdf]
+        plt.close(block.figure)
+    markdown = out_dir / "report.md"
+    markdown.write_text(render_markdown(report), encoding="utf-8")
+    page = out_dir / "report.html"
+    page.write_text(render_html(report, pngs), encoding="utf-8")
+    return ReportFiles(markdown, page, written)
+
+
+def headline_lines(runs: Sequence[Run]) -> list[str]:
+    """One line per run with its headline numbers, for a terminal."""
+    section = _headline_section(runs, run_labels(runs))
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    return [
+        f"{row[0]}: forgetting_curve fine_memory_length {row[1]} (coarse {row[2]}), booksort acc {row[3]}%, babilong acc {row[4]}%"
+        for row in table.rows
+    ]

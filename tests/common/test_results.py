@@ -1,0 +1,130 @@
+"""The one reader of lm_eval results and samples files: what it finds, and how it refuses bad files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from lm_eval_longmem.common.results import (
+    ResultsFileError,
+    find_results_file,
+    find_results_files,
+    load_run,
+    load_runs,
+    read_json,
+    read_samples_file,
+    run_labels,
+)
+
+
+def write_run(folder, date, *, model="HuggingFaceTB/SmolLM2-135M-Instruct", results=None, mtime=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"results_{date}.json"
+    data = {
+        "results": results if results is not None else {"booksort": {"alias": "booksort", "acc,none": 0.5}},
+        "config": {"model": "hf", "model_args": f"pretrained={model},dtype=float32"},
+        "model_name": model,
+        "n-samples": {"booksort": {"original": 10, "effective": 4}},
+    }
+    path.write_text(json.dumps(data))
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_a_folder_gives_the_newest_run_of_each_model_folder(tmp_path):
+    old = write_run(tmp_path / "out" / "model_a", "2026-01-01T10-00-00.000001", mtime=2_000_000_000)
+    new = write_run(tmp_path / "out" / "model_a", "2026-01-02T10-00-00.000001", mtime=1_000_000_000)
+    other = write_run(tmp_path / "out" / "model_b", "2026-01-01T09-00-00.000001")
+    assert find_results_files(tmp_path / "out") == [new, other]  # by the date in the name, not the file time
+    assert find_results_files(old) == [old]  # a file is taken as it is
+    assert find_results_file(tmp_path / "out") == new
+
+
+def test_several_paths_give_all_their_runs_in_order(tmp_path):
+    a = write_run(tmp_path / "a", "2026-01-01T00-00-00.1", model="org/model-a")
+    b = write_run(tmp_path / "b", "2026-01-01T00-00-00.2", model="/local/models/model-b/")
+    runs = load_runs([b, tmp_path / "a"])
+    assert [r.path for r in runs] == [b, a]
+    assert [r.model for r in runs] == ["model-b", "model-a"]
+
+
+def test_metrics_drop_the_filter_suffix_and_prefer_unfiltered_values(tmp_path):
+    path = write_run(
+        tmp_path,
+        "2026-01-01T00-00-00.1",
+        results={
+            "booksort": {"alias": "booksort", "acc,none": 0.75, "acc_stderr,none": 0.1},
+            "gsm8k": {"exact_match,strict-match": 0.2, "exact_match,flexible-extract": 0.3},
+        },
+    )
+    run = load_run(path)
+    assert run.metrics("booksort") == {"acc": 0.75, "acc_stderr": 0.1}
+    assert run.metrics("gsm8k") == {"exact_match": 0.2}
+    assert run.metrics("absent") == {}
+    assert run.n_samples("booksort") == 4
+    assert run.tasks == ["booksort", "gsm8k"]
+
+
+def test_samples_of_a_task_come_from_the_same_run(tmp_path):
+    path = write_run(tmp_path, "2026-01-01T00-00-00.1")
+    (tmp_path / "samples_booksort_2026-01-01T00-00-00.1.jsonl").write_text('{"doc": {"i": 1}}\n\n{"doc": {"i": 2}}\n')
+    (tmp_path / "samples_booksort_2025-12-31T00-00-00.1.jsonl").write_text('{"doc": {"i": 99}}\n')
+    run = load_run(path)
+    assert [r["doc"]["i"] for r in run.samples("booksort")] == [1, 2]
+    assert run.samples_file("forgetting_curve") is None
+    with pytest.raises(ResultsFileError, match="--log_samples"):
+        run.samples("forgetting_curve")
+
+
+def test_labels_tell_two_runs_of_one_model_apart(tmp_path):
+    runs = [
+        load_run(write_run(tmp_path / "x", "2026-01-01T00-00-00.1")),
+        load_run(write_run(tmp_path / "y", "2026-01-02T00-00-00.1")),
+        load_run(write_run(tmp_path / "z", "2026-01-01T00-00-00.1", model="other")),
+    ]
+    assert run_labels(runs) == [
+        "SmolLM2-135M-Instruct [2026-01-01T00-00-00.1]",
+        "SmolLM2-135M-Instruct [2026-01-02T00-00-00.1]",
+        "other",
+    ]
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"", r"is empty \(0 bytes\).*rerun lm_eval"),
+        (b"\n  \n", r"is empty"),
+        (b'{"results": {', r"is not valid JSON \(line 1, column 14"),
+        (b"\x89PNG\r\n\x1a\n\x00\xff", r"is not a text file"),
+        (b"[1, 2]", r"not an lm_eval results file"),
+        (b'{"results": 3}', r"not an lm_eval results file"),
+    ],
+)
+def test_bad_files_give_one_line_naming_the_file_and_the_fix(tmp_path, content, message):
+    path = tmp_path / "results_2026-01-01T00-00-00.1.json"
+    path.write_bytes(content)
+    with pytest.raises(ResultsFileError, match=message) as info:
+        load_run(path)
+    text = str(info.value)
+    assert str(path) in text and "\n" not in text
+
+
+def test_missing_paths_and_empty_folders_are_named(tmp_path):
+    with pytest.raises(ResultsFileError, match=r"no such file or folder.*--output_path"):
+        load_runs([tmp_path / "nowhere"])
+    (tmp_path / "empty" / "model").mkdir(parents=True)
+    (tmp_path / "empty" / "model" / "samples_x_1.jsonl").write_text("{}\n")
+    with pytest.raises(ResultsFileError, match=r"empty: no results_\*\.json in this folder"):
+        load_runs([tmp_path / "empty"])
+    with pytest.raises(ResultsFileError, match="is a folder"):
+        read_json(tmp_path / "empty")
+
+
+def test_a_damaged_samples_line_is_named(tmp_path):
+    path = tmp_path / "samples_booksort_1.jsonl"
+    path.write_text('{"doc": {}}\n{"doc": \n')
+    with pytest.raises(ResultsFileError, match=r"samples_booksort_1\.jsonl, line 2: not valid JSON"):
+        read_samples_file(path)

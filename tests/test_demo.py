@@ -1,0 +1,95 @@
+"""`lm-eval-longmem demo`: one real lm_eval run on the embedded books, then figures and report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from kit import read_results
+
+from lm_eval_longmem.demo import SIZES, build_booksort_data, harness_metadata
+
+CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
+# BABILong joins these runs once its one-task shape and the fact simulator are merged.
+RUNNABLE_TASKS = "forgetting_curve,booksort"
+
+
+def run_demo_cli(args, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run([CLI, "demo", *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1200)
+
+
+def test_babilong_runs_on_simulated_facts_over_the_embedded_books(tmp_path):
+    metadata = harness_metadata(("forgetting_curve", "booksort", "babilong"), SIZES["small"], tmp_path / "books", tmp_path / "bs")
+    assert {k: v for k, v in metadata.items() if k.startswith("babilong_")} == {
+        "babilong_source": "generate",
+        "babilong_facts": "simulated",
+        "babilong_corpus": str(tmp_path / "books"),
+        "babilong_lengths": ["0k", "1k"],
+        "babilong_tasks": "qa1-qa5",
+        "babilong_samples": SIZES["small"].babilong_samples,
+    }
+    assert metadata["forgetting_curve_corpus"] == str(tmp_path / "books")
+    assert metadata["booksort_data"] == str(tmp_path / "bs")
+    assert set(harness_metadata(("booksort",), SIZES["tiny"], tmp_path, tmp_path)) == {"booksort_data"}
+
+
+def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
+    folder, n_test = build_booksort_data(embedded_books_dir, tmp_path / "bs", SIZES["small"])
+    size = SIZES["small"]
+    assert n_test == size.booksort_books * len(size.booksort_excerpt_lengths) * size.booksort_excerpts * 4
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert [b["title"] for b in manifest["books"]] == ["All's Well That Ends Well", "Antony and Cleopatra"]
+    trial = json.loads((folder / "test.jsonl").read_text().splitlines()[0])
+    assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
+
+
+def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "note.txt").write_text("A short note of a few words. It ends here.\n")
+    proc = run_demo_cli(["--out", str(tmp_path / "out"), "--corpus", str(books), "--model_args", "pretrained=unused",
+                         "--tasks", "booksort"], tmp_path)  # fmt: skip
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("lm-eval-longmem demo: no Book-SORT trial could be drawn from") and "--corpus" in last
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_task_is_refused_before_anything_runs(tmp_path):
+    proc = run_demo_cli(["--out", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"], tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "lm-eval-longmem demo: --tasks booksort,hellaswag: choose among forgetting_curve,booksort,babilong"
+    assert not (tmp_path / "out").exists()
+
+
+def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp_path):
+    out = tmp_path / "demo"
+    proc = run_demo_cli(["--out", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu",
+                         "--model_args", f"pretrained={tiny_llama_dir},dtype=float32"], tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    steps = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert steps == ["[1/5] model", "[2/5] books", "[3/5] Book-SORT data from 1 book(s), excerpts of [250] words",
+                     "[4/5] lm_eval: forgetting_curve, booksort on cpu (progress bars below)", "[5/5] figures and report"]  # fmt: skip
+    results = read_results(out / "results")["results"]
+    assert {"copy_acc@16,none", "lm_acc@32,none", "fine_memory_length,none"} <= set(results["forgetting_curve"])
+    assert 0.0 <= results["booksort_in_context"]["acc@LE250,none"] <= 1.0
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
+    assert {"forgetting_curve_overlay.png", "booksort.png"} <= {p.name for p in (out / "figures").iterdir()}
+    assert f"report:  {out / 'report.html'}" in proc.stdout
+    assert "forgetting_curve fine_memory_length" in proc.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path):
+    out = tmp_path / "demo"
+    proc = run_demo_cli(["--out", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"pretrained={smollm2_dir}" in proc.stdout
+    fc = read_results(out / "results")["results"]["forgetting_curve"]
+    assert fc["copy_acc@32,none"] > fc["lm_acc@32,none"]  # SmolLM2 copies a repeated passage of Shakespeare
+    md = (out / "report.md").read_text()
+    assert "| SmolLM2-135M-Instruct |" in md

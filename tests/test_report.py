@@ -1,0 +1,227 @@
+"""`lm-eval-longmem report`: headline table, figures (checked as matplotlib objects), other tasks, files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.patches import Rectangle
+
+from lm_eval_longmem.common.results import load_runs
+from lm_eval_longmem.report import FigureBlock, Table, build_report, render_markdown, write_report
+
+CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
+LENGTHS = (64, 128, 256, 512, 1024)
+
+
+def copy_curve(fine_until: int, coarse_until: int) -> dict[int, tuple[float, float]]:
+    """Per length (copy, lm): copy perfect up to `fine_until`, above LM up to `coarse_until`, equal after."""
+    return {L: (1.0 if L <= fine_until else 0.6 if L <= coarse_until else 0.3, 0.3) for L in LENGTHS}
+
+
+def forgetting_curve_metrics(curve, fine, coarse) -> dict:
+    row = {"alias": "forgetting_curve"}
+    for L, (c, m) in curve.items():
+        row |= {f"copy_acc@{L},none": c, f"copy_acc@{L}_stderr,none": 0.0, f"lm_acc@{L},none": m, f"lm_acc@{L}_stderr,none": 0.0}
+    row |= {
+        "fine_memory_length,none": fine, "fine_memory_censored,none": fine == LENGTHS[-1],
+        "fine_memory_length_low,none": fine // 2, "fine_memory_length_high,none": fine,
+        "coarse_memory_length,none": coarse, "coarse_memory_censored,none": coarse == LENGTHS[-1],
+        "coarse_memory_length_low,none": coarse // 2, "coarse_memory_length_high,none": coarse,
+        "claimed_length,none": 8192, "skipped_lengths,none": "none", "skipped,none": 0,
+    }  # fmt: skip
+    return row
+
+
+def booksort_metrics(acc_250: float, acc_500: float) -> dict:
+    row = {"alias": "booksort_in_context", "acc,none": (acc_250 + acc_500) / 2, "acc_ci_low,none": 0.3, "acc_ci_high,none": 0.8}
+    for cell, value in (("LE250", acc_250), ("LE500", acc_500), ("bin0", 0.9), ("bin1", 0.7), ("bin2", 0.5), ("bin3", 0.4)):
+        row |= {f"acc@{cell},none": value, f"acc@{cell}_ci_low,none": value - 0.1, f"acc@{cell}_ci_high,none": min(1.0, value + 0.1),
+                f"acc@{cell}_p_above_chance,none": 0.01 if value > 0.8 else 0.5}  # fmt: skip
+    return row
+
+
+def babilong_metrics(scale: float) -> dict:
+    """The one-task BABILong results (the shared-core contract): qa1-qa3 at 0k, 1k, 4k."""
+    row = {"alias": "babilong", "skipped,none": 3, "skip_reasons,none": {"qa3_4k": {"longer than the window": 3}}}
+    accs = {"qa1": (1.0, 0.9, 0.6), "qa2": (0.9, 0.5, 0.2), "qa3": (0.5, 0.3, 0.1)}
+    for qa, values in accs.items():
+        for length, value in zip(("0k", "1k", "4k"), values):
+            row[f"acc@{qa}_{length},none"] = value * scale
+            row[f"acc_corrected@{qa}_{length},none"] = min(1.0, value * scale + 0.05)
+    for j, length in enumerate(("0k", "1k", "4k")):
+        mean = sum(v[j] for v in accs.values()) / 3 * scale
+        row |= {f"acc@{length},none": mean, f"acc@{length}_ci_low,none": mean - 0.1, f"acc@{length}_ci_high,none": mean + 0.1,
+                f"acc_corrected@{length},none": mean + 0.05}  # fmt: skip
+    row |= {"acc,none": 0.55 * scale, "acc_ci_low,none": 0.4, "acc_ci_high,none": 0.7, "acc_corrected,none": 0.6 * scale,
+            "effective_context@qa1,none": "1k" if scale == 1 else "0k", "effective_context@qa2,none": "0k",
+            "effective_context@qa3,none": "none"}  # fmt: skip
+    return row
+
+
+def write_run(folder, model, *, fine, coarse, scale=1.0, extra=None):
+    folder.mkdir(parents=True)
+    data = {
+        "results": {
+            "forgetting_curve": forgetting_curve_metrics(copy_curve(fine, coarse), fine, coarse),
+            "booksort": {"alias": "booksort", "acc,none": 0.6},
+            "booksort_in_context": booksort_metrics(0.9 * scale, 0.6 * scale),
+            "babilong": babilong_metrics(scale),
+            **(extra or {}),
+        },
+        "higher_is_better": {"hellaswag": {"acc": True, "acc_norm": True}},
+        "n-samples": {"booksort_in_context": {"original": 48, "effective": 48}},
+        "config": {"model": "hf", "model_args": f"pretrained=/models/{model},dtype=float32"},
+        "model_name": f"/models/{model}",
+    }
+    path = folder / "results_2026-01-01T00-00-00.000001.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    hellaswag = {"hellaswag": {"alias": "hellaswag", "acc,none": 0.41, "acc_stderr,none": 0.01, "acc_norm,none": 0.52}}
+    a = write_run(tmp_path / "a", "small-model", fine=128, coarse=512, extra=hellaswag)
+    b = write_run(tmp_path / "b", "big-model", fine=512, coarse=1024, scale=0.8)
+    return load_runs([a, b])
+
+
+def blocks(report, kind, section=None):
+    return [b for s in report.sections if section in (None, s.title) for b in s.blocks if isinstance(b, kind)]
+
+
+def figure(report, name):
+    return next(b.figure for b in blocks(report, FigureBlock) if b.name == name)
+
+
+def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs):
+    report = build_report(two_runs)
+    assert report.sections[0].title == "Headline numbers"
+    table = blocks(report, Table, "Headline numbers")[0]
+    assert table.header == ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)"]
+    assert table.rows == [
+        ["small-model", "128 [64, 128]", "512 [256, 512]", "75.0 [30.0, 80.0]", "55.0 [40.0, 70.0]"],
+        ["big-model", "512 [256, 512]", ">1024 [512, 1024]", "60.0 [30.0, 80.0]", "44.0 [40.0, 70.0]"],
+    ]
+
+
+def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs):
+    fig = figure(build_report(two_runs), "forgetting_curve_overlay")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "length L of the copied text (tokens)" and ax.get_ylabel().startswith("copy accuracy")
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert "small-model: fine 128, coarse 512" in labels and "big-model: fine 512, coarse >1024" in labels
+    assert any(label.startswith("claimed window (8k, off scale)") for label in labels)  # 8192 >> the 1024 swept
+    curves = {line.get_label(): line for line in ax.get_lines() if ":" in line.get_label() and not line.get_label().startswith("claimed")}
+    small = curves["small-model: fine 128, coarse 512"]
+    assert list(small.get_xdata()) == list(LENGTHS) and list(small.get_ydata()) == [1.0, 1.0, 0.6, 0.6, 0.3]
+    vertical = sorted({line.get_xdata()[0] for line in ax.get_lines() if len(set(line.get_xdata())) == 1 and line.get_label().startswith("_")})
+    assert vertical == [128, 512, 1024]  # fine and coarse marks of both models (512 is shared)
+    assert ax.get_xscale() == "log"  # a geometric sweep: 64 and 128 would crowd on a linear axis
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(L) for L in LENGTHS]
+
+
+def test_each_model_gets_its_own_forgetting_curve(two_runs):
+    report = build_report(two_runs)
+    names = [b.name for b in blocks(report, FigureBlock, "Forgetting curve")]
+    assert names == ["forgetting_curve_overlay", "forgetting_curve_small-model", "forgetting_curve_big-model"]
+    ax = figure(report, "forgetting_curve_big-model").axes[0]
+    assert ax.get_title() == "Forgetting curve: big-model"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"copy accuracy", "LM accuracy", "fine-grained memory (512)", "coarse-grained memory (>1024)"} <= set(labels)
+
+
+def test_babilong_heatmap_reads_the_one_task_results(two_runs):
+    report = build_report(two_runs)
+    fig = figure(report, "babilong_small-model")
+    acc_ax, corrected_ax = (ax for ax in fig.axes if ax.get_title())
+    assert acc_ax.get_title() == "acc (authors' answer check)" and corrected_ax.get_title() == "acc_corrected"
+    assert [t.get_text() for t in acc_ax.get_xticklabels()] == ["0k", "1k", "4k"]
+    assert [t.get_text() for t in acc_ax.get_yticklabels()] == ["qa1", "qa2", "qa3", "mean"]
+    grid = acc_ax.get_images()[0].get_array()
+    assert grid[0, 1] == pytest.approx(90) and grid[2, 2] == pytest.approx(10)
+    assert grid[3, 0] == pytest.approx(100 * (1.0 + 0.9 + 0.5) / 3)  # acc@0k: mean over the tasks
+    assert corrected_ax.get_images()[0].get_array()[2, 2] == pytest.approx(15)
+    outlined = sorted((p.get_x() + 0.5, p.get_y() + 0.5) for p in acc_ax.patches if isinstance(p, Rectangle) and not p.get_fill())
+    assert outlined == [(0.0, 1.0), (1.0, 0.0)]  # qa1 up to 1k, qa2 up to 0k, qa3 nowhere
+    table = blocks(report, Table, "BABILong")[0]
+    assert table.header == ["model", "acc", "acc@0k", "acc@1k", "acc@4k", "effective context"]
+    assert table.rows[0][-1] == "qa1 1k, qa2 0k, qa3 none"
+
+
+def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs):
+    report = build_report(two_runs)
+    ax_a, ax_b = figure(report, "booksort").axes
+    assert ax_a.get_xlabel() == "excerpt length L_E (words)" and ax_b.get_xlabel() == "distance bin (d0 nearest)"
+    assert [t.get_text() for t in ax_a.get_xticklabels()] == ["250", "500"]
+    assert {t.get_text() for t in ax_a.get_legend().get_texts()} == {"big-model", "small-model", "chance"}
+    small = next(c for c in ax_a.containers if c.get_label() == "small-model")
+    assert list(small.lines[0].get_ydata()) == pytest.approx([0.9, 0.6])
+    by_bin = next(c for c in ax_b.containers if c.get_label() == "big-model")
+    assert list(by_bin.lines[0].get_xdata()) == [0, 1, 2, 3]
+    table = blocks(report, Table, "Book-SORT")[0]
+    assert table.header == ["model", "acc", "L_E=250 words", "L_E=500 words", "trials"]
+    assert table.rows[1][2:] == ["72.0 [62.0, 82.0]", "48.0 [38.0, 58.0]", "48"]
+
+
+def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs):
+    table = blocks(build_report(two_runs), Table, "Other harness tasks in the same runs")[0]
+    assert table.rows == [["small-model", "hellaswag", "acc", "0.41", "0.01", "higher"]]
+
+
+def test_skips_are_reported_per_task_and_reason(two_runs):
+    table = blocks(build_report(two_runs), Table, "Skipped (never truncated)")[0]
+    assert table.rows[0] == ["small-model", "babilong", "3", "qa3_4k: 3 longer than the window"]
+
+
+def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
+    path = tmp_path / "results_2026-01-01T00-00-00.1.json"
+    path.write_text(json.dumps({"results": {"arc_easy": {"acc,none": 0.7}}, "config": {"model_args": "pretrained=m"}}))
+    report = build_report(load_runs([path]))
+    assert [s.title for s in report.sections] == ["Headline numbers", "Other harness tasks in the same runs", "Runs"]
+    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-", "-", "-", "-"]
+    assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
+
+
+def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
+    files = write_report(two_runs, tmp_path / "report")
+    md = files.markdown.read_text()
+    assert md.startswith("# Long-context memory report")
+    assert "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] |\n" in md
+    assert f"| big-model | hf | pretrained=/models/big-model, dtype=float32 | {two_runs[1].path} |" in md
+    linked = re.findall(r"!\[[^]]*\]\((figures/[^)]+\.png)\)", md)
+    assert len(linked) == 6 and all((tmp_path / "report" / name).is_file() for name in linked)
+    page = files.html.read_text()
+    sources = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert len(sources) == 6 and all(src.startswith("data:image/png;base64,") for src in sources)
+    assert base64.b64decode(sources[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "http://" not in page and "https://" not in page  # nothing to fetch
+    assert sorted(p.suffix for p in files.figures) == [".pdf"] * 6 + [".png"] * 6
+    assert render_markdown(build_report(two_runs)) == md  # the same runs give the same report
+
+
+def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
+    empty = tmp_path / "results_2026-01-02T00-00-00.1.json"
+    empty.write_bytes(b"")
+    proc = subprocess.run(
+        [CLI, "report", str(two_runs[0].path), str(empty), str(tmp_path / "b"), "--out", str(tmp_path / "r")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"lm-eval-longmem report: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+    assert "small-model: forgetting_curve fine_memory_length 128 [64, 128]" in proc.stdout
+    assert "big-model" in proc.stdout
+    assert (tmp_path / "r" / "report.html").is_file()
