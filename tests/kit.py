@@ -96,3 +96,14 @@ def read_samples(out_dir: Path, task: str) -> list[dict]:
     files = sorted(out_dir.rglob(f"samples_{task}_*.jsonl"), key=lambda p: p.stat().st_mtime)
     assert files, f"no samples file for {task} under {out_dir}"
     return [json.loads(line) for line in files[-1].read_text().splitlines() if line.strip()]
+
+
+def babilong_simulated(books: Path, **extra) -> dict:
+    """BABILong `--metadata` for fresh samples from the simulator over `books` (nothing from outside)."""
+    return {
+        "babilong_source": "generate",
+        "babilong_facts": "simulated",
+        "babilong_corpus": str(books),
+        "babilong_samples": 3,
+        **extra,
+    }

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 
 DEFAULT_DATASET = "emozilla/pg19-test"
@@ -46,7 +47,7 @@ def load_texts(
     texts = [strip_gutenberg(t) for t in texts]
     texts = [t for t in texts if t.strip()]
     if not texts:
-        raise ValueError(f"the text source {source!r} holds no text")
+        raise UsageError(f"the text source {source!r} holds no text")
     return texts
 
 
@@ -56,9 +57,9 @@ def _load_local(path: Path) -> list[str]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
         if not files:
-            raise FileNotFoundError(f"no .txt files in {path}: point the corpus at a folder of plain-text books")
+            raise UsageError(f"no .txt files in {path}: point the corpus at a folder of plain-text books")
         return [p.read_text(encoding="utf-8", errors="replace") for p in files]
-    raise FileNotFoundError(
+    raise UsageError(
         f"text source {str(path)!r} is neither a file nor a directory; give a .txt file, a folder of "
         ".txt files, or hf:OWNER/NAME[:SPLIT][#FIELD] for a hub dataset"
     )
@@ -76,9 +77,9 @@ def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[
             if hint_default
             else "check the name, split and your network/HF token, or use local .txt files"
         )
-        raise RuntimeError(f"could not load the hub dataset {name!r} (split {split!r}): {err}. To fix: {fix}") from err
+        raise UsageError(f"could not load the hub dataset {name!r} (split {split!r}, {type(err).__name__}); to fix: {fix}") from err
     if field not in dataset.column_names:
-        raise ValueError(f"hub dataset {name!r} has no field {field!r}; its fields: {dataset.column_names}")
+        raise UsageError(f"hub dataset {name!r} has no field {field!r}; its fields: {dataset.column_names}")
     return [str(t) for t in dataset[field]]
 
 

@@ -116,16 +116,17 @@ def _parse_cached(cls: type, prefix: str, frozen: str) -> Any:
 def whole_number(minimum: int = 0, maximum: int | None = None) -> Callable[[Any], int]:
     """A whole number in [minimum, maximum]; "3" and 3 are accepted, 3.5, "3k" and True are not."""
 
+    expected = f"expected a whole number {f'>= {minimum}' if maximum is None else f'from {minimum} to {maximum}'}"
+
     def parse(value: Any) -> int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError("expected a whole number")
+            raise ValueError(expected)
         text = str(int(value)) if isinstance(value, (int, float)) else str(value).strip()
         if not text.lstrip("-").isdigit():
-            raise ValueError("expected a whole number")
+            raise ValueError(expected)
         number = int(text)
         if number < minimum or (maximum is not None and number > maximum):
-            bound = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            raise ValueError(f"expected a whole number {bound}")
+            raise ValueError(expected)
         return number
 
     return parse

@@ -163,11 +163,11 @@ def corpus_stream(options: SweepOptions, metadata: dict[str, Any]) -> np.ndarray
     """The corpus as one token stream in the model's tokenizer (tokenized once, cached on disk)."""
     try:
         texts = load_texts(options.corpus)
-    except RuntimeError as err:
+    except UsageError as err:
         if options.corpus is not None:
             raise
-        raise RuntimeError(
-            f"{err}\nFor the forgetting curve: --metadata {PREFIX}corpus=/path/to/books (a .txt file or a "
+        raise UsageError(
+            f"{err}; for the forgetting curve: --metadata {PREFIX}corpus=/path/to/books (a .txt file or a "
             "folder of .txt books, e.g. Project Gutenberg texts), or hf:OWNER/NAME[:SPLIT][#FIELD]"
         ) from err
     return token_stream(texts, load_tokenizer(metadata))

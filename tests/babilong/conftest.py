@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-SMALL_BOOKS = ("73017-0.txt", "72958-0.txt")  # 56 kB + 242 kB: enough text for 4k samples, quick to split
+SMALL_BOOKS = ("macbeth.txt", "tempest.txt")  # two short plays: enough text for 4k samples, quick to split
 
 
 @pytest.fixture(scope="session")
-def books(shared_data, tmp_path_factory) -> Path:
-    """A folder with two of the shared Gutenberg books, as a background corpus."""
+def books(embedded_books_dir, tmp_path_factory) -> Path:
+    """A folder with two of the embedded public-domain plays, as a background corpus."""
     folder = tmp_path_factory.mktemp("books")
     for name in SMALL_BOOKS:
-        shutil.copy(shared_data / "books" / name, folder / name)
+        shutil.copy(embedded_books_dir / name, folder / name)
     return folder
+

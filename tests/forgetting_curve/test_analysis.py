@@ -139,19 +139,24 @@ def test_results_json_without_samples_uses_means_and_reported_intervals():
         "results": {
             "forgetting_curve": {
                 "copy_acc@64,none": 1.0,
-                "copy_acc@64_stderr,none": 0.0,
+                "copy_acc@64_ci_low,none": 1.0,
+                "copy_acc@64_ci_high,none": 1.0,
                 "lm_acc@64,none": 0.3,
-                "lm_acc@64_stderr,none": 0.02,
+                "lm_acc@64_ci_low,none": 0.26,
+                "lm_acc@64_ci_high,none": 0.34,
                 "copy_acc@128,none": 0.5,
-                "copy_acc@128_stderr,none": 0.05,
+                "copy_acc@128_ci_low,none": 0.4,
+                "copy_acc@128_ci_high,none": 0.6,
                 "lm_acc@128,none": 0.3,
-                "lm_acc@128_stderr,none": 0.02,
+                "lm_acc@128_ci_low,none": 0.27,
+                "lm_acc@128_ci_high,none": 0.33,
                 "coarse_memory_length_low,none": 128,
                 "coarse_memory_length_high,none": 128,
                 "fine_memory_length_low,none": 64,
                 "fine_memory_length_high,none": 64,
                 "claimed_length,none": 128,
-                "skipped_lengths,none": "256,512",
+                "skipped,none": 20,
+                "skip_reasons,none": {"256": {"too long": 10}, "512": {"too long": 10}},
             }
         }
     }
@@ -161,7 +166,7 @@ def test_results_json_without_samples_uses_means_and_reported_intervals():
     assert summary.fine.label == "64" and summary.coarse.label == ">128"
     assert summary.coarse.interval == (128, 128) and summary.claimed == 128
     lm128 = summary.per_length[1].lm
-    assert lm128.low == pytest.approx(0.3 - 1.959964 * 0.02, abs=1e-5)
+    assert (lm128.low, lm128.high) == (0.27, 0.33)  # the run's own interval
     assert math.isnan(summary.per_length[1].difference.low)
 
 

@@ -6,24 +6,24 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.forgetting_curve.data import (
     Spans,
-    SweepOptions,
     build_dataset,
     build_sweep,
     length_grid,
-    physical_limit,
+    position_limit,
     resolve_lengths,
     sample_spans,
     separator_id,
     sequences,
-    split_runnable,
+    sweep_options,
 )
 
 
 @pytest.fixture(scope="module")
-def book(shared_data):
-    return shared_data / "books" / "73017-0.txt"  # the smallest book (9.3k words)
+def book(embedded_books_dir):
+    return embedded_books_dir / "macbeth.txt"  # a short play (18k words)
 
 
 def test_default_grid_is_the_papers():
@@ -34,11 +34,11 @@ def test_default_grid_is_the_papers():
 
 
 def test_lengths_come_from_options_or_the_model():
-    explicit = SweepOptions.from_metadata({"forgetting_curve_lengths": "1k,512"})
+    explicit = sweep_options({"forgetting_curve_lengths": "1k,512"})
     assert resolve_lengths(explicit, {}) == ([512, 1024], None)
-    grid = SweepOptions.from_metadata({"forgetting_curve_claimed_length": "4k", "forgetting_curve_points": 4})
+    grid = sweep_options({"forgetting_curve_claimed_length": "4k", "forgetting_curve_points": 4})
     assert resolve_lengths(grid, {}) == ([1024, 2048, 3072, 4096], 4096)
-    from_model = SweepOptions.from_metadata({"forgetting_curve_points": 2})
+    from_model = sweep_options({"forgetting_curve_points": 2})
     assert resolve_lengths(from_model, {"max_length": 1000}) == ([500, 1000], 1000)
     with pytest.raises(ValueError, match="forgetting_curve_claimed_length"):
         resolve_lengths(from_model, {})
@@ -47,16 +47,18 @@ def test_lengths_come_from_options_or_the_model():
 @pytest.mark.parametrize(
     "metadata,match",
     [
-        ({"forgetting_curve_points": 0}, "forgetting_curve_points must be a positive whole number"),
-        ({"forgetting_curve_samples": "ten"}, "forgetting_curve_samples"),
+        ({"forgetting_curve_points": 0}, "forgetting_curve_points=0: expected a whole number >= 1; e.g. forgetting_curve_points=16"),
+        ({"forgetting_curve_samples": "ten"}, "forgetting_curve_samples='ten': expected a whole number"),
+        ({"forgetting_curve_seed": "abc"}, "forgetting_curve_seed='abc': expected a whole number >= 0; e.g."),
         ({"forgetting_curve_lengths": "4q"}, "unknown length spec"),
-        ({"forgetting_curve_lengths": "1,8"}, ">= 2 tokens"),
+        ({"forgetting_curve_lengths": "1,8"}, "at least 2 tokens"),
         ({"forgetting_curve_beyond_window": "maybe"}, "true or false"),
+        ({"forgetting_curve_lenghts": "1k"}, "no such option; did you mean forgetting_curve_lengths"),
     ],
 )
-def test_bad_options_name_the_fix(metadata, match):
-    with pytest.raises(ValueError, match=match):
-        SweepOptions.from_metadata(metadata)
+def test_bad_options_name_the_key_and_an_example(metadata, match):
+    with pytest.raises(UsageError, match=match):
+        sweep_options(metadata)
 
 
 @pytest.mark.parametrize("n_tokens,length", [(10_000, 100), (200, 100), (201, 100), (299, 100), (5, 2)])
@@ -118,23 +120,20 @@ def test_separator_is_bos_else_eos_else_an_error(tiny_llama_dir):
         separator_id(tok)
 
 
-def test_runnable_limit_and_split(tiny_llama_dir, tmp_path):
+def test_position_limit(tiny_llama_dir, tmp_path):
     from transformers import GPT2Config
 
-    options = SweepOptions.from_metadata({})
-    assert physical_limit(options, {"pretrained": str(tiny_llama_dir)}, 2048) is None  # rotary: no table
+    options = sweep_options({})
+    assert position_limit(options, {"pretrained": str(tiny_llama_dir)}, 2048)[0] is None  # rotary: no table
     GPT2Config(n_positions=128, n_embd=16, n_layer=1, n_head=2, vocab_size=300, bos_token_id=0, eos_token_id=0).save_pretrained(tmp_path)
-    assert physical_limit(options, {"pretrained": str(tmp_path)}, 128) == 128  # learned position table
-    assert physical_limit(options, {"tokenizer": "served-elsewhere"}, 4096) == 4096  # unknown model: its window
-    assert physical_limit(options, {"max_model_len": 4096}, 2048) == 4094  # vLLM: 2L+2 tokens <= max_model_len - 1
-    assert physical_limit(SweepOptions.from_metadata({"forgetting_curve_max_tokens": "1k"}), {}, None) == 1024
-    strict = SweepOptions.from_metadata({"forgetting_curve_beyond_window": "false"})
-    assert physical_limit(strict, {"pretrained": str(tiny_llama_dir)}, 2048) == 2048
-    assert split_runnable([100, 511, 512, 600], 1023) == ([100, 511], [512, 600])  # 2L+1 inputs must fit
-    assert split_runnable([100, 600], None) == ([100, 600], [])
+    assert position_limit(options, {"pretrained": str(tmp_path)}, 128)[0] == 128  # learned position table
+    assert position_limit(options, {"max_model_len": 4096}, 2048)[0] == 4094  # vLLM: 2L+2 tokens <= max_model_len - 1
+    assert position_limit(sweep_options({"forgetting_curve_max_tokens": "1k"}), {}, None)[0] == 1024
+    strict = sweep_options({"forgetting_curve_beyond_window": "false"})
+    assert position_limit(strict, {"pretrained": str(tiny_llama_dir)}, 2048)[0] == 2048
 
 
-def test_sweep_interleaves_lengths_and_records_skips(tiny_llama_dir, book, caplog):
+def test_sweep_interleaves_lengths_and_keeps_every_length(tiny_llama_dir, book):
     metadata = {
         "pretrained": str(tiny_llama_dir),
         "forgetting_curve_corpus": str(book),
@@ -142,29 +141,27 @@ def test_sweep_interleaves_lengths_and_records_skips(tiny_llama_dir, book, caplo
         "forgetting_curve_samples": 3,
         "forgetting_curve_max_tokens": 130,
     }
-    with caplog.at_level(logging.WARNING):
-        sweep = build_sweep(metadata)
-    assert sweep.tested == [16, 32, 64] and sweep.skipped == [128]
-    warnings = [r for r in caplog.records if "skipping lengths" in r.getMessage()]
-    assert len(warnings) == 1 and "[128]" in warnings[0].getMessage()
-    assert [(d["length"], d["sample"]) for d in sweep.docs[:4]] == [(16, 0), (32, 0), (64, 0), (16, 1)]
-    assert all(d["skipped_lengths"] == [128] and d["scored"] == d["length"] // 2 for d in sweep.docs)
+    sweep = build_sweep(metadata)
+    assert sweep.lengths == [16, 32, 64, 128]
+    assert [(d["length"], d["sample"]) for d in sweep.docs[:5]] == [(16, 0), (32, 0), (64, 0), (128, 0), (16, 1)]
+    assert all(d["scored"] == d["length"] // 2 for d in sweep.docs)
+    assert all(d["s_start"] == -1 for d in sweep.docs if d["length"] == 128)  # never runs: needs no span
     again = build_dataset(**metadata)["test"]
     assert again.to_list() == sweep.docs  # same seed, same docs
 
 
-def test_nothing_runnable_is_an_error(tiny_llama_dir, book):
-    with pytest.raises(ValueError, match="no forgetting-curve length fits"):
-        build_sweep(
-            {
-                "pretrained": str(tiny_llama_dir),
-                "forgetting_curve_corpus": str(book),
-                "forgetting_curve_lengths": "64",
-                "forgetting_curve_max_tokens": 100,
-            }
-        )
+def test_a_length_far_past_the_corpus_but_beyond_the_limit_is_no_error(tiny_llama_dir, book):
+    sweep = build_sweep(
+        {
+            "pretrained": str(tiny_llama_dir),
+            "forgetting_curve_corpus": str(book),
+            "forgetting_curve_lengths": "64,100000",
+            "forgetting_curve_max_tokens": 1000,
+        }
+    )
+    assert {d["length"] for d in sweep.docs} == {64, 100000}
 
 
 def test_default_corpus_offline_says_how_to_use_local_text(tiny_llama_dir):
-    with pytest.raises(RuntimeError, match="forgetting_curve_corpus=/path/to/books"):
+    with pytest.raises(UsageError, match="forgetting_curve_corpus=/path/to/books"):
         build_sweep({"pretrained": str(tiny_llama_dir), "forgetting_curve_lengths": "64"})

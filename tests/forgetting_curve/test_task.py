@@ -21,13 +21,14 @@ MEMORY_METRICS = (
     "coarse_memory_length_low",
     "coarse_memory_length_high",
     "claimed_length",
-    "skipped_lengths",
+    "skipped",
+    "skip_reasons",
 )
 
 
 @pytest.fixture(scope="module")
-def book(shared_data):
-    return shared_data / "books" / "73017-0.txt"  # the smallest book (9.3k words)
+def book(embedded_books_dir):
+    return embedded_books_dir / "macbeth.txt"  # a short play (18k words)
 
 
 def _metadata(book, lengths, samples, **extra) -> str:
@@ -48,15 +49,22 @@ def tiny_run(tiny_llama_dir, book, tmp_path_factory):
     A plain loglikelihood task runs in the same call (`--tasks forgetting_curve,<other>`).
     """
     out = tmp_path_factory.mktemp("fc-tiny")
-    run_lm_eval(
+    proc = run_lm_eval(
         ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
          "--tasks", "forgetting_curve,longmem_test_fc_neighbour", "--include_path", str(FIXTURES),
          "--batch_size", "4", "--log_samples",
          "--metadata", _metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)],
         out,
     )
+    (out / "stderr.txt").write_text(proc.stderr)
     results = read_results(out)
     return out, results, results["results"]["forgetting_curve"], read_samples(out, "forgetting_curve")
+
+
+def test_every_metric_is_scored_on_every_doc(tiny_run):
+    """Defect: per-length metrics made the harness warn that metrics were scored on different doc counts."""
+    out = tiny_run[0]
+    assert "Metrics were not scored on the same number" not in (out / "stderr.txt").read_text()
 
 
 def _value(metrics, name):
@@ -68,11 +76,13 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     assert 0.0 <= results["results"]["longmem_test_fc_neighbour"]["acc,none"] <= 1.0  # the other task ran too
     for L in TINY_LENGTHS:
         assert 0.0 <= _value(metrics, f"copy_acc@{L}") <= 1.0 and 0.0 <= _value(metrics, f"lm_acc@{L}") <= 1.0
-        assert isinstance(_value(metrics, f"copy_acc@{L}_stderr"), float)  # the harness's own stderr still works
+        for prefix in ("copy_acc", "lm_acc"):  # a 95% interval around every per-length mean
+            assert _value(metrics, f"{prefix}@{L}_ci_low") <= _value(metrics, f"{prefix}@{L}") <= _value(metrics, f"{prefix}@{L}_ci_high")
     assert not any("@128" in key for key in metrics)  # skipped: no metric, no sentinel
     for name in MEMORY_METRICS:
         assert f"{name},none" in metrics and _value(metrics, f"{name}_stderr") == "N/A"
-    assert _value(metrics, "skipped_lengths") == "128"
+    assert _value(metrics, "skipped") == 3
+    assert list(_value(metrics, "skip_reasons")) == ["128"]  # all 3 samples of 128: 257 inputs > 200
     assert _value(metrics, "claimed_length") == 2048  # the tiny model's max_position_embeddings
     assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
 
@@ -142,7 +152,7 @@ def test_same_seed_same_numbers_at_any_batch_size_past_the_window(book, tmp_path
 
     one, three = run(1), run(3)
     assert one[1] == three[1]  # same docs (spans) and the same bits for every sample
-    assert one[0]["claimed_length,none"] == 32 and one[0]["skipped_lengths,none"] == "none"
+    assert one[0]["claimed_length,none"] == 32 and one[0]["skipped,none"] == 0
     assert len(one[1]) == 4 and {doc["length"] for doc, _ in one[1]} == {8, 24}  # 24 needs 49 > 32 inputs
     assert {k: v for k, v in one[0].items() if "stderr" not in k} == {k: v for k, v in three[0].items() if "stderr" not in k}
 
