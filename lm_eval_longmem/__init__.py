@@ -21,10 +21,8 @@ def task_manager(**kwargs) -> "TaskManager":  # noqa: F821 (lm_eval is imported 
 
     Pass the same model arguments in `metadata` that you give the model: the harness
     only merges `model_args` into the metadata when it builds the TaskManager itself.
+    It also lets `lm_eval_longmem.harness.live_backend()` see the model `simple_evaluate` creates.
     """
-    from lm_eval.tasks import TaskManager
+    from lm_eval_longmem.harness import new_task_manager
 
-    from lm_eval_longmem._autoload import with_our_tasks
-
-    kwargs["include_path"] = with_our_tasks(kwargs.get("include_path"))
-    return TaskManager(**kwargs)
+    return new_task_manager(**kwargs)

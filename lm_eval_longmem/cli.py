@@ -47,9 +47,9 @@ def run_harness(harness_args: list[str]) -> None:
     import lm_eval.tasks.manager
     from lm_eval.__main__ import cli_evaluate
 
-    from lm_eval_longmem._autoload import patch_task_manager
+    from lm_eval_longmem.harness import activate
 
-    patch_task_manager(lm_eval.tasks.manager)
+    activate(lm_eval.tasks.manager)
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")

@@ -1,15 +1,439 @@
-# TEMP STUB (not to be committed): replaced by the harness branch.
+"""Every place lm-eval-longmem touches lm_eval's internals, in one module.
+
+Supported range: ``lm-eval>=0.4.13,<0.5`` (the pin in pyproject.toml). What we rely on, each
+checked by a test in ``tests/test_harness.py`` (named after the arrow), so a harness upgrade that
+breaks one shows at once:
+
+R1 ``lm_eval.tasks.manager.TaskManager.__init__`` takes ``include_path`` (one path or a list) and
+   ``include_defaults``; it indexes its own directory (the one holding ``manager.py``) first, then
+   the include paths in order, a later path replacing an earlier entry of the same name.
+   -> test_r1_task_manager_parameters_and_precedence
+R2 ``TaskManager.load(task_list)`` (public) receives the names a run asks for.
+   -> test_r2_load_receives_the_requested_names
+R3 When an include path replaces a name, ``lm_eval.tasks._index`` logs a WARNING through the logger
+   of that name with the arguments ``(name, new yaml path, old yaml path)``. We drop that one record
+   when our task replaces a built-in; should the shape change, the warning merely comes back.
+   -> test_r3_override_warning_record_shape
+R4 ``lm_eval.api.model.LM.create_from_arg_string`` and ``create_from_arg_obj`` are classmethods
+   that return the new LM (``simple_evaluate`` builds every registry model through them), and the
+   harness's HFLM and VLLM expose their window as ``max_length``.
+   -> test_r4_lm_factories_are_classmethods_and_hflm_has_max_length
+R5 ``lm_eval.api.task.ALL_OUTPUT_TYPES`` is the list of accepted ``output_type`` values and
+   ``lm_eval.api.registry.DEFAULT_METRIC_REGISTRY`` maps each to its default metrics; the
+   evaluator calls ``getattr(lm, output_type)(requests)``.
+   -> test_r5_output_types_list_and_metric_registry
+R6 ``lm_eval.api.model.CachingLM`` (``--use_cache``) serves method names through ``__getattr__``,
+   stores answers in ``self.dbdict`` (a SqliteDict) under ``hash_args(name, request.args)``.
+   -> test_r6_caching_lm_getattr_dbdict_and_hash_args
+R7 ``Task.build_all_requests(tokenizer_name=...)``: ``--cache_requests`` names its pickle after the
+   task name, shots, rank, chat template and ``tokenizer_name``, and nothing from ``--metadata``.
+   -> test_r7_request_cache_is_keyed_by_tokenizer_name
+R8 The harness ships ``lm_eval/tasks/babilong/babilong_qaN.yaml`` (instruction and answer format in
+   ``description``, examples in ``fewshot_config.samples``), read with
+   ``lm_eval.tasks._yaml_loader.load_yaml(path, resolve_func=False)``.
+   -> test_r8_builtin_babilong_yaml_shape
+R9 lm_eval's command line lets an exception from task loading reach the top of the interpreter
+   (it catches nothing), so ``sys.excepthook`` sees it.
+   -> test_r9_usage_error_reaches_the_top_of_lm_eval (a real ``lm_eval`` subprocess)
+R10 ``lm_eval.utils.setup_logging`` configures the ``lm_eval`` logger (level from ``--verbosity``
+   / ``LMEVAL_LOG_LEVEL``); this module logs as a child of it so its lines show with the harness's.
+   -> test_r10_notice_logger_is_under_lm_eval
+
+When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
+``activate`` applies all of them; ``install`` (request type) runs when a task module of ours is
+imported; the rest are plain functions other modules call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MARK = "_lm_eval_longmem"
+"""Attribute set on every function we install, so patching twice is a no-op."""
+
+INDEX_LOGGER = "lm_eval.tasks._index"
+"""R3: the logger that warns when an include path replaces a task name."""
+
+DEBUG_ENV = "LM_EVAL_LONGMEM_DEBUG"
+
+log = logging.getLogger("lm_eval.lm_eval_longmem")
+"""R10: a child of the harness's logger, shown with lm_eval's own lines at lm_eval's level."""
+
+
+def activate(manager_module: Any) -> None:
+    """Everything the plugin changes in a running harness (idempotent).
+
+    Called by the `.pth` hook right after `lm_eval.tasks.manager` is first imported, and by
+    `lm-eval-longmem run`.
+    """
+    patch_task_manager(manager_module)
+    patch_lm_factories()
+    install_usage_error_hook()
+
+
+# ---------------------------------------------------------------- task discovery (R1, R2, R3)
+
+
+def with_our_tasks(include_path: object) -> list:
+    """`include_path` (None, one path or a list) with our task directory first, without duplicates."""
+    from lm_eval_longmem.paths import task_configs_dir
+
+    ours = task_configs_dir()
+    given = [] if include_path is None else list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
+    rest = [p for p in given if Path(p).expanduser().resolve() != ours]
+    return [ours, *rest]
+
+
+def patch_task_manager(manager_module: Any) -> None:
+    """Make `TaskManager` index our tasks beside the built-ins (idempotent).
+
+    Order of task directories: lm_eval's built-ins, then ours (so our `babilong` replaces the
+    built-in group, on purpose, without the harness's override warning), then the user's own
+    `include_path` (so users can still override us). `include_defaults=False` asks for the
+    user's paths only, so ours are left out too. Arguments are bound to the wrapped signature,
+    so positional and keyword calls are treated alike.
+    """
+    cls = manager_module.TaskManager
+    if getattr(cls.__init__, MARK, False):
+        return
+    original_init = cls.__init__
+    signature = inspect.signature(original_init)
+    if not {"include_path", "include_defaults"} <= set(signature.parameters):
+        log.warning(
+            "lm-eval-longmem: this lm_eval's TaskManager takes no include_path/include_defaults, so our "
+            "tasks are not added; pass --include_path \"$(python -m lm_eval_longmem.paths)\" or install "
+            "lm-eval>=0.4.13,<0.5"
+        )
+        return
+    builtin_dir = Path(manager_module.__file__).resolve().parent
+
+    @functools.wraps(original_init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        include_defaults = bound.arguments.get("include_defaults", signature.parameters["include_defaults"].default)
+        if not include_defaults:
+            original_init(*bound.args, **bound.kwargs)
+            return
+        bound.arguments["include_path"] = with_our_tasks(bound.arguments.get("include_path"))
+        with quiet_builtin_replacements(builtin_dir) as replaced:
+            original_init(*bound.args, **bound.kwargs)
+        setattr(self, MARK, {"replaced": replaced, "announced": set()})
+
+    original_load = cls.load
+
+    @functools.wraps(original_load)
+    def load(self: Any, task_list: Any, *args: Any, **kwargs: Any) -> Any:
+        announce_replacements(self, task_list)
+        return original_load(self, task_list, *args, **kwargs)
+
+    for function in (__init__, load):
+        setattr(function, MARK, True)
+    cls.__init__ = __init__
+    cls.load = load
+
+
+class _BuiltinReplacements(logging.Filter):
+    """Drops the index's override warning for our names that replace a built-in, and notes them."""
+
+    def __init__(self, ours: Path, builtin: Path) -> None:
+        super().__init__()
+        self.ours, self.builtin = ours, builtin
+        self.replaced: dict[str, Path] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)):
+            return True
+        new, old = _resolved(args[1]), _resolved(args[2])
+        if new is None or old is None or not new.is_relative_to(self.ours) or not old.is_relative_to(self.builtin):
+            return True
+        self.replaced[args[0]] = old
+        return False
+
+
+def _resolved(path: object) -> Path | None:
+    try:
+        return Path(path).resolve() if path is not None else None
+    except (TypeError, OSError):
+        return None
+
+
+@contextlib.contextmanager
+def quiet_builtin_replacements(builtin_dir: Path) -> Iterator[dict[str, Path]]:
+    """While indexing, silence "Task X ... overrides existing task" where our task replaces a built-in.
+
+    Yields {name: built-in yaml path} of the names replaced. Other override warnings (a user's
+    include path replacing a built-in or one of ours) still reach the log.
+    """
+    from lm_eval_longmem.paths import task_configs_dir
+
+    gate = _BuiltinReplacements(task_configs_dir().resolve(), builtin_dir.resolve())
+    logger = logging.getLogger(INDEX_LOGGER)
+    logger.addFilter(gate)
+    try:
+        yield gate.replaced
+    finally:
+        logger.removeFilter(gate)
+
+
+def announce_replacements(task_manager: Any, task_list: Any) -> None:
+    """One INFO line, once per TaskManager, when a run asks for a name our task took from the harness."""
+    state = getattr(task_manager, MARK, None)
+    if not state:
+        return
+    specs = task_list if isinstance(task_list, (list, tuple)) else [task_list]
+    for name in [s for s in specs if isinstance(s, str)]:
+        if name in state["replaced"] and name not in state["announced"]:
+            state["announced"].add(name)
+            log.info(
+                "'%s' is lm-eval-longmem's task; it replaces the harness's built-in %s while the plugin is "
+                "active (LM_EVAL_LONGMEM_AUTOLOAD=0 brings the built-in back)",
+                name, state["replaced"][name],
+            )
+
+
+def new_task_manager(**kwargs: Any) -> Any:
+    """A TaskManager with our tasks added explicitly (the hook may be off), built quietly."""
+    import lm_eval.tasks.manager as manager_module
+
+    kwargs["include_path"] = with_our_tasks(kwargs.get("include_path"))
+    patch_lm_factories()
+    with quiet_builtin_replacements(Path(manager_module.__file__).resolve().parent):
+        return manager_module.TaskManager(**kwargs)
+
+
+# ---------------------------------------------------------------- the live backend (R4)
+
 
 @dataclass(frozen=True)
 class LiveBackend:
+    """The LM the harness created most recently in this process, as data builders need it."""
+
     kind: str
+    """"hf" (HFLM and its subclasses), "vllm" (VLLM), otherwise the LM class name lowercased."""
     max_length: int | None
+    """The backend's own window in tokens (HFLM: its resolved `max_length`; VLLM: the engine's
+    `max_model_len`), or None when the backend does not say."""
 
-_LIVE = None
 
-def live_backend():
-    return _LIVE
+_live: LiveBackend | None = None
+
+
+def live_backend() -> LiveBackend | None:
+    """The most recently created harness LM, or None before any (or when the plugin is not active).
+
+    `simple_evaluate` creates the LM before it loads tasks, so a data builder called while the
+    harness loads our tasks sees the model of this run.
+    """
+    return _live
+
+
+def describe_lm(lm: Any) -> LiveBackend:
+    """Kind and window of an LM instance; reading the window never raises."""
+    names = {klass.__name__ for klass in type(lm).__mro__}
+    kind = "hf" if "HFLM" in names else "vllm" if "VLLM" in names else type(lm).__name__.lower()
+    try:
+        value = lm.max_length
+    except Exception:  # noqa: BLE001 - a backend without a resolvable window is still a backend
+        value = None
+    max_length = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return LiveBackend(kind=kind, max_length=max_length)
+
+
+def patch_lm_factories() -> None:
+    """Record every LM built through `LM.create_from_arg_string`/`create_from_arg_obj` (idempotent).
+
+    A model class that overrides these factories itself (lm_eval's `dummy`, `nemo_lm`, `watsonx`)
+    is not recorded: `live_backend()` then stays None, which callers treat as "unknown".
+    """
+    from lm_eval.api.model import LM
+
+    for name in ("create_from_arg_string", "create_from_arg_obj"):
+        factory = inspect.getattr_static(LM, name)
+        if not isinstance(factory, classmethod) or getattr(factory.__func__, MARK, False):
+            continue
+        setattr(LM, name, classmethod(_recording(factory.__func__)))
+
+
+def _recording(factory: Any) -> Any:
+    @functools.wraps(factory)
+    def create(cls: type, *args: Any, **kwargs: Any) -> Any:
+        global _live
+        lm = factory(cls, *args, **kwargs)
+        _live = describe_lm(lm)
+        return lm
+
+    setattr(create, MARK, True)
+    return create
+
+
+# ---------------------------------------------------------------- usage errors (R9)
+
+
+def install_usage_error_hook() -> None:
+    """Make an uncaught `UsageError` print one line and exit 1 instead of a traceback (idempotent).
+
+    The error may also be the `__cause__`/`__context__` of what reached the top (the harness may
+    wrap it). With `--debug` in the command line or `LM_EVAL_LONGMEM_DEBUG=1` the previous hook
+    shows the full traceback; every other exception goes to the previous hook unchanged.
+    """
+    if getattr(sys.excepthook, MARK, False):
+        return
+    previous = sys.excepthook
+
+    def excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        usage = find_usage_error(exc)
+        if usage is None or debug_requested():
+            previous(exc_type, exc, tb)
+            return
+        # Python exits with status 1 after an uncaught exception; only the printing changes.
+        print(f"lm-eval-longmem: error: {usage}", file=sys.stderr)
+
+    setattr(excepthook, MARK, True)
+    excepthook.__wrapped__ = previous  # type: ignore[attr-defined]
+    sys.excepthook = excepthook
+
+
+def find_usage_error(exc: BaseException | None) -> BaseException | None:
+    """`exc` or the first exception in its cause/context chain that is a `UsageError`."""
+    from lm_eval_longmem.common.errors import UsageError
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, UsageError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def debug_requested() -> bool:
+    return "--debug" in sys.argv or os.environ.get(DEBUG_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+# ---------------------------------------------------------------- request type (R5, R6)
+
+
+def install() -> None:
+    """Register the `loglikelihood_accuracy` request type with lm-eval (safe to call any number of times).
+
+    * `HFLM.loglikelihood_accuracy` (`backends/hf.py`) and, when `lm_eval.models.vllm_causallms`
+      imports (vLLM installed), `VLLM.loglikelihood_accuracy` (`backends/vllm.py`);
+    * `ALL_OUTPUT_TYPES` accepts `output_type: loglikelihood_accuracy`, with no default metrics
+      (our task base declares its own);
+    * `--use_cache` (`CachingLM`) caches and reuses its responses like the built-in request types.
+
+    Each step only *adds* a name the harness did not have, so nothing that does not use this
+    request type behaves differently. The request type itself is specified in
+    `backends/request_type.py`.
+    """
+    from lm_eval.api import registry, task
+    from lm_eval.models.huggingface import HFLM
+
+    from lm_eval_longmem.backends import hf
+    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
+
+    if OUTPUT_TYPE not in task.ALL_OUTPUT_TYPES:
+        task.ALL_OUTPUT_TYPES.append(OUTPUT_TYPE)
+    registry.DEFAULT_METRIC_REGISTRY.setdefault(OUTPUT_TYPE, [])
+    HFLM.loglikelihood_accuracy = hf.loglikelihood_accuracy
+    try:
+        from lm_eval.models.vllm_causallms import VLLM
+    except ImportError:  # vLLM not installed: the hf backend still works
+        pass
+    else:
+        from lm_eval_longmem.backends import vllm
+
+        VLLM.loglikelihood_accuracy = vllm.loglikelihood_accuracy
+    teach_caching_lm()
+
+
+def teach_caching_lm() -> None:
+    """Let `CachingLM` (--use_cache) serve `loglikelihood_accuracy` from and into its SQLite cache.
+
+    `CachingLM.__getattr__` caches a fixed list of method names; we wrap it so our name gets the
+    same treatment (same key: `hash_args(name, req.args)`) and every other name is passed on to
+    the original untouched.
+    """
+    from lm_eval.api.model import CachingLM
+
+    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
+
+    original = CachingLM.__getattr__
+    if getattr(original, MARK, False):
+        return
+
+    @functools.wraps(original)
+    def __getattr__(self: CachingLM, attr: str) -> Any:
+        if attr != OUTPUT_TYPE:
+            return original(self, attr)
+        compute = getattr(self.lm, attr)
+        return functools.partial(cached_call, self, compute)
+
+    setattr(__getattr__, MARK, True)
+    CachingLM.__getattr__ = __getattr__
+
+
+def cached_call(caching_lm: Any, compute: Any, requests: list) -> list:
+    """Answers from the cache where present; the rest computed in one call and stored."""
+    from lm_eval.api.model import hash_args
+
+    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
+
+    keys = [hash_args(OUTPUT_TYPE, req.args) for req in requests]
+    answers = [caching_lm.dbdict.get(key) for key in keys]
+    missing = [i for i, answer in enumerate(answers) if answer is None]
+    log.info("%s: %d cached responses, %d to compute", OUTPUT_TYPE, len(requests) - len(missing), len(missing))
+    if missing:
+        for i, answer in zip(missing, compute([requests[i] for i in missing]), strict=True):
+            answers[i] = answer
+            caching_lm.dbdict[keys[i]] = answer
+        caching_lm.dbdict.commit()
+    return answers
+
+
+# ---------------------------------------------------------------- request cache key (R7)
+
 
 def request_cache_tokenizer_name(tokenizer_name: str, fingerprint: str) -> str:
+    """The `tokenizer_name` to hand `Task.build_all_requests` so `--cache_requests` sees our inputs.
+
+    lm_eval names its request cache after the task, shots, rank, chat template and
+    `tokenizer_name` only (R7); `tokenizer_name` is used for nothing else there. Our requests
+    also depend on `--metadata` and on local input files, so a task passes their `fingerprint`
+    through here: any change of options or data gives a new cache entry instead of stale requests.
+    """
     return f"{tokenizer_name}-longmem-{fingerprint}"
+
+
+# ---------------------------------------------------------------- the harness's BABILong texts (R8)
+
+
+def builtin_babilong_file(qa: str) -> Path:
+    """The installed harness's YAML for BABILong task `qa` (`lm_eval/tasks/babilong/babilong_qaN.yaml`)."""
+    import lm_eval.tasks
+
+    path = Path(lm_eval.tasks.__file__).parent / "babilong" / f"babilong_{qa.lower()}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"the installed lm_eval has no {path.name} (looked in {path.parent}); BABILong prompts are "
+            "read from the harness's own babilong task: install lm-eval>=0.4.13,<0.5"
+        )
+    return path
+
+
+def read_builtin_babilong_config(qa: str) -> tuple[Path, dict[str, Any]]:
+    """The path and raw config (`!function` tags left unresolved) of the harness's task `qa`."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    path = builtin_babilong_file(qa)
+    return path, load_yaml(path, resolve_func=False)

@@ -7,7 +7,8 @@ examples each inside `<example>` tags, the answer-format instruction, the sample
 stripped, as in the authors' runs without that part.
 
 The instruction, answer-format and example texts are not stored in this repository: they are read
-at run time from lm-eval's own `lm_eval/tasks/babilong/babilong_qaN.yaml` (a dependency), whose
+at run time from lm-eval's own `lm_eval/tasks/babilong/babilong_qaN.yaml` (a dependency, located
+and read by `lm_eval_longmem.harness`), whose
 `description` holds the instruction followed by the answer-format lines, and whose
 `fewshot_config.samples` hold the examples. All examples listed there are used (qa5 has three, as
 in the paper; the built-in task itself uses only two).
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+
+from lm_eval_longmem.harness import read_builtin_babilong_config
 
 _TEMPLATE = "{instruction}\n\n{examples}\n\n{answer_format}\n\n<context>\n{context}\n</context>\n\nQuestion: {question}"
 _ANSWER_FORMAT_STARTS = ("Always return", "Your answer")
@@ -56,26 +58,10 @@ class PromptSwitches:
     """Show the answer-format instruction (the authors' `post_prompt`)."""
 
 
-def harness_task_file(qa: str) -> Path:
-    """The installed harness's YAML for task `qa` (`lm_eval/tasks/babilong/babilong_qaN.yaml`)."""
-    import lm_eval.tasks
-
-    path = Path(lm_eval.tasks.__file__).parent / "babilong" / f"babilong_{qa.lower()}.yaml"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"the installed lm_eval has no {path.name} (looked in {path.parent}); BABILong prompts are "
-            "read from the harness's own babilong task: install lm-eval>=0.4.13"
-        )
-    return path
-
-
 @cache
 def harness_prompt_parts(qa: str) -> PromptParts:
     """Instruction, examples and answer format of task `qa`, read from the installed harness."""
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    path = harness_task_file(qa)
-    config = load_yaml(path, resolve_func=False)
+    path, config = read_builtin_babilong_config(qa)
     lines = [line.strip() for line in str(config.get("description", "")).strip().splitlines() if line.strip()]
     split = next((i for i, line in enumerate(lines) if line.startswith(_ANSWER_FORMAT_STARTS)), None)
     samples = (config.get("fewshot_config") or {}).get("samples") or []

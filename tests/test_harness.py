@@ -1,0 +1,414 @@
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R10 in its docstring), and its behaviour."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lm_eval.tasks.manager as manager_module
+import pytest
+from kit import REPO_ROOT, run_lm_eval
+
+from lm_eval_longmem import harness
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.paths import task_configs_dir
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+harness.patch_task_manager(manager_module)  # what the hook does; idempotent when the hook already did it
+TaskManager = manager_module.TaskManager
+
+
+def _task_dir(root: Path, name: str, text: str = "x") -> Path:
+    """A folder holding one minimal YAML task `name` (never loaded, only indexed)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{name}.yaml").write_text(
+        f"task: {name}\ndataset_path: none\noutput_type: loglikelihood\ndoc_to_text: '{text}'\ndoc_to_target: ' y'\n"
+    )
+    return root
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def full_index(tmp_path_factory):
+    """One TaskManager over the built-ins, ours and a user path, built positionally (it takes a while).
+
+    The user path defines `booksort` (one of our names) and a new task, to check the order
+    built-ins < ours < user. Returns (manager, index-logger records, user dir).
+    """
+    user = _task_dir(tmp_path_factory.mktemp("user") / "tasks", "booksort")
+    _task_dir(user, "longmem_test_user_task")
+    records = _Records()
+    index_logger = logging.getLogger(harness.INDEX_LOGGER)
+    index_logger.addHandler(records)
+    level = index_logger.level
+    index_logger.setLevel(logging.DEBUG)
+    try:
+        manager = TaskManager(None, str(user))  # verbosity, include_path: positional on purpose
+    finally:
+        index_logger.removeHandler(records)
+        index_logger.setLevel(level)
+    return manager, records.records, user
+
+
+# ---------------------------------------------------------------- R1: TaskManager parameters and order
+
+
+def test_r1_task_manager_parameters_and_precedence(tmp_path):
+    original = inspect.unwrap(TaskManager.__init__)
+    params = list(inspect.signature(original).parameters)
+    assert {"include_path", "include_defaults"} <= set(params)
+    first = _task_dir(tmp_path / "a", "longmem_test_same", text="first")
+    second = _task_dir(tmp_path / "b", "longmem_test_same", text="second")
+    manager = TaskManager(include_path=[str(first), str(second)], include_defaults=False)
+    assert manager.all_tasks == ["longmem_test_same"]
+    assert Path(manager.task_index["longmem_test_same"].yaml_path).parent == second  # later path wins
+    assert (Path(manager_module.__file__).parent / "babilong").is_dir()  # the built-ins sit beside manager.py
+
+
+def test_include_defaults_false_leaves_our_tasks_out(tmp_path):
+    """Defect 10: only the given path, whether the flag is passed by keyword or by position."""
+    user = _task_dir(tmp_path / "user", "longmem_test_only")
+    by_keyword = TaskManager(include_defaults=False, include_path=str(user))
+    by_position = TaskManager(None, str(user), False)
+    assert by_keyword.all_tasks == by_position.all_tasks == ["longmem_test_only"]
+
+
+def test_explicit_task_manager_keeps_our_tasks_without_defaults(tmp_path):
+    """`lm_eval_longmem.task_manager(include_defaults=False)` asks for ours explicitly, so they stay."""
+    import lm_eval_longmem
+
+    manager = lm_eval_longmem.task_manager(include_defaults=False, include_path=str(_task_dir(tmp_path, "longmem_test_x")))
+    assert {"forgetting_curve", "booksort", "babilong", "longmem_test_x"} <= set(manager.all_tasks)
+
+
+def test_order_is_builtins_then_ours_then_the_user(full_index):
+    manager, _, user = full_index
+    index = manager.task_index
+    assert Path(index["babilong"].yaml_path).is_relative_to(task_configs_dir())  # ours replaces the built-in
+    assert Path(index["booksort"].yaml_path).parent == user  # the user's path replaces ours
+    assert "longmem_test_user_task" in index and "hellaswag" in index
+
+
+# ---------------------------------------------------------------- R3: the override warning
+
+
+def test_r3_override_warning_record_shape(tmp_path):
+    """lm_eval still warns with (name, new path, old path) when a later path replaces a name."""
+    from lm_eval.tasks._index import TaskIndex
+
+    first = _task_dir(tmp_path / "a", "longmem_test_same")
+    second = _task_dir(tmp_path / "b", "longmem_test_same")
+    records = _Records()
+    logger = logging.getLogger(harness.INDEX_LOGGER)
+    logger.addHandler(records)
+    try:
+        TaskIndex.build([first, second])
+    finally:
+        logger.removeHandler(records)
+    (warning,) = [r for r in records.records if r.levelno == logging.WARNING]
+    name, new, old = warning.args
+    assert name == "longmem_test_same" and Path(new).parent == second and Path(old).parent == first
+    assert "overrides" in warning.getMessage()
+
+
+def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
+    """Defect 11: no override warning for our babilong; the user's override of ours still warns."""
+    manager, records, user = full_index
+    warnings = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert not [w for w in warnings if "'babilong'" in w], warnings
+    assert [w for w in warnings if "'booksort'" in w and str(user) in w], warnings
+    replaced = getattr(manager, harness.MARK)["replaced"]
+    assert set(replaced) == {"babilong"} and Path(replaced["babilong"]).is_relative_to(Path(manager_module.__file__).parent)
+
+
+# ---------------------------------------------------------------- R2: load() sees the requested names
+
+
+def test_r2_load_receives_the_requested_names(full_index, monkeypatch):
+    """A run asking for babilong hears once, at INFO, that ours replaces the built-in; others hear nothing."""
+    manager, _, _ = full_index
+    getattr(manager, harness.MARK)["announced"].clear()
+    asked = []
+
+    def load_spec(spec):  # stands in for building the task, which is not what is tested here
+        asked.append(spec)
+        raise LookupError("not built in this test")
+
+    monkeypatch.setattr(manager, "_load_spec", load_spec)
+    records = _Records()  # on the logger itself: lm_eval's setup_logging may stop propagation to caplog
+    level = harness.log.level
+    harness.log.setLevel(logging.INFO)
+    harness.log.addHandler(records)
+    try:
+        with pytest.raises(LookupError):
+            manager.load(["booksort"])
+        assert not records.records
+        for _ in range(2):
+            with pytest.raises(LookupError):
+                manager.load(["babilong", "booksort"])
+    finally:
+        harness.log.removeHandler(records)
+        harness.log.setLevel(level)
+    assert asked == ["booksort", "babilong", "babilong"]
+    (notice,) = records.records
+    assert notice.levelno == logging.INFO and "'babilong'" in notice.getMessage()
+    assert inspect.signature(inspect.unwrap(TaskManager.load)).parameters.keys() >= {"task_list"}
+
+
+# ---------------------------------------------------------------- R4: the live backend
+
+
+def test_r4_lm_factories_are_classmethods_and_hflm_has_max_length():
+    from lm_eval.api.model import LM
+    from lm_eval.models.huggingface import HFLM
+
+    for name in ("create_from_arg_string", "create_from_arg_obj"):
+        assert isinstance(inspect.getattr_static(LM, name), classmethod)
+        assert name not in vars(HFLM)  # HFLM inherits them, so wrapping LM's covers it
+    assert isinstance(inspect.getattr_static(HFLM, "max_length"), property)
+
+
+def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir):
+    from lm_eval.models.huggingface import HFLM
+
+    harness.patch_lm_factories()
+    harness.patch_lm_factories()  # twice = once
+    HFLM.create_from_arg_string(f"pretrained={tiny_llama_dir},dtype=float32", {"device": "cpu", "batch_size": 1})
+    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=2048)  # the config's window
+    HFLM.create_from_arg_obj({"pretrained": str(tiny_llama_dir), "max_length": 300}, {"device": "cpu"})
+    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=300)
+
+
+def test_describe_lm_reads_the_window_safely():
+    class VLLM:  # stands in for a vLLM backend whose engine cannot be asked
+        @property
+        def max_length(self):
+            raise AttributeError("no engine")
+
+    class Remote:
+        max_length = "lots"
+
+    assert harness.describe_lm(VLLM()) == harness.LiveBackend(kind="vllm", max_length=None)
+    assert harness.describe_lm(Remote()) == harness.LiveBackend(kind="remote", max_length=None)
+
+
+# ---------------------------------------------------------------- R5, R6: request type and CachingLM
+
+
+def test_r5_output_types_list_and_metric_registry():
+    from lm_eval.api import registry, task
+
+    harness.install()
+    assert isinstance(task.ALL_OUTPUT_TYPES, list) and "loglikelihood" in task.ALL_OUTPUT_TYPES
+    assert "loglikelihood_accuracy" in task.ALL_OUTPUT_TYPES
+    assert isinstance(registry.DEFAULT_METRIC_REGISTRY, dict) and "loglikelihood" in registry.DEFAULT_METRIC_REGISTRY
+    # getattr(lm, output_type)(requests) in the evaluator: exercised end to end in tests/backends/test_task.py
+
+
+def test_r6_caching_lm_getattr_dbdict_and_hash_args(tmp_path):
+    from types import SimpleNamespace
+
+    from lm_eval.api.model import LM, CachingLM, hash_args
+
+    harness.teach_caching_lm()
+    calls = []
+
+    class Counting(LM):
+        def loglikelihood(self, requests):
+            return [(0.0, True) for _ in requests]
+
+        def loglikelihood_rolling(self, requests):
+            return [0.0 for _ in requests]
+
+        def generate_until(self, requests):
+            return ["" for _ in requests]
+
+        def loglikelihood_accuracy(self, requests):
+            calls.append(len(requests))
+            return [f"answer-{req.args[0]}" for req in requests]
+
+    requests = [SimpleNamespace(args=(f"ctx{i}", "cont")) for i in range(3)]
+    cached = CachingLM(Counting(), str(tmp_path / "cache.db"))
+    assert cached.loglikelihood_accuracy(requests[:2]) == ["answer-ctx0", "answer-ctx1"]
+    assert cached.loglikelihood_accuracy(requests) == ["answer-ctx0", "answer-ctx1", "answer-ctx2"]
+    assert calls == [2, 1]  # the second call computed only the new request
+    assert cached.dbdict[hash_args("loglikelihood_accuracy", requests[2].args)] == "answer-ctx2"
+    assert cached.loglikelihood([]) == []  # the built-in names still go through the original
+
+
+# ---------------------------------------------------------------- R7: the request-cache key
+
+
+def test_r7_request_cache_is_keyed_by_tokenizer_name(tmp_path, monkeypatch):
+    import datasets
+    import lm_eval.caching.cache as cache
+    from lm_eval.api.task import ConfigurableTask
+
+    monkeypatch.setattr(cache, "PATH", str(tmp_path))
+    word = {"value": "apple"}
+    task = ConfigurableTask(
+        config={
+            "task": "longmem_test_cache_key",
+            "custom_dataset": lambda **_: {"test": datasets.Dataset.from_list([{"w": word["value"]}])},
+            "test_split": "test",
+            "output_type": "loglikelihood",
+            "doc_to_text": "{{w}}",
+            "doc_to_target": " y",
+            "metadata": {"version": 0},
+        }
+    )
+
+    def prompts(fingerprint: str) -> list[str]:
+        task.dataset = task.config.custom_dataset()  # the docs as they are now
+        name = harness.request_cache_tokenizer_name("tok", fingerprint)
+        task.build_all_requests(cache_requests=True, tokenizer_name=name)
+        return [instance.args[0] for instance in task.instances]
+
+    assert prompts("aaa") == ["apple"]
+    word["value"] = "pear"
+    assert prompts("aaa") == ["apple"]  # same name: the stale requests come back; that is what R7 means
+    assert prompts("bbb") == ["pear"]  # a new fingerprint builds them afresh
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+# ---------------------------------------------------------------- R8: the harness's BABILong texts
+
+
+def test_r8_builtin_babilong_yaml_shape():
+    for qa in ("qa1", "QA5", "qa20"):
+        path, config = harness.read_builtin_babilong_config(qa)
+        assert path.name == f"babilong_{qa.lower()}.yaml" and path.is_file()
+        lines = [line.strip() for line in str(config["description"]).splitlines() if line.strip()]
+        assert any(line.startswith(("Always return", "Your answer")) for line in lines[1:])
+        samples = config["fewshot_config"]["samples"]
+        assert samples and all({"input", "question", "target"} <= set(s) for s in samples)
+    with pytest.raises(FileNotFoundError, match="babilong_qa21.yaml"):
+        harness.builtin_babilong_file("qa21")
+
+
+# ---------------------------------------------------------------- R9: usage errors
+
+
+def test_r9_usage_error_reaches_the_top_of_lm_eval(tmp_path):
+    """A real `lm_eval` run whose task raises UsageError (wrapped): one line, exit 1, no traceback.
+
+    The same run checks defect 11 on a command that does not ask for babilong: the harness's
+    override warning for it is gone and our notice does not appear.
+    """
+    args = ["run", "--model", "dummy", "--tasks", "longmem_test_usage_error", "--include_path", str(FIXTURES / "usage_error")]
+    proc = run_lm_eval(args, tmp_path, check=False, env={"LM_EVAL_LONGMEM_DEBUG": "0"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == "lm-eval-longmem: error: longmem_test_word: 'zzz' is not a word this task knows; use longmem_test_word=apple"
+    assert "Traceback" not in proc.stderr
+    assert "overrides existing task" not in proc.stderr
+    assert "lm-eval-longmem's task" not in proc.stderr
+
+
+def _hook_output(monkeypatch, capsys, exc: BaseException, argv=("lm_eval",), env: str = "") -> tuple[list, str]:
+    passed_on = []
+    monkeypatch.setattr(sys, "excepthook", lambda *a: passed_on.append(a[1]))
+    monkeypatch.setattr(sys, "argv", list(argv))
+    monkeypatch.setenv(harness.DEBUG_ENV, env)
+    harness.install_usage_error_hook()
+    harness.install_usage_error_hook()  # twice = once
+    sys.excepthook(type(exc), exc, exc.__traceback__)
+    return passed_on, capsys.readouterr().err
+
+
+def test_usage_error_hook_prints_one_line(monkeypatch, capsys):
+    passed_on, err = _hook_output(monkeypatch, capsys, UsageError("k: bad; use k=1"))
+    assert passed_on == [] and err == "lm-eval-longmem: error: k: bad; use k=1\n"
+
+
+def test_usage_error_hook_finds_the_error_behind_another(monkeypatch, capsys):
+    try:
+        try:
+            raise UsageError("file x.csv: empty; give a CSV with rows")
+        except UsageError:
+            raise KeyError("while loading")  # __context__, not __cause__
+    except KeyError as err:
+        wrapped = err
+    passed_on, err = _hook_output(monkeypatch, capsys, wrapped)
+    assert passed_on == [] and err == "lm-eval-longmem: error: file x.csv: empty; give a CSV with rows\n"
+
+
+@pytest.mark.parametrize("argv, env", [(("lm_eval", "--debug"), ""), (("lm_eval",), "1")])
+def test_usage_error_hook_steps_aside_for_debug(monkeypatch, capsys, argv, env):
+    error = UsageError("k: bad")
+    passed_on, err = _hook_output(monkeypatch, capsys, error, argv=argv, env=env)
+    assert passed_on == [error] and err == ""
+
+
+def test_other_errors_go_to_the_previous_hook(monkeypatch, capsys):
+    error = RuntimeError("boom")
+    passed_on, err = _hook_output(monkeypatch, capsys, error)
+    assert passed_on == [error] and err == ""
+
+
+# ---------------------------------------------------------------- R10: the notice logger
+
+
+def test_r10_notice_logger_is_under_lm_eval():
+    code = (
+        "from lm_eval.utils import setup_logging\n"
+        "setup_logging()\n"
+        "from lm_eval_longmem.harness import log\n"
+        "log.info('longmem-notice-check')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    (line,) = [line for line in proc.stderr.splitlines() if "longmem-notice-check" in line]
+    assert "INFO" in line
+
+
+# ---------------------------------------------------------------- the start-up hook
+
+
+def test_pth_hook_is_idempotent():
+    """The `.pth` line run twice (e.g. the file processed twice) arms one finder, not two."""
+    line = (REPO_ROOT / "lm_eval_longmem.pth").read_text()
+    assert len(line.strip().splitlines()) == 1
+    code = (
+        f"import sys\nline = {line.strip()!r}\nexec(line); exec(line)\n"
+        "print(sum(type(f).__name__ == 'LmEvalLongmemHook' for f in sys.meta_path))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LM_EVAL_LONGMEM_AUTOLOAD"}
+    counts = [
+        subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, env={**env, **extra}).stdout.strip()
+        for extra in ({}, {"LM_EVAL_LONGMEM_AUTOLOAD": "off"})
+    ]
+    assert counts == ["1", "0"]
+
+
+def test_hook_activates_the_harness_patches_on_first_import():
+    code = (
+        "import json, sys\n"
+        "import lm_eval.tasks.manager as m, lm_eval.api.model as model\n"
+        "print(json.dumps({'tm': getattr(m.TaskManager.__init__, '_lm_eval_longmem', False),"
+        " 'lm': getattr(model.LM.create_from_arg_string.__func__, '_lm_eval_longmem', False),"
+        " 'hook': getattr(sys.excepthook, '_lm_eval_longmem', False),"
+        " 'armed': any(type(f).__name__ == 'LmEvalLongmemHook' for f in sys.meta_path)}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LM_EVAL_LONGMEM_AUTOLOAD"}
+    on = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout)
+    off = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**env, "LM_EVAL_LONGMEM_AUTOLOAD": "0"}
+        ).stdout
+    )
+    assert on == {"tm": True, "lm": True, "hook": True, "armed": False}  # the finder retired itself
+    assert off == {"tm": False, "lm": False, "hook": False, "armed": False}
