@@ -1,4 +1,4 @@
-"""Report, effective context, heatmap and the `babilong` command line, on results files."""
+"""Cells, means over tasks, effective context, heatmap and the `babilong` command line, on results files."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from lm_eval_longmem.babilong.report import effective_context, format_report, headline, read_cells
+from lm_eval_longmem.babilong.report import Cell, effective_context, format_report, mean_interval, read_cells, read_length_means
+from lm_eval_longmem.babilong.task import cells_from_items
 from lm_eval_longmem.cli import main
+from lm_eval_longmem.common.stats import Interval
 
 ACC = {  # (task, length) -> accuracy
     ("qa1", "0k"): 1.0, ("qa1", "4k"): 0.9, ("qa1", "8k"): 0.8, ("qa1", "16k"): 0.9,
@@ -18,31 +20,32 @@ ACC = {  # (task, length) -> accuracy
 }  # fmt: skip
 
 
-def _results(n: int = 100) -> dict:
-    results = {"babilong_qa6_4k": {"alias": "qa6 4k", "sample_len": 0}}  # a task that did not run
-    samples = {"babilong_qa6_4k": {"original": 0, "effective": 0}}
+def _results() -> dict:
+    """A results dict shaped as the `babilong` task writes it (values made up, intervals around them)."""
+    metrics: dict = {"alias": "babilong"}
     for (qa, length), acc in ACC.items():
-        name = f"babilong_{qa}_{length}"
-        results[name] = {"acc,none": acc, "acc_corrected,none": min(1.0, acc + 0.05), "sample_len": n}
-        samples[name] = {"original": n, "effective": n}
-    configs = {"babilong_qa1_16k": {"metadata": {"babilong_skipped": {"prompt + 20 answer tokens exceed the window (16384)": 3}}}}
-    return {"results": results, "n-samples": samples, "configs": configs, "config": {"model_args": "pretrained=x"}}
+        for check, value in (("acc", acc), ("acc_corrected", min(1.0, acc + 0.05))):
+            name = f"{check}@{qa}_{length}"
+            metrics |= {f"{name},none": value, f"{name}_ci_low,none": value * 0.9, f"{name}_ci_high,none": min(1.0, value * 1.1)}
+    for length in ("0k", "4k", "8k", "16k"):
+        values = [acc for (qa, ln), acc in ACC.items() if ln == length]
+        mean = sum(values) / len(values)
+        metrics |= {f"acc@{length},none": mean, f"acc@{length}_ci_low,none": mean - 0.05, f"acc@{length}_ci_high,none": mean + 0.05}
+    overall = sum(ACC.values()) / len(ACC)
+    metrics |= {"acc,none": overall, "acc_ci_low,none": overall - 0.03, "acc_ci_high,none": overall + 0.03}
+    metrics |= {"skipped,none": 3, "skip_reasons,none": {"qa4_16k": {"prompt + answer exceed the window (16384 tokens)": 3}}}
+    return {"results": {"babilong": metrics, "hellaswag": {"acc,none": 0.3}}, "config": {"model_args": "pretrained=x"}}
 
 
-def test_cells_skip_tasks_that_did_not_run_and_carry_intervals():
+def test_cells_are_read_back_with_their_intervals():
     cells = read_cells(_results())
     assert len(cells) == len(ACC)
     first = cells[0]
-    assert (first.qa, first.length, first.n) == ("qa1", "0k", 100)
-    assert first.acc.low < first.acc.estimate == 1.0 == first.acc.high
+    assert (first.qa, first.length) == ("qa1", "0k") and first.acc == Interval(1.0, 0.9, 1.0)
     assert [c.length for c in cells if c.qa == "qa2"] == ["0k", "4k", "8k", "16k"]
-
-
-def test_headline_is_the_qa1_qa5_mean_where_all_five_ran():
-    heads = {h.length: h for h in headline(read_cells(_results()))}
-    assert set(heads) == {"0k", "4k", "8k"}  # qa4 did not run at 16k
-    assert heads["4k"].acc.estimate == pytest.approx((0.9 + 0.5 + 0.85 + 1.0 + 0.9) / 5)
-    assert heads["4k"].acc.low < heads["4k"].acc.estimate < heads["4k"].acc.high
+    means = read_length_means(_results())
+    assert list(means) == ["0k", "4k", "8k", "16k"]
+    assert means["4k"].estimate == pytest.approx((0.9 + 0.5 + 0.85 + 1.0 + 0.9) / 5)
 
 
 def test_effective_context_is_the_longest_length_that_stays_above_threshold():
@@ -53,17 +56,35 @@ def test_effective_context_is_the_longest_length_that_stays_above_threshold():
     assert effective_context(cells, metric="acc_corrected")["qa1"] == "16k"  # 0.85 at 8k
 
 
+def test_task_summaries_from_doc_items():
+    items = [["qa1", "0k", 1.0, 1.0], ["qa1", "0k", 0.0, 1.0], ["qa2", "0k", 1.0, 0.0], ["qa1", "1k", 0.0, 0.0]]
+    cells = cells_from_items(items)
+    assert [(c.qa, c.length, c.n) for c in cells] == [("qa1", "0k", 2), ("qa1", "1k", 1), ("qa2", "0k", 1)]
+    assert cells[0].acc.estimate == 0.5 and cells[0].acc_corrected.estimate == 1.0
+
+
+def test_mean_interval_does_not_collapse_with_two_docs():
+    # defect 9: every qa1-qa5 cell 0 of 2 right printed the interval [0.0, 0.0]
+    zero = Interval(0.0, 0.0, 0.0)
+    cells = [Cell(qa, "0k", 2, zero, Interval(1.0, 1.0, 1.0)) for qa in ("qa1", "qa2", "qa3", "qa4", "qa5")]
+    acc = mean_interval(cells, "acc")
+    assert acc.estimate == 0.0 == acc.low < acc.high
+    corrected = mean_interval(cells, "acc_corrected")
+    assert corrected.estimate == 1.0 == corrected.high > corrected.low
+
+
 def test_text_report_and_cli(tmp_path, capsys):
     text = format_report(_results())
-    assert "qa1-qa5 mean per length" in text and "babilong_qa1_16k: 3 prompt + 20 answer tokens" in text
+    assert "mean over tasks per length (qa1-qa5, the paper's headline)" in text
+    assert "qa4_16k: 3 x prompt + answer exceed the window" in text
     overall = 100 * sum(ACC.values()) / len(ACC)
-    assert f"overall (mean of all {len(ACC)} task x length cells, as the babilong group): {overall:.1f}" in text
+    assert f"overall (mean of all {len(ACC)} task x length cells): {overall:.1f}" in text
     path = tmp_path / "results_x.json"
     path.write_text(json.dumps(_results()))
     main(["babilong", "report", str(tmp_path), "--threshold", "0.9"])
     out = capsys.readouterr().out
     assert "effective context (acc >= 90%" in out and "qa5  : 16k" in out
-    with pytest.raises(ValueError, match="no BABILong task"):
+    with pytest.raises(ValueError, match="no BABILong cells"):
         format_report({"results": {}})
 
 
@@ -93,14 +114,3 @@ def test_score_command_on_a_corrected_case(tmp_path, capsys):
     csv_file.write_text("target,output,question\nnone,none,How many objects is Mary carrying?\none,one,How many?\n")
     main(["babilong", "score", str(csv_file), "--task", "qa7"])
     assert "n=2  acc=50.00  acc_corrected=100.00" in capsys.readouterr().out
-
-
-def test_headline_interval_does_not_collapse_with_two_docs():
-    # defect 9: every qa1-qa5 cell 0 of 2 right printed the interval [0.0, 0.0]
-    results = {"results": {}, "n-samples": {}}
-    for qa in ("qa1", "qa2", "qa3", "qa4", "qa5"):
-        results["results"][f"babilong_{qa}_0k"] = {"acc,none": 0.0, "acc_corrected,none": 1.0, "sample_len": 2}
-        results["n-samples"][f"babilong_{qa}_0k"] = {"original": 2, "effective": 2}
-    (head,) = headline(read_cells(results))
-    assert head.acc.estimate == 0.0 == head.acc.low < head.acc.high
-    assert head.acc_corrected.estimate == 1.0 == head.acc_corrected.high > head.acc_corrected.low
