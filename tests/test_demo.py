@@ -55,7 +55,7 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
                          "--tasks", "booksort"], tmp_path)  # fmt: skip
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("lm-eval-longmem demo: no Book-SORT trial could be drawn from") and "--corpus" in last
+    assert last.startswith("lm-eval-longmem demo: no Book-SORT trial can be built") and "note (10 words)" in last
     assert "Traceback" not in proc.stderr
 
 

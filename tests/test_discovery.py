@@ -84,8 +84,8 @@ def test_our_names_collide_with_no_builtin_except_the_babilong_group():
         "print(json.dumps({'clash': sorted(builtin & set(ours.all_tasks)), 'groups': ours.all_groups, 'n': len(ours.all_tasks)}))"
     )
     found = json.loads(_python(code, env=OFF).strip().splitlines()[-1])
-    assert found["clash"] == ["babilong"], "only the babilong group may replace a built-in name"
-    assert {"booksort", "babilong"} <= set(found["groups"]) and found["n"] > 3
+    assert found["clash"] == ["babilong"], "only babilong may replace a built-in name"
+    assert "booksort" in found["groups"] and found["n"] > 3
 
 
 def test_console_script_help_lists_our_commands():

@@ -9,6 +9,7 @@ import pytest
 from lm_eval_longmem.babilong.babi import read_babi, task_file
 from lm_eval_longmem.babilong.generate import GenerationSpec, generated_docs, prompt_tokens, split_sentences
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.babilong.simulate import simulate
 
 
 
@@ -29,15 +30,21 @@ def fresh_cache(tmp_path_factory, smollm2_dir):
         yield cache
 
 
-def _generate(tokenizer, shared_data, books, **spec):
+def _generate(tokenizer, books, **spec):
+    """Fresh samples with simulated facts (nothing from outside the package's dependencies)."""
     spec = {"samples": 6, **spec}
-    return generated_docs(GenerationSpec(**spec), babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=tokenizer)
+    return generated_docs(GenerationSpec(**spec), facts="simulated", babi_dir=None, corpus=str(books), tokenizer=tokenizer)
+
+
+def _facts(qa, row, samples=6, seed=0):
+    """The simulated bAbI sample a generated row was built from."""
+    return simulate(qa, samples, seed)[row["sample_id"]]
 
 
 @pytest.mark.parametrize("qa", ["qa1", "qa2"])
 @pytest.mark.parametrize("length", [0, 1024, 4096])
-def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, shared_data, books, fresh_cache, qa, length):
-    rows = _generate(tokenizer, shared_data, books, qa=qa, length=length)
+def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, books, fresh_cache, qa, length):
+    rows = _generate(tokenizer, books, qa=qa, length=length)
     assert len(rows) == 6
     for row in rows:
         assert not row["skip_reason"]
@@ -50,10 +57,9 @@ def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, shared_dat
             assert measured < 1024  # facts only
 
 
-def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, shared_data, books, fresh_cache):
-    babi = read_babi(task_file(shared_data / "babi" / "en", "qa2"))
-    for row in _generate(tokenizer, shared_data, books, qa="qa2", length=4096):
-        sample = babi[row["sample_id"]]
+def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, books, fresh_cache):
+    for row in _generate(tokenizer, books, qa="qa2", length=4096):
+        sample = _facts("qa2", row)
         assert (row["question"], row["target"]) == (sample.question, sample.answer)
         position = 0
         for fact in sample.facts:
@@ -64,31 +70,31 @@ def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, sha
         assert depths == sorted(depths) and len(depths) == len(sample.facts)
 
 
-def test_same_seed_gives_identical_samples_from_scratch(tokenizer, shared_data, books, tmp_path, monkeypatch, smollm2_dir):
+def test_same_seed_gives_identical_samples_from_scratch(tokenizer, books, tmp_path, monkeypatch, smollm2_dir):
     runs = []
     for name in ("a", "b"):
         monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / name))
-        runs.append(_generate(tokenizer, shared_data, books, qa="qa1", length=1024, seed=7))
+        runs.append(_generate(tokenizer, books, qa="qa1", length=1024, seed=7))
     assert runs[0] == runs[1]
-    other = _generate(tokenizer, shared_data, books, qa="qa1", length=1024, seed=8)
+    other = _generate(tokenizer, books, qa="qa1", length=1024, seed=8)
     assert [r["input"] for r in other] != [r["input"] for r in runs[0]]
     assert os.listdir(tmp_path / "a")  # it was cached
 
 
-def test_the_same_questions_are_used_at_every_length(tokenizer, shared_data, books, fresh_cache):
-    ids = [[r["sample_id"] for r in _generate(tokenizer, shared_data, books, qa="qa1", length=n)] for n in (0, 1024)]
+def test_the_same_questions_are_used_at_every_length(tokenizer, books, fresh_cache):
+    ids = [[r["sample_id"] for r in _generate(tokenizer, books, qa="qa1", length=n)] for n in (0, 1024)]
     assert ids[0] == ids[1]
 
 
 @pytest.mark.parametrize("band", [(0.0, 0.25), (0.5, 0.75)])
-def test_depth_band_is_respected(tokenizer, shared_data, books, fresh_cache, band):
+def test_depth_band_is_respected(tokenizer, books, fresh_cache, band):
     low, high = band
-    rows = _generate(tokenizer, shared_data, books, qa="qa1", length=4096, depth=band)
+    rows = _generate(tokenizer, books, qa="qa1", length=4096, depth=band)
     for row in rows:
         assert not row["skip_reason"]
         context = row["input"]
         total = len(tokenizer(context, add_special_tokens=False)["input_ids"])
-        babi = read_babi(task_file(shared_data / "babi" / "en", "qa1"))[row["sample_id"]]
+        babi = _facts("qa1", row)
         position = 0
         for fact in babi.facts:
             start = context.find(fact, position)
@@ -100,20 +106,20 @@ def test_depth_band_is_respected(tokenizer, shared_data, books, fresh_cache, ban
             position = end
 
 
-def test_prompt_too_long_for_the_length_is_skipped_and_counted(tokenizer, shared_data, books, fresh_cache):
-    rows = _generate(tokenizer, shared_data, books, qa="qa3", length=512, samples=10)
+def test_prompt_too_long_for_the_length_is_skipped_and_counted(tokenizer, books, fresh_cache):
+    rows = _generate(tokenizer, books, qa="qa3", length=512, samples=10)
     skipped = [r for r in rows if r["skip_reason"]]
     assert skipped, "qa3 stories are long: some cannot fit in 512 tokens"
     assert all(r["input"] == "" for r in skipped)
     assert all(r["prompt_tokens"] <= 512 - 20 for r in rows if not r["skip_reason"])
 
 
-def test_corpus_too_short_is_a_clear_error(tokenizer, shared_data, tmp_path, fresh_cache):
+def test_corpus_too_short_is_a_clear_error(tokenizer, tmp_path, fresh_cache):
     tiny = tmp_path / "tiny"
     tiny.mkdir()
     (tiny / "a.txt").write_text("One short sentence. And another one.")
     with pytest.raises(ValueError, match="babilong_corpus"):
-        _generate(tokenizer, shared_data, tiny, qa="qa1", length=4096)
+        _generate(tokenizer, tiny, qa="qa1", length=4096)
 
 
 def test_sentence_splitting_joins_wrapped_lines():
@@ -124,3 +130,14 @@ def test_sentence_splitting_joins_wrapped_lines():
         "A new paragraph starts here.",
         "Mr. Smith left.",
     ]
+
+
+def test_babi_file_facts_give_the_published_questions(tokenizer, shared_data, books, fresh_cache):
+    """With `facts="babi"`, the questions and answers are the published test file's."""
+    babi = read_babi(task_file(shared_data / "babi" / "en", "qa2"))
+    spec = GenerationSpec(qa="qa2", length=1024, samples=4)
+    rows = generated_docs(spec, facts="babi", babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=tokenizer)
+    for row in rows:
+        sample = babi[row["sample_id"]]
+        assert (row["question"], row["target"]) == (sample.question, sample.answer)
+        assert all(fact in row["input"] for fact in sample.facts)

@@ -61,8 +61,11 @@ def test_default_request_is_prompt_and_target():
     doc = task.eval_docs[0]
     (inst,) = task.construct_requests(doc, "Hello", metadata=("unit", 0, 1), apply_chat_template=False)
     assert inst.request_type == OUTPUT_TYPE and inst.args == ("Hello", " world")
-    assert task.process_results(doc, [TokenAccuracy("0110", -3.5)]) == {"token_acc": 0.5, "logprob": -3.5}
-    assert set(task.aggregation()) == {"token_acc", "logprob"} and all(task.higher_is_better().values())
+    scores = task.process_results(doc, [TokenAccuracy("0110", -3.5)])
+    assert scores == {"token_acc": 0.5, "logprob": -3.5, "skipped": None, "skip_reasons": None}  # skips: task base
+    assert set(task.aggregation()) == {"token_acc", "logprob", "skipped", "skip_reasons"}
+    better = task.higher_is_better()
+    assert better["token_acc"] and better["logprob"] and better["skipped"] is False
 
 
 def test_token_ids_and_the_beyond_option_reach_the_request():
@@ -83,7 +86,7 @@ def test_token_ids_and_the_beyond_option_reach_the_request():
 
 def test_yaml_metric_list_is_honoured_without_registry_lookups(caplog):
     task = make_task(metric_list=[{"metric": "token_acc", "aggregation": "median", "higher_is_better": True}])
-    assert list(task.aggregation()) == ["token_acc"]
+    assert list(task.aggregation()) == ["token_acc", "skipped", "skip_reasons"]
     assert "Could not find registered metric" not in caplog.text
     with pytest.raises(ValueError, match="emits loglikelihood_accuracy requests"):
         make_task(output_type="loglikelihood")

@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+
+from lm_eval_longmem.common.errors import UsageError
 from transformers import AutoTokenizer
 
 from lm_eval_longmem.common.corpus import load_texts, strip_gutenberg, token_stream, tokenize_texts
@@ -14,14 +16,14 @@ def test_local_directory_keeps_books_apart_and_sorted(tmp_path):
 
 
 def test_bad_local_sources_say_what_to_do(tmp_path):
-    with pytest.raises(FileNotFoundError, match="folder of plain-text books"):
+    with pytest.raises(UsageError, match="folder of plain-text books"):
         load_texts(tmp_path)
-    with pytest.raises(FileNotFoundError, match="hf:OWNER/NAME"):
+    with pytest.raises(UsageError, match="hf:OWNER/NAME"):
         load_texts(tmp_path / "missing")
 
 
 def test_default_hub_source_fails_offline_with_the_local_fix():
-    with pytest.raises(RuntimeError, match="local text"):
+    with pytest.raises(UsageError, match="local text"):
         load_texts(None)
 
 

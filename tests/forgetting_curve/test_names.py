@@ -11,7 +11,7 @@ FOLDER = task_configs_dir() / "forgetting_curve"
 
 
 def test_task_index_is_exact():
-    index = TaskManager(include_defaults=False).task_index  # our start-up hook adds task_configs/
+    index = TaskManager(include_path=str(task_configs_dir()), include_defaults=False).task_index
     ours = {name: entry for name, entry in index.items() if FOLDER in entry.yaml_path.parents}
     assert set(ours) == {"forgetting_curve"} and ours["forgetting_curve"].kind.name in ("TASK", "PY_TASK")
 
