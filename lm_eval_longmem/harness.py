@@ -223,6 +223,9 @@ class LiveBackend:
     max_length: int | None
     """The backend's own window in tokens (HFLM: its resolved `max_length`; VLLM: the engine's
     `max_model_len`), or None when the backend does not say."""
+    pretrained: str | None = None
+    """The `pretrained` model argument it was created with, so a data builder uses it only for the
+    model its metadata names (a process may create several models)."""
 
 
 _live: LiveBackend | None = None
@@ -237,7 +240,7 @@ def live_backend() -> LiveBackend | None:
     return _live
 
 
-def describe_lm(lm: Any) -> LiveBackend:
+def describe_lm(lm: Any, pretrained: str | None = None) -> LiveBackend:
     """Kind and window of an LM instance; reading the window never raises."""
     names = {klass.__name__ for klass in type(lm).__mro__}
     kind = "hf" if "HFLM" in names else "vllm" if "VLLM" in names else type(lm).__name__.lower()
@@ -246,7 +249,7 @@ def describe_lm(lm: Any) -> LiveBackend:
     except Exception:  # noqa: BLE001 - a backend without a resolvable window is still a backend
         value = None
     max_length = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-    return LiveBackend(kind=kind, max_length=max_length)
+    return LiveBackend(kind=kind, max_length=max_length, pretrained=pretrained)
 
 
 def patch_lm_factories() -> None:
@@ -264,12 +267,22 @@ def patch_lm_factories() -> None:
         setattr(LM, name, classmethod(_recording(factory.__func__)))
 
 
+def _pretrained(model_args: Any) -> str | None:
+    """`pretrained` from the first argument of an LM factory (an args string or a dict)."""
+    if isinstance(model_args, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        model_args = simple_parse_args_string(model_args)
+    value = model_args.get("pretrained") if isinstance(model_args, dict) else None
+    return str(value) if value else None
+
+
 def _recording(factory: Any) -> Any:
     @functools.wraps(factory)
     def create(cls: type, *args: Any, **kwargs: Any) -> Any:
         global _live
         lm = factory(cls, *args, **kwargs)
-        _live = describe_lm(lm)
+        _live = describe_lm(lm, _pretrained(args[0] if args else kwargs.get("arg_string", kwargs.get("arg_dict"))))
         return lm
 
     setattr(create, MARK, True)

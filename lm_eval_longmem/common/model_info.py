@@ -135,8 +135,8 @@ class Window:
 def model_window(metadata: dict[str, Any]) -> Window:
     """The window of the model this run evaluates.
 
-    Preferred source: the model the harness created in this process (`harness.live_backend`), so
-    the limit is the backend's own (vLLM's `max_model_len`, HF's resolved `max_length`). Without
+    Preferred source: the model the harness created in this process for the `pretrained` named in
+    the metadata (`harness.live_backend`), so the limit is the backend's own (vLLM's `max_model_len`, HF's resolved `max_length`). Without
     one (a model served elsewhere, direct calls), the model arguments decide: `max_model_len` means
     vLLM, anything else the HF backend's rule (`claimed_window`).
 
@@ -148,6 +148,8 @@ def model_window(metadata: dict[str, Any]) -> Window:
     from lm_eval_longmem.harness import live_backend
 
     live = live_backend()
+    if live is not None and live.pretrained != metadata.get("pretrained"):
+        live = None  # the live model is another one (several evaluations in one process)
     if live is not None and live.kind == "vllm" and live.max_length:
         return Window(live.max_length, live.max_length - 2, "vllm", "the vLLM engine's max_model_len")
     if metadata.get("max_model_len") not in (None, ""):
