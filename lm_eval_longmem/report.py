@@ -191,7 +191,7 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     the tested lengths span a factor of 8 or more (geometric sweeps), a linear one otherwise.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.0, 3.4))
+    fig, ax = plt.subplots(figsize=(9.0, 4.0))
     all_lengths: list[int] = []
     claimed: set[int] = set()
     for i, (label, summary) in enumerate(curves):
