@@ -13,6 +13,7 @@ from scipy import stats
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
 from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, parse_label
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.task import cell_interval
 from lm_eval_longmem.paths import task_configs_dir
 
 OUR_TASKS = {"booksort_in_context", "booksort_memoryless", "booksort_in_context_gen"}
@@ -82,11 +83,9 @@ def test_parse_label_is_strict(generated, label):
 def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
-    cell_stats = BooksortTask.cell_stats(BooksortTask.__new__(BooksortTask))
-    assert set(cell_stats) == {"", "_ci_low", "_ci_high", "_p_above_chance"}
-    assert cell_stats[""][0](items) == 0.75
-    assert (cell_stats["_ci_low"][0](items), cell_stats["_ci_high"][0](items)) == pytest.approx((ci.low, ci.high))
-    assert cell_stats["_p_above_chance"][0] is binomial_p_above_chance
+    assert BooksortTask.BINARY_SCORES  # a trial is right or wrong: Wilson intervals per cell
+    interval = cell_interval(items, 0, binary=True), cell_interval(items, 1, binary=True)
+    assert interval == pytest.approx((ci.low, ci.high))
     assert binomial_p_above_chance(items) == pytest.approx(stats.binomtest(15, 20, 0.5, alternative="greater").pvalue)
     assert binomial_p_above_chance(items) < 0.05 < binomial_p_above_chance([1.0] * 12 + [0.0] * 8)
 
@@ -365,3 +364,4 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     assert aggregation["invalid"]([right["invalid"], wrong["invalid"]]) == 1.0
     assert aggregation["acc"]([right["acc"], wrong["acc"]]) == 0.5
     assert aggregation[f"acc@{cell}"]([right[f"acc@{cell}"], wrong[f"acc@{cell}"], None]) == 0.5
+    assert aggregation[f"acc@{cell}_p_above_chance"]([1.0, 1.0, None]) == pytest.approx(0.25)  # exact binomial
