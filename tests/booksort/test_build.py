@@ -1,4 +1,8 @@
-"""Book-SORT construction from the nine shared books, checked against the paper's recipe (Appendix A)."""
+"""Book-SORT construction, checked against the paper's recipe (Appendix A).
+
+The recipe is checked on three embedded plays (`conftest.py`); word counts and trial counts of the
+published build are checked on the paper's nine books where ../shared is present.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ from lm_eval_longmem.booksort.build import (
 )
 from lm_eval_longmem.common.errors import UsageError
 
+SHORT_PLAYS = ("macbeth", "comedy_of_errors")  # conftest.PLAYS too short for 20,000-word excerpts
+
 # Table 1 of the paper: words per book after the authors' cleaning.
 PAPER_WORDS = {
     "69087": 69_720, "72578": 43_853, "72600": 59_081, "72869": 79_946, "72958": 42_354,
@@ -34,9 +40,9 @@ PAPER_WORDS = {
 TERMINAL = re.compile(r"[.!?][\"'”’)\]_*]*$")
 
 
-def test_cleaned_word_counts_match_paper_table1(books):
-    assert {b.book_id for b in books} == set(PAPER_WORDS)
-    for book in books:
+def test_cleaned_word_counts_match_paper_table1(booksort_reference_books):
+    assert {b.book_id for b in booksort_reference_books} == set(PAPER_WORDS)
+    for book in booksort_reference_books:
         assert book.words, book.book_id
         assert abs(len(book.words) / PAPER_WORDS[book.book_id] - 1) < 0.03, (book.book_id, len(book.words))
 
@@ -136,16 +142,15 @@ def test_schema(built):
         "segment_length", "seg1_pos", "seg2_pos", "present_seg1_first", "distance_bin", "excerpt_pos", "num_words",
     }  # fmt: skip
     assert hub_columns <= set(row._fields)
-    assert row.book_idx == 69087 and row.book_title == "The Murder of Roger Ackroyd"
+    assert row.book_idx == 0 and row.book_id == "hamlet" and row.book_title == "Hamlet, Prince of Denmark"
     assert {t.split for t in built.trials} == {"test", "validation"}
     assert all(t.present_seg1_first in (0, 1) for t in built.trials)
 
 
-def test_counts_per_cell(built, books):
+def _check_counts_per_cell(built, books) -> set[tuple[str, int, int]]:
+    """Check that each book x L_E x L_S cell has 110 excerpts x 4 bins (100 test) or is skipped; the skipped cells."""
     cells = Counter((t.book_id, t.excerpt_length, t.segment_length, t.split) for t in built.trials)
     too_short = {(s["book_id"], s["excerpt_length"], s["segment_length"]) for s in built.skipped}
-    # only the short essay (9.3k words) is left out, and only at the two longest excerpt lengths, as in the paper
-    assert too_short == {("73017", le, ls) for le in (10000, 20000) for ls in SEGMENT_LENGTHS}
     for book in books:
         for le in EXCERPT_LENGTHS:
             for ls in SEGMENT_LENGTHS:
@@ -154,11 +159,26 @@ def test_counts_per_cell(built, books):
                     continue
                 assert cells[(book.book_id, le, ls, "test")] == 100 * 4
                 assert cells[(book.book_id, le, ls, "validation")] == 10 * 4
-    assert len(built.trials) == (9 * 3 + 8 * 2) * 2 * 110 * 4  # 37,840: the paper's "about 36K"
     excerpts = defaultdict(set)
     for t in built.trials:
         excerpts[(t.book_id, t.excerpt_length, t.segment_length)].add(t.excerpt_start)
     assert all(len(starts) == 110 for starts in excerpts.values())  # 110 distinct excerpts per cell
+    return too_short
+
+
+def test_counts_per_cell(built, books):
+    too_short = _check_counts_per_cell(built, books)
+    # the two shorter plays (16-18k words) are left out only at the longest excerpt length
+    assert too_short == {(book, 20000, ls) for book in SHORT_PLAYS for ls in SEGMENT_LENGTHS}
+    assert len(built.trials) == (1 * 5 + 2 * 4) * 2 * 110 * 4
+
+
+def test_published_recipe_counts_per_cell(booksort_reference_books):
+    built = build(booksort_reference_books, BuildSpec())
+    too_short = _check_counts_per_cell(built, booksort_reference_books)
+    # only the short essay (9.3k words) is left out, and only at the two longest excerpt lengths, as in the paper
+    assert too_short == {("73017", le, ls) for le in (10000, 20000) for ls in SEGMENT_LENGTHS}
+    assert len(built.trials) == (9 * 3 + 8 * 2) * 2 * 110 * 4  # 37,840: the paper's "about 36K"
 
 
 def test_answers_counterbalanced_in_every_cell(built):
@@ -196,8 +216,8 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
-def test_build_is_byte_identical_and_seeded(shared_data, books, built, built_dir, tmp_path):
-    again = build_dataset([shared_data / "books"], tmp_path / "again")
+def test_build_is_byte_identical_and_seeded(book_files, books, built, built_dir, tmp_path):
+    again = build_dataset(book_files, tmp_path / "again")
     assert _digest(again) == _digest(built_dir)
     other = build(books[:1], BuildSpec(excerpt_lengths=(250,), segment_lengths=(20,), seed=1))
     same = [
@@ -223,7 +243,7 @@ def test_bad_inputs_give_clear_errors(tmp_path, books):
     assert not list(tmp_path.glob("*.partial-*"))  # nothing half-written left behind
 
 
-def test_books_too_short_for_any_trial_are_an_error_and_nothing_is_written(tmp_path):
+def test_books_too_short_for_any_trial_are_an_error_and_nothing_is_written(tmp_path, capsys):
     # defect 14: this wrote an empty build and exited 0
     short = tmp_path / "books" / "tiny.txt"
     short.parent.mkdir()
@@ -233,8 +253,11 @@ def test_books_too_short_for_any_trial_are_an_error_and_nothing_is_written(tmp_p
         build_dataset([short.parent], out)
     from lm_eval_longmem.cli import main
 
-    with pytest.raises(UsageError, match="tiny"):
+    with pytest.raises(SystemExit) as exit_:
         main(["booksort", "build", "--books", str(short.parent), "--out", str(out)])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "tiny (" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["books"]  # no output folder, nothing half-written
 
 

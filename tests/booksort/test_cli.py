@@ -7,29 +7,30 @@ import json
 from lm_eval_longmem.cli import build_parser
 
 
-def test_build_command(shared_data, tmp_path, capsys):
+def test_build_command(book_files, tmp_path, capsys):
+    hamlet, _, comedy_of_errors = book_files
     args = build_parser().parse_args(
         [
             "booksort",
             "build",
             "--books",
-            str(shared_data / "books" / "73017-0.txt"),
-            str(shared_data / "books" / "72958-0.txt"),
+            str(comedy_of_errors),
+            str(hamlet),
             "--out",
             str(tmp_path / "data"),
             "--excerpt-lengths",
-            "250,10000",
+            "250,20000",
             "--segment-lengths",
             "50",
         ]
     )
     args.func(args)
     out = capsys.readouterr().out
-    assert "2 books, 1200 test and 120 validation trials" in out  # 73017 is too short for 10k-word excerpts
-    assert "skipped book 73017 at L_E=10000, L_S=50" in out
+    assert "2 books, 1200 test and 120 validation trials" in out  # too short for 20k-word excerpts
+    assert "skipped book comedy_of_errors at L_E=20000, L_S=50" in out
     manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
     assert manifest["n_trials"] == {"test": 1200, "validation": 120}
-    assert manifest["spec"]["excerpt_lengths"] == [250, 10000]
+    assert manifest["spec"]["excerpt_lengths"] == [250, 20000]
 
 
 def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_dir):
@@ -43,10 +44,10 @@ def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_d
         "booksort_data": str(built_dir),
         "booksort_excerpt_lengths": 250,
         "booksort_segment_lengths": 20,
-        "booksort_books": "72958",
+        "booksort_books": "comedy_of_errors",
         "booksort_distance_bins": 0,
     }
     scores = score_variants(lm, meta, ["default", "brief"])
     assert [s.variant for s in scores] == ["default", "brief"]
-    # 10 validation excerpts x 1 bin (the test split would hold 100); the tiny model's 2k window skips some
+    # 10 validation excerpts x 1 bin (the test split would hold 100); any beyond the tiny model's 2k window is skipped
     assert all(s.n + s.skipped == 10 and s.n > 0 and 0.0 <= s.acc <= 1.0 for s in scores)

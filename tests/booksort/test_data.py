@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_longmem.booksort.build import BuildSpec, build, write_dataset
-from lm_eval_longmem.booksort.data import build_docs, load_booksort, read_split, selection_from_metadata
+from lm_eval_longmem.booksort.data import booksort_options, build_docs, load_booksort, read_split
 from lm_eval_longmem.common.errors import UsageError
 
 
@@ -30,14 +30,14 @@ def test_condition_filters(built_dir):
         "booksort_data": str(built_dir),
         "booksort_excerpt_lengths": "250,1000",
         "booksort_segment_lengths": [50],
-        "booksort_books": "69087,72600",
+        "booksort_books": "hamlet,1",  # a file stem and a book_idx (macbeth)
         "booksort_distance_bins": "[0, 3]",
     }
     docs = build_docs(meta, "test", "in_context")
     assert len(docs) == 2 * 1 * 2 * 100 * 2
     assert {d["excerpt_length"] for d in docs} == {250, 1000}
     assert {d["segment_length"] for d in docs} == {50}
-    assert {d["book_idx"] for d in docs} == {69087, 72600}
+    assert {d["book_idx"] for d in docs} == {0, 1}
     assert {d["distance_bin_idx"] for d in docs} == {0, 3}
     assert sum(d["label"] == 0 for d in docs) * 2 == len(docs)  # counterbalance survives filtering
 
@@ -46,17 +46,17 @@ def test_docs_interleave_conditions_for_limit(built_dir):
     docs = build_docs({"booksort_data": str(built_dir)}, "validation", "memoryless")
     assert [d["excerpt_length"] for d in docs[:5]] == [250, 1000, 2500, 10000, 20000]
     assert {d["segment_length"] for d in docs[:10]} == {20, 50}
-    assert len({d["trial_id"] for d in docs}) == len(docs) == (9 * 3 + 8 * 2) * 2 * 10 * 4
+    assert len({d["trial_id"] for d in docs}) == len(docs) == (1 * 5 + 2 * 4) * 2 * 10 * 4
 
 
 def test_prompt_in_docs_per_condition(built_dir):
-    meta = {"booksort_data": str(built_dir), "booksort_excerpt_lengths": 250, "booksort_books": "72958"}
+    meta = {"booksort_data": str(built_dir), "booksort_excerpt_lengths": 250, "booksort_books": "comedy_of_errors"}
     in_context = load_booksort("in_context", **meta)["test"][0]
     memoryless = load_booksort("memoryless", **meta)["test"][0]
     assert in_context["trial_id"] == memoryless["trial_id"]
     assert (
-        "Hunting for Hidden Gold" in in_context["prompt_user"]
-        and "Hunting for Hidden Gold" not in memoryless["prompt_user"]
+        "The Comedy of Errors" in in_context["prompt_user"]
+        and "The Comedy of Errors" not in memoryless["prompt_user"]
     )
     assert len(in_context["prompt_user"].split()) > 250 > len(memoryless["prompt_user"].split())
     shown_first = in_context["segment_1"] if in_context["present_seg1_first"] else in_context["segment_2"]
@@ -66,30 +66,47 @@ def test_prompt_in_docs_per_condition(built_dir):
 
 
 @pytest.mark.parametrize(
-    "meta,error,match",
+    "meta,match",
     [
-        ({"booksort_excerpt_lengths": "1k"}, ValueError, "not 1k"),
-        ({"booksort_excerpt_lengths": "300"}, ValueError, "excerpt lengths \\[250, 1000, 2500, 10000, 20000\\]"),
-        ({"booksort_books": "12345"}, ValueError, "books \\[69087"),
-        ({"booksort_prompt": "fancy"}, ValueError, "choose one of default"),
-        ({"booksort_data": "/nonexistent/dir"}, FileNotFoundError, "booksort build"),
+        (
+            {"booksort_excerpt_lengths": "1k"},
+            r"^--metadata booksort_excerpt_lengths='1k': expected a whole number.*; e\.g\. booksort_excerpt_lengths=",
+        ),
+        (
+            {"booksort_distance_bins": "4"},
+            r"^--metadata booksort_distance_bins='4': .*from 0 to 3; e\.g\. booksort_distance_bins=\[0,3\]",
+        ),
+        (
+            {"booksort_prompt": "fancy"},
+            r"^--metadata booksort_prompt='fancy': expected one of default.*; e\.g\. booksort_prompt=default",
+        ),
+        ({"booksort_excerpt_lengths": "300"}, r"excerpt lengths \[250, 1000, 2500, 10000, 20000\]"),
+        ({"booksort_books": "12345"}, r"books \[0, 1, 2\]"),
+        ({"booksort_data": "/nonexistent/dir"}, r"^--metadata booksort_data='/nonexistent/dir' .*booksort build"),
+        # defect 5: a misspelled key was ignored and the defaults ran
+        (
+            {"booksort_excerpt_length": 250},
+            r"^--metadata booksort_excerpt_length: no such option; did you mean booksort_excerpt_lengths\?",
+        ),
+        ({"booksort_book": "hamlet"}, r"did you mean booksort_books\?"),
     ],
 )
-def test_bad_options_name_the_fix(built_dir, meta, error, match):
-    with pytest.raises(error, match=match):
+def test_bad_options_name_the_fix(built_dir, meta, match):
+    with pytest.raises(UsageError, match=match):
         build_docs({"booksort_data": str(built_dir), **meta}, "test", "in_context")
 
 
 def test_hub_offline_error_names_local_build():
     # conftest sets HF_DATASETS_OFFLINE=1: the gated hub dataset cannot be reached
-    with pytest.raises(RuntimeError, match="memari/booksort.*gated.*lm-eval-longmem booksort build"):
+    with pytest.raises(UsageError, match="memari/booksort.*gated.*lm-eval-longmem booksort build"):
         read_split("hub", "test")
 
 
-def test_selection_parsing():
-    assert selection_from_metadata({}).excerpt_lengths is None
-    sel = selection_from_metadata({"booksort_excerpt_lengths": "[250, 2500]", "booksort_books": 69087})
-    assert sel.excerpt_lengths == (250, 2500) and sel.books == ("69087",)
+def test_option_parsing():
+    assert booksort_options({}).excerpt_lengths is None and booksort_options({}).data == "hub"
+    options = booksort_options({"booksort_excerpt_lengths": "[250, 2500]", "booksort_books": 69087})
+    assert options.excerpt_lengths == (250, 2500) and options.books == ("69087",)
+    assert booksort_options({"booksort_distance_bins": "0,3", "booksort_prompt": "DEFAULT"}).distance_bins == (0, 3)
 
 
 def test_hub_layout_gives_the_same_docs_as_the_local_build(built_dir, tmp_path):
@@ -119,12 +136,13 @@ def test_hub_layout_gives_the_same_docs_as_the_local_build(built_dir, tmp_path):
         rows = [
             dict(r, excerpt_text=source.excerpt(r))
             for r in source.rows
-            if r["book_id"] == "72958" and r["excerpt_length"] == 250
+            if r["book_id"] == "comedy_of_errors" and r["excerpt_length"] == 250
         ]
         datasets.Dataset.from_list([{k: r[k] for k in hub_columns} for r in rows]).to_parquet(
             tmp_path / "hub" / f"{split}.parquet"
         )
-    meta = {"booksort_excerpt_lengths": 250, "booksort_books": "72958", "booksort_distance_bins": "1,2"}
+    # the hub names a book by its number only: book_idx 2 is comedy_of_errors here
+    meta = {"booksort_excerpt_lengths": 250, "booksort_books": "2", "booksort_distance_bins": "1,2"}
     local = build_docs({"booksort_data": str(built_dir), **meta}, "test", "in_context")
     hub = build_docs({"booksort_data": f"hf:{tmp_path / 'hub'}", **meta}, "test", "in_context")
     assert len(hub) == len(local) == 2 * 2 * 100
@@ -134,7 +152,7 @@ def test_hub_layout_gives_the_same_docs_as_the_local_build(built_dir, tmp_path):
             b["label"],
             b["distance_bin_idx"],
         )
-        assert b["trial_id"] == a["trial_id"]  # rebuilt from the hub columns
+        assert b["trial_id"] == a["trial_id"].replace("comedy_of_errors", "2", 1)  # rebuilt from the hub columns
 
 
 # --- a local build is validated against its manifest (defect 8) --------------------------------

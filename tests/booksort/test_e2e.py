@@ -7,7 +7,7 @@ from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.plots import plot_results
 
-CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book69087", "LE250_bin0", "LE250_bin3"]
+CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book0", "LE250_bin0", "LE250_bin3"]
 
 
 @pytest.mark.slow
@@ -24,7 +24,7 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
             "booksort,booksort_memoryless",
             "--metadata",
             f'{{"booksort_data": "{built_dir}", "booksort_excerpt_lengths": 250, '
-            '"booksort_segment_lengths": 20, "booksort_books": "69087"}',
+            '"booksort_segment_lengths": 20, "booksort_books": "hamlet"}',
             "--apply_chat_template",
             "--system_instruction",
             "Answer with one letter.",
@@ -39,7 +39,7 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
     results = read_results(tmp_path)["results"]
     for task in ("booksort_in_context", "booksort_memoryless"):
         row = results[task]
-        assert row["skipped,none"] == 0  # 250-word prompts fit SmolLM2's 8k window
+        assert row["skipped,none"] == 0 and row["skip_reasons,none"] == {}  # 250-word prompts fit SmolLM2's 8k window
         for name in ("acc", "acc_ci_low", "acc_ci_high", "acc_p_above_chance"):
             assert 0.0 <= row[f"{name},none"] <= 1.0, (task, name)
         assert row["acc_ci_low,none"] <= row["acc,none"] <= row["acc_ci_high,none"]
@@ -55,7 +55,7 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
         prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
         assert prompt.startswith("<|im_start|>system\nAnswer with one letter.")
         assert prompt.endswith("<|im_start|>assistant\nAnswer: Segment")
-        assert ("Murder of Roger Ackroyd" in prompt) == (task == "booksort_in_context")
+        assert ("Hamlet, Prince of Denmark" in prompt) == (task == "booksort_in_context")
     assert results["booksort"]["acc,none"] == pytest.approx(results["booksort_in_context"]["acc,none"])
     written = plot_results(tmp_path, out_prefix=tmp_path / "fig", formats=("png",))
     assert tmp_path / "fig_booksort.png" in written and (tmp_path / "fig_booksort.png").stat().st_size > 10_000

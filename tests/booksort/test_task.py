@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import lm_eval
 import pytest
+from kit import read_results, read_samples, run_lm_eval
 from scipy import stats
 
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
-from lm_eval_longmem.booksort.task import (
-    BooksortTask,
-    binomial_p_above_chance,
-    parse_label,
-    wilson_high,
-    wilson_low,
-)
+from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, parse_label
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.task import cell_interval
 from lm_eval_longmem.paths import task_configs_dir
 
 OUR_TASKS = {"booksort_in_context", "booksort_memoryless", "booksort_in_context_gen"}
@@ -85,7 +83,9 @@ def test_parse_label_is_strict(generated, label):
 def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
-    assert (wilson_low(items), wilson_high(items)) == pytest.approx((ci.low, ci.high))
+    assert BooksortTask.BINARY_SCORES  # a trial is right or wrong: Wilson intervals per cell
+    interval = cell_interval(items, 0, binary=True), cell_interval(items, 1, binary=True)
+    assert interval == pytest.approx((ci.low, ci.high))
     assert binomial_p_above_chance(items) == pytest.approx(stats.binomtest(15, 20, 0.5, alternative="greater").pvalue)
     assert binomial_p_above_chance(items) < 0.05 < binomial_p_above_chance([1.0] * 12 + [0.0] * 8)
 
@@ -124,7 +124,7 @@ def smollm2_task(smollm2_dir, built_dir):
         "pretrained": str(smollm2_dir),
         "booksort_data": str(built_dir),
         "booksort_excerpt_lengths": 250,
-        "booksort_books": "72958",
+        "booksort_books": "comedy_of_errors",
     }
     return _load("booksort_in_context", meta), AutoTokenizer.from_pretrained(smollm2_dir)
 
@@ -192,22 +192,38 @@ def _plain_prompt_tokens(doc, tokenizer) -> int:
     return len(tokenizer(ctx)["input_ids"])
 
 
+def _window_meta(tiny_llama_dir, built_dir, **extra) -> dict:
+    """One condition of one play: 100 test trials whose in-context prompts are 1.5-2k characters."""
+    return {
+        "pretrained": str(tiny_llama_dir),
+        "booksort_data": str(built_dir),
+        "booksort_excerpt_lengths": 250,
+        "booksort_segment_lengths": 20,
+        "booksort_books": "hamlet",
+        **extra,
+    }
+
+
+def _prompt_tokens(meta: dict, tiny_llama_dir, n: int) -> list[int]:
+    """Tokens of prompt + label of the dataset's first `n` in-context trials (what must fit the window)."""
+    from transformers import AutoTokenizer
+
+    from lm_eval_longmem.booksort.data import build_docs
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    return [_plain_prompt_tokens(doc, tokenizer) for doc in build_docs(meta, "test", "in_context")[:n]]
+
+
 def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, built_dir):
     import lm_eval
     from transformers import AutoTokenizer
 
     from lm_eval_longmem.booksort.data import build_docs
 
-    meta = {
-        "pretrained": str(tiny_llama_dir),
-        "booksort_data": str(built_dir),
-        "booksort_excerpt_lengths": 250,
-        "booksort_segment_lengths": 20,
-        "booksort_books": "69087",
-    }
+    meta = _window_meta(tiny_llama_dir, built_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
     docs = build_docs(meta, "test", "in_context")
-    window = sorted(_plain_prompt_tokens(doc, tokenizer) for doc in docs[:40])[20]  # about half of the trials fit
+    window = sorted(_plain_prompt_tokens(doc, tokenizer) for doc in docs[:6])[3]  # two of the first six do not fit
     meta["max_length"] = window
     fits, skipped = [], 0
     for doc in docs:
@@ -229,12 +245,15 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
     )
     row = out["results"]["booksort_in_context"]
     assert row["skipped,none"] == skipped
+    ((reason, count),) = row["skip_reasons,none"]["LE250"].items()
+    assert count == skipped and f"exceed the window ({window} tokens" in reason
+    assert set(row["skip_reasons,none"]) == {"LE250"}
     assert [s["doc"]["trial_id"] for s in out["samples"]["booksort_in_context"]] == fits
     for sample in out["samples"]["booksort_in_context"]:
         ctx, cont = sample["arguments"][0]
         assert len(tokenizer(ctx + cont)["input_ids"]) <= window  # nothing was left-truncated by the harness
 
-    with pytest.raises(ValueError, match="longer than the model's window.*booksort_excerpt_lengths"):
+    with pytest.raises(UsageError, match=r"no doc fits the model .*exceed the window \(300 tokens.*max_length"):
         lm_eval.simple_evaluate(
             model="hf",
             model_args=f"pretrained={tiny_llama_dir},device=cpu,max_length=300",
@@ -242,6 +261,87 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
             task_manager=_task_manager({**meta, "max_length": 300}),
             limit=2,
         )
+
+
+def test_samples_are_dataset_rows_even_after_a_skipped_row(tiny_llama_dir, built_dir):
+    """Issue 9, defect 3: `--samples` indices named rows of the dataset left after unfit trials were
+    dropped, so a skipped row before them shifted every index to a later trial."""
+    import lm_eval
+
+    from lm_eval_longmem.booksort.data import build_docs
+
+    meta = _window_meta(tiny_llama_dir, built_dir)
+    tokens = _prompt_tokens(meta, tiny_llama_dir, 40)
+    rows = [doc["trial_id"] for doc in build_docs(meta, "test", "in_context")]
+    # the first pair of neighbours that both fit a window some earlier row exceeds
+    first = next(i for i in range(1, 39) if max(tokens[i], tokens[i + 1]) < max(tokens[:i]))
+    for chosen in ([first, first + 1], [0, 1]):
+        window = max(tokens[i] for i in chosen)  # the chosen rows fit; with [first, ...] an earlier row does not
+        out = lm_eval.simple_evaluate(
+            model="hf",
+            model_args=f"pretrained={tiny_llama_dir},device=cpu,max_length={window}",
+            tasks=["booksort_in_context"],
+            task_manager=_task_manager(meta | {"max_length": window}),
+            samples={"booksort_in_context": chosen},
+            log_samples=True,
+        )
+        logged = [s["doc"]["trial_id"] for s in out["samples"]["booksort_in_context"]]
+        assert logged == [rows[i] for i in chosen]
+        assert out["results"]["booksort_in_context"]["skipped,none"] == 0  # only the chosen rows are considered
+
+
+def test_request_cache_serves_any_later_limit(tiny_llama_dir, built_dir, tmp_path):
+    """Issue 9, defect 2: with `--cache_requests`, `--limit 2` then `--limit 6` crashed ("argmax of an
+    empty sequence"): the task had cached requests of its trimmed dataset. Through the real command
+    line, on one harness cache, with a window that skips some of the first trials."""
+    from lm_eval_longmem.booksort.data import build_docs
+
+    meta = _window_meta(tiny_llama_dir, built_dir, booksort_distance_bins="0")  # 100 trials
+    tokens = _prompt_tokens(meta, tiny_llama_dir, 100)
+    assert len(tokens) == 100
+    window = sorted(tokens[:6])[3]  # two of the first six do not fit
+    fitting = [i for i, n in enumerate(tokens) if n <= window]
+    assert fitting[:6] != list(range(6)) and len(fitting) < 100  # some of the first six are skipped
+    rows = [doc["trial_id"] for doc in build_docs(meta, "test", "in_context")]
+    cache = tmp_path / "harness-cache"
+    cache.mkdir()
+    for limit in (2, 6, None):
+        out = tmp_path / f"limit-{limit}"
+        out.mkdir()
+        run_lm_eval(
+            [
+                "--model",
+                "hf",
+                "--model_args",
+                f"pretrained={tiny_llama_dir},max_length={window}",
+                "--device",
+                "cpu",
+                "--tasks",
+                "booksort_in_context",
+                "--metadata",
+                json.dumps({k: v for k, v in meta.items() if k.startswith("booksort_")}),
+                "--cache_requests",
+                "true",
+                "--batch_size",
+                "4",
+                "--log_samples",
+                *(["--limit", str(limit)] if limit else []),
+            ],
+            out,
+            env={"LM_HARNESS_CACHE_PATH": str(cache)},
+        )
+        assert any(cache.iterdir())  # the requests were cached (first run) and served (later runs)
+        expected = fitting[:limit] if limit else fitting
+        samples = read_samples(out, "booksort_in_context")
+        assert sorted(s["doc"]["trial_id"] for s in samples) == sorted(rows[i] for i in expected)
+        row = read_results(out)["results"]["booksort_in_context"]
+        # --limit counts trials that run; the unfit trials before the last of them are skipped and counted
+        considered = expected[-1] + 1 if limit else len(tokens)
+        assert row["skipped,none"] == considered - len(expected)
+        assert row["skipped,none"] > 0 or limit == 2
+        reasons = row["skip_reasons,none"]
+        assert set(reasons) == ({"LE250"} if row["skipped,none"] else set())
+        assert sum(sum(counts.values()) for counts in reasons.values()) == row["skipped,none"]
 
 
 def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
@@ -252,10 +352,16 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
         "booksort_segment_lengths": 20,
     }
     task = _load("booksort_in_context_gen", meta)
+    task.build_all_requests(limit=2)  # decides the run's cells (and skips) as the harness would
     doc = task.test_docs()[0]
     gold = "AB"[doc["label"]]
     right = task.process_results(doc, [f" {gold}. It is first."])
     wrong = task.process_results(doc, [" The first one"])
-    assert right["invalid"] == 0.0 and right["acc"][1] == 1.0 and right[f"acc@LE{doc['excerpt_length']}"] == 1.0
-    assert wrong["invalid"] == 1.0 and wrong["acc"][1] == 0.0
-    assert task.aggregation()["invalid"]([right["invalid"], wrong["invalid"]]) == 1.0
+    cell = f"LE{doc['excerpt_length']}"
+    assert right["acc"] == ["250x20", 1.0, 0.0] and right[f"acc@{cell}"] == 1.0
+    assert wrong["acc"] == ["250x20", 0.0, 1.0] and wrong[f"acc@{cell}"] == 0.0
+    aggregation = task.aggregation()
+    assert aggregation["invalid"]([right["invalid"], wrong["invalid"]]) == 1.0
+    assert aggregation["acc"]([right["acc"], wrong["acc"]]) == 0.5
+    assert aggregation[f"acc@{cell}"]([right[f"acc@{cell}"], wrong[f"acc@{cell}"], None]) == 0.5
+    assert aggregation[f"acc@{cell}_p_above_chance"]([1.0, 1.0, None]) == pytest.approx(0.25)  # exact binomial
