@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from lm_eval_longmem.common.lengths import format_length, parse_length
 from lm_eval_longmem.common.results import Run, run_labels
 from lm_eval_longmem.forgetting_curve.analysis import curve_from_data, forgetting_curve_task, summarize
+from lm_eval_longmem.plots import babilong as babilong_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
 
@@ -234,52 +235,6 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     return fig
 
 
-def babilong_heatmap_figure(metrics: dict[str, Any], title: str) -> Figure:
-    """Accuracy per bAbI task (rows) and length (columns), authors' check and corrected check side by side.
-
-    The bottom row is the mean over the selected tasks at each length (`acc@{LEN}`); each task's
-    effective context (`effective_context@{qa}`: the longest length up to which it stays at or
-    above the paper's 85%) is outlined on both panels. A cell that did not run is blank.
-    """
-    plt = _pyplot()
-    import numpy as np
-    from matplotlib.patches import Rectangle
-
-    cells = {(m[1], m[2]) for key in metrics if (m := _BABILONG_CELL.match(key))}
-    tasks = sorted({qa for qa, _ in cells}, key=lambda qa: int(qa[2:]))
-    lengths = sorted({ln for _, ln in cells}, key=_length_key)
-    rows = tasks + ["mean"]
-    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
-    for ax, metric, panel in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' answer check)", "acc_corrected")):
-        grid = np.full((len(rows), len(lengths)), np.nan)
-        for (qa, ln) in cells:
-            value = _number(metrics.get(f"{metric}@{qa}_{ln}"))
-            grid[tasks.index(qa), lengths.index(ln)] = np.nan if value is None else 100 * value
-        for j, ln in enumerate(lengths):
-            value = _number(metrics.get(f"{metric}@{ln}"))
-            grid[len(rows) - 1, j] = np.nan if value is None else 100 * value
-        image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
-        for (i, j), value in np.ndenumerate(grid):
-            if not np.isnan(value):
-                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9)
-        for qa in tasks:
-            effective = str(metrics.get(f"effective_context@{qa}", "none"))
-            if effective in lengths:
-                ax.add_patch(Rectangle((lengths.index(effective) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
-        ax.axhline(len(tasks) - 0.5, color="black", lw=1.0)
-        ax.set_xticks(range(len(lengths)), lengths)
-        ax.set_yticks(range(len(rows)), rows)
-        ax.set_xlabel("context length (tokens)")
-        ax.set_title(panel, fontsize=10)
-        fig.colorbar(image, ax=ax, shrink=0.85, label="accuracy (%)")
-    fig.suptitle(f"BABILong: {title} (outlined: effective context, accuracy >= 85% up to there)", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-# ---- sections ---------------------------------------------------------------------------------------
-
-
 def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     section = Section("Headline numbers")
     section.blocks.append(
@@ -385,7 +340,7 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
         )  # fmt: skip
     section.blocks.append(Table(["model", "acc"] + [f"acc@{ln}" for ln in lengths] + ["effective context"], rows))
     for run, label, metrics in found:
-        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_heatmap_figure(metrics, label)))
+        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(metrics, label)))
     return section
 
 

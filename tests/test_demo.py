@@ -13,8 +13,7 @@ from kit import read_results
 from lm_eval_longmem.demo import SIZES, build_booksort_data, harness_metadata
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
-# BABILong joins these runs once its one-task shape and the fact simulator are merged.
-RUNNABLE_TASKS = "forgetting_curve,booksort"
+RUNNABLE_TASKS = "forgetting_curve,booksort,babilong"
 
 
 def run_demo_cli(args, tmp_path):

@@ -3,16 +3,25 @@
 Two panels, the authors' check (`acc`) and ours (`acc_corrected`); a cell that did not run is blank.
 A bottom row gives the run's mean over tasks per length (with the default tasks, the paper's qa1-qa5
 headline), and each task's effective context (accuracy >= 85% up to that length) is outlined.
+`figure` draws from one run's `babilong` metrics (names without lm_eval's `,none`); `lm-eval-longmem
+plot` and `lm-eval-longmem report` both use it.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+from lm_eval_longmem.babilong.report import babilong_task
+from lm_eval_longmem.common.lengths import parse_length
 
-from lm_eval_longmem.babilong.options import STANDARD_LENGTHS
-from lm_eval_longmem.babilong.report import effective_context, read_cells, read_length_means
+_CELL = re.compile(r"^acc@(qa\d+)_(\d+[kM])$")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
 def _model_name(results: dict) -> str:
@@ -25,52 +34,72 @@ def _model_name(results: dict) -> str:
 
 
 def can_plot(results: dict | list) -> bool:
-    """True when the results are an lm_eval results dict with at least one BABILong task with metrics."""
-    return isinstance(results, dict) and bool(read_cells(results))
+    """True when the results are an lm_eval results dict with BABILong cells."""
+    return isinstance(results, dict) and babilong_task(results) is not None
 
 
-def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
-    """Write `{out_prefix}_babilong.{fmt}` for each format; returns the paths."""
+def figure(metrics: dict[str, Any], title: str) -> Any:
+    """Accuracy per bAbI task (rows) and length (columns), authors' check and corrected check side by side.
+
+    The bottom row is the mean over the selected tasks at each length (`acc@{LEN}`); each task's
+    effective context (`effective_context@{qa}`: the longest length up to which it stays at or
+    above the paper's 85%) is outlined on both panels. A cell that did not run is blank.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
     from matplotlib.patches import Rectangle
 
-    cells = read_cells(results)
-    lengths = [ln for ln in STANDARD_LENGTHS if any(c.length == ln for c in cells)]
-    tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
-    means = {metric: read_length_means(results, metric) for metric in ("acc", "acc_corrected")}
-    rows = tasks + (["mean"] if means["acc"] else [])
-
-    fig, axes = plt.subplots(
-        1, 2, figsize=(max(6.0, 2.2 + 1.5 * len(lengths)), 1.2 + 0.45 * len(rows)), squeeze=False, constrained_layout=True
-    )
-    for ax, metric, title in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' check)", "acc_corrected")):
+    cells = {(m[1], m[2]) for key in metrics if (m := _CELL.match(key))}
+    tasks = sorted({qa for qa, _ in cells}, key=lambda qa: int(qa[2:]))
+    lengths = sorted({ln for _, ln in cells}, key=parse_length)
+    rows = tasks + ["mean"]
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
+    for ax, metric, panel in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' answer check)", "acc_corrected")):
         grid = np.full((len(rows), len(lengths)), np.nan)
-        for cell in cells:
-            grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate
-        for length, value in means[metric].items():
-            grid[len(rows) - 1, lengths.index(length)] = 100 * value.estimate
+        for (qa, ln) in cells:
+            value = _number(metrics.get(f"{metric}@{qa}_{ln}"))
+            grid[tasks.index(qa), lengths.index(ln)] = np.nan if value is None else 100 * value
+        for j, ln in enumerate(lengths):
+            value = _number(metrics.get(f"{metric}@{ln}"))
+            grid[len(rows) - 1, j] = np.nan if value is None else 100 * value
         image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if not np.isnan(value):
-                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=8)
-        for qa, length in effective_context(cells, metric=metric).items():
-            if length is not None:
-                ax.add_patch(Rectangle((lengths.index(length) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2))
+                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9)
+        for qa in tasks:
+            effective = str(metrics.get(f"effective_context@{qa}", "none"))
+            if effective in lengths:
+                ax.add_patch(Rectangle((lengths.index(effective) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
+        ax.axhline(len(tasks) - 0.5, color="black", lw=1.0)
         ax.set_xticks(range(len(lengths)), lengths)
         ax.set_yticks(range(len(rows)), rows)
         ax.set_xlabel("context length (tokens)")
-        ax.set_title(title)
-        fig.colorbar(image, ax=ax, shrink=0.8, label="accuracy (%)")
-    model = _model_name(results)
-    fig.suptitle(f"BABILong{': ' + model if model else ''}", fontsize=9)
+        ax.set_title(panel, fontsize=10)
+        fig.colorbar(image, ax=ax, shrink=0.85, label="accuracy (%)")
+    fig.suptitle(f"BABILong: {title} (outlined: effective context, accuracy >= 85% up to there)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+# ---- sections ---------------------------------------------------------------------------------------
+
+
+
+def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Write `{out_prefix}_babilong.{fmt}` for each format; returns the paths."""
+    import matplotlib.pyplot as plt
+
+    task = babilong_task(results)
+    metrics = {key.split(",", 1)[0]: value for key, value in results["results"][task].items() if key.endswith(",none")}
+    fig = figure(metrics, _model_name(results) or task)
     written = []
     for fmt in formats:
         path = Path(f"{out_prefix}_babilong.{fmt}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
+        fig.savefig(path, dpi=150, bbox_inches="tight")
         written.append(path)
     plt.close(fig)
     return written
