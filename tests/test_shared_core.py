@@ -111,19 +111,29 @@ def test_forgetting_curve_corpus_replaced_in_place_gives_new_requests(replaced_i
     assert not set(logged(before)) & set(logged(after))  # the token-id digests of every request differ
 
 
+def _prompts(record: dict) -> str:
+    """Every prompt the model was sent for one logged sample (lm_eval logs the doc of this run beside the
+    requests it ran, which a stale request cache would have served from the old data)."""
+    return " ".join(_words(str(request["arg_0"])) for request in record["arguments"].values())
+
+
 def test_booksort_folder_rebuilt_in_place_gives_its_new_trials(replaced_inputs):
-    """Defect 1b: after rebuilding `booksort_data` from other books, the run uses the new build's trials."""
+    """Defect 1b: after rebuilding `booksort_data` from other books, the prompts sent show the new build's trials."""
     for run in ("before", "after"):
         records = replaced_inputs[run]["booksort_in_context"]
         assert {r["doc"]["book_id"] for r in records} <= set(replaced_inputs[run]["books"]), run
-        for record in records:  # the segments shown are the new books' words
-            assert any(_words(record["doc"]["segment_1"])[:60] in text for text in replaced_inputs[run]["texts"])
+        for record in records:  # the segments in the prompts are this build's, from this run's books
+            segment = _words(record["doc"]["segment_1"])[:60]
+            assert segment in _prompts(record), (run, segment)
+            assert any(segment in text for text in replaced_inputs[run]["texts"])
 
 
 def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
     """Defect 1c: generated samples come from the background corpus the folder holds now."""
     for run, other in (("before", "after"), ("after", "before")):
-        contexts = " ".join(_words(r["doc"]["input"]) for r in replaced_inputs[run]["babilong"])
+        records = replaced_inputs[run]["babilong"]
+        assert all(_words(r["doc"]["input"]) in _prompts(r) for r in records), run  # the context sent is this run's
+        contexts = " ".join(_words(r["doc"]["input"]) for r in records)
         pieces = [p for p in re.split(r"(?<=[.!?])\s+", contexts) if len(p) > 30]  # book sentences (facts are short)
         found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731
         assert found(replaced_inputs[run]["texts"]), (run, contexts[:300])
