@@ -1,8 +1,12 @@
-"""The `lm-eval-longmem` console script: `run` takes lm_eval's flags and always knows our tasks."""
+"""The `lm-eval-longmem` console script: `run` takes lm_eval's flags and always knows our tasks; user errors
+are one line naming the file and the fix (issue 9, defects 12 and 13)."""
 
+import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from kit import read_results
 
@@ -27,3 +31,155 @@ def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, shared
 def test_run_without_flags_shows_lm_evals_run_help():
     out = subprocess.run([CLI, "run"], capture_output=True, text=True).stdout
     assert "--model_args" in out and "--tasks" in out
+
+
+# --- issue 9, defect 12: ordinary user errors are one line naming the file and the fix ----------------------------
+
+LONGMEM = [sys.executable, "-m", "lm_eval_longmem.cli"]
+FIX_WORDS = ("pass ", "give ", "rerun", "use ", "choose")
+"""Every one-line error says what to do; each message uses at least one of these verbs."""
+
+
+def longmem(*args, cwd):
+    """Run the real `lm-eval-longmem` command line (`python -m lm_eval_longmem.cli`) in `cwd`."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run([*LONGMEM, *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+
+
+def bad_inputs(folder):
+    """Name -> path of every kind of bad input a user may hand a subcommand."""
+    folder.mkdir(exist_ok=True)
+    made = {
+        "missing": folder / "missing.json",
+        "zero_byte": folder / "zero.json",
+        "not_csv": folder / "prose.csv",
+        "binary": folder / "binary.json",
+        "directory": folder / "a_folder",
+        "empty_results_folder": folder / "no_results",
+    }
+    made["zero_byte"].write_bytes(b"")
+    made["not_csv"].write_text("just a sentence of prose, no header row\n")
+    made["binary"].write_bytes(bytes(range(256)) * 4)
+    made["directory"].mkdir()
+    (made["directory"] / "notes.txt").write_text("not a results file\n")
+    made["empty_results_folder"].mkdir()
+    return made
+
+
+SUBCOMMANDS = {
+    "plot": (("plot", "{}"), ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder")),
+    "report": (("report", "{}", "--out", "report_out"), ("missing", "zero_byte", "binary", "empty_results_folder")),
+    "summarize": (
+        ("forgetting-curve", "summarize", "{}"),
+        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder"),
+    ),
+    "babilong score": (
+        ("babilong", "score", "{}", "--task", "qa1"),
+        ("missing", "zero_byte", "not_csv", "binary", "directory"),
+    ),
+    "babilong report": (
+        ("babilong", "report", "{}"),
+        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder"),
+    ),
+    "booksort build": (
+        ("booksort", "build", "--books", "{}", "--out", "built"),
+        ("missing", "binary", "empty_results_folder"),
+    ),
+}
+CASES = [(command, kind) for command, (_, kinds) in SUBCOMMANDS.items() for kind in kinds]
+
+
+def assert_one_line_error(proc, *needles, code=1):
+    """Exit `code`, stderr is exactly one line holding every needle and a fix, and no traceback."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-3000:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert any(word in lines[0] for word in FIX_WORDS), f"no fix named: {lines[0]}"
+    return lines[0]
+
+
+@pytest.mark.parametrize(("command", "kind"), CASES, ids=[f"{c}-{k}" for c, k in CASES])
+def test_user_errors_are_one_line_naming_file_and_fix(command, kind, tmp_path):
+    """Defect 12: a bad file, folder or path gives one line naming it and the fix, exit 1, no traceback."""
+    path = bad_inputs(tmp_path)[kind]
+    template, _ = SUBCOMMANDS[command]
+    proc = longmem(*(part.format(path.name) for part in template), cwd=tmp_path)
+    assert_one_line_error(proc, path.name)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    """Defect 12: `--debug` (anywhere on the line) shows where an error came from."""
+    bad_inputs(tmp_path)
+    proc = longmem("plot", "zero.json", "--debug", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr and "zero.json" in proc.stderr
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path):
+    """Defect 12: argparse usage errors (a required argument missing) exit 2 with argparse's usage text."""
+    for args in (("babilong", "score", "x.csv"), ("plot",), ("booksort", "build", "--out", "o")):
+        proc = longmem(*args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
+
+
+def _predictions(path, rows):
+    path.write_text("target,output,question\n" + "".join(f"{t},{o},{q}\n" for t, o, q in rows), encoding="utf-8")
+    return path
+
+
+QA1_ROWS = [("kitchen", "kitchen", "Where is Mary?"), ("garden", "office", "Where is John?")]
+
+
+@pytest.mark.parametrize("order", ["good_first", "bad_first"])
+def test_a_failing_file_does_not_stop_the_others(order, tmp_path):
+    """Defect 12: `babilong score good.csv bad.csv` scores good.csv, names bad.csv, exits 1 (either order)."""
+    good = _predictions(tmp_path / "qa1_0k_good.csv", QA1_ROWS)
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"")
+    files = (good, bad) if order == "good_first" else (bad, good)
+    proc = longmem("babilong", "score", *(f.name for f in files), "--task", "qa1", cwd=tmp_path)
+    assert_one_line_error(proc, "bad.csv")
+    assert "qa1_0k_good.csv: n=2  acc=50.00" in proc.stdout
+
+
+def test_report_names_every_bad_path(tmp_path):
+    """Defect 12: `report` goes on past a bad path and names each one."""
+    inputs = bad_inputs(tmp_path)
+    proc = longmem("report", "missing.json", "zero.json", "--out", "r", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2 and "missing.json" in lines[0] and "zero.json" in lines[1], proc.stderr
+    assert inputs["missing"].name not in lines[1]
+
+
+# --- issue 9, defect 13: `babilong score --task` is checked against the file name and before any file is read -----
+
+
+def test_score_refuses_a_file_named_for_another_task(tmp_path):
+    """Defect 13: `babilong score qa7_0k_x.csv --task qa6` used to print 0.00 and exit 0."""
+    _predictions(tmp_path / "qa7_0k_x.csv", [("none", "none", "How many objects is Mary carrying?")])
+    proc = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", cwd=tmp_path)
+    assert_one_line_error(proc, "qa7", "qa6", "--any-file-name")
+    assert proc.stdout == ""
+    forced = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", "--any-file-name", cwd=tmp_path)
+    assert forced.returncode == 0 and "qa7_0k_x.csv: n=1" in forced.stdout, forced.stderr
+
+
+def test_score_accepts_an_upper_case_task_and_reports_it_lower_case(tmp_path):
+    """Defect 13: `--task QA6` on a qa6 file works and reports `qa6`."""
+    _predictions(tmp_path / "qa6_0k_x.csv", [("yes", "yes", "Is Mary in the office?"), ("no", "yes", "Is John in the park?")])
+    proc = longmem("babilong", "score", "qa6_0k_x.csv", "--task", "QA6", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["task"] == "qa6" and record["n"] == 2 and record["acc"] == 50.0
+
+
+def test_score_rejects_an_unknown_task_before_reading_any_file(tmp_path):
+    """Defect 13: `--task qa99` fails on the task; the (missing) file is never looked at."""
+    proc = longmem("babilong", "score", "qa1_0k_absent.csv", "--task", "qa99", cwd=tmp_path)
+    line = assert_one_line_error(proc, "qa99")
+    assert "absent" not in line and "no such file" not in line

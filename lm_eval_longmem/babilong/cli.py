@@ -48,7 +48,7 @@ def _score(args: argparse.Namespace) -> int:
         try:
             qa = _checked_task(args, path)
             score = score_file(path, qa)
-        except UsageError as err:
+        except (UsageError, OSError) as err:  # e.g. an unreadable file: named, and the others still scored
             report_error(err)
             failed += 1
             continue

@@ -400,11 +400,13 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
     naming the file.
     """
     path = Path(path)
-    expected = "a BABILong predictions CSV has the columns target, output and question (as the authors' scripts write it)"
+    expected = "pass a BABILong predictions CSV with the columns target, output and question (as the authors' scripts write it)"
     if path.is_dir():
-        raise UsageError(f"{path} is a folder: give a predictions .csv file; {expected}")
+        raise UsageError(f"{path} is a folder: {expected}")
     if not path.is_file():
-        raise UsageError(f"{path}: no such file")
+        raise UsageError(f"{path}: no such file; {expected}")
+    if path.stat().st_size == 0:
+        raise UsageError(f"{path} is empty (0 bytes): {expected}")
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)

@@ -232,6 +232,8 @@ def load_books(paths: Sequence[str | Path]) -> list[Book]:
     books = []
     for path in files:
         raw = path.read_bytes()
+        if b"\0" in raw:  # undecodable bytes are replaced (old Gutenberg files), but NUL means not text at all
+            raise UsageError(f"{path} is not a text file: pass plain-text (.txt) books or directories of them")
         text = raw.decode("utf-8", errors="replace")
         stem = path.stem.removesuffix("-0")
         books.append(Book(stem, book_title(text, stem), tuple(clean_book(text)), hashlib.sha256(raw).hexdigest()))

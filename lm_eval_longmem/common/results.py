@@ -21,13 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_longmem.common.errors import UsageError
+
 RESULTS_GLOB = "results_*.json"
 NO_FILTER = "none"
 """The filter name lm_eval appends to metrics of tasks without a filter pipeline (`acc,none`)."""
 
 
-class ResultsFileError(ValueError):
-    """A results or samples file that cannot be read; the message names the file and the fix."""
+class ResultsFileError(UsageError):
+    """A results or samples file that cannot be read; the message names the file and the fix.
+
+    A `UsageError`, so every command line shows it as its one line (no type name, no traceback).
+    """
 
 
 def read_json(path: Path) -> Any:

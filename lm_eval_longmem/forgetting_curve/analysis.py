@@ -31,6 +31,8 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.results import find_results_file, read_json, read_samples_file
 from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test
 
 Criterion = Literal["fine", "coarse"]
@@ -438,7 +440,7 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
             per_sample = read_samples(_jsonl(samples))
             curve = replace(per_sample, skipped=curve.skipped, claimed=curve.claimed, reported=curve.reported)
     else:
-        raise ValueError(
+        raise UsageError(
             f"{path or 'the data'} is neither an lm_eval results/samples file of the forgetting_curve task nor "
             "an original forgetting-curve result file (a list of records with length, copy_accs, lm_accs)"
         )
@@ -448,11 +450,25 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_samples_file(path)
 
 
 def load_curve(path: Path | str, *, claimed: int | None = None) -> Curve:
-    """A curve from any supported file (see `curve_from_data`); `.jsonl` files are lm_eval samples."""
+    """A curve from any supported file (see `curve_from_data`); `.jsonl` files are lm_eval samples.
+
+    A folder stands for the newest results file under it, as for `plot` and `report`; a file that
+    cannot be read, or holds no forgetting curve, is a `UsageError` naming it and the fix.
+    """
     path = Path(path)
-    data = _jsonl(path) if path.suffix == ".jsonl" else json.loads(path.read_text())
-    return curve_from_data(data, path=path, claimed=claimed)
+    if path.is_dir():
+        path = find_results_file(path)
+    data = _jsonl(path) if path.suffix == ".jsonl" else read_json(path)
+    try:
+        return curve_from_data(data, path=path, claimed=claimed)
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, UsageError):
+            raise
+        raise UsageError(
+            f"{path} holds no readable forgetting curve ({type(err).__name__}: {err}): pass an lm_eval results_*.json "
+            "or samples_forgetting_curve_*.jsonl of the forgetting_curve task, or an original forgetting-curve result file"
+        ) from err

@@ -1,0 +1,283 @@
+"""The shared core through the real `lm_eval` command line: content-keyed caches, option errors, the window
+warning, and the task cards' option tables (issue 9, defects 1, 5, 7 and 15).
+
+Every run uses the tiny random model and a few docs; the request cache (`LM_HARNESS_CACHE_PATH`) and our
+data cache (`LM_EVAL_LONGMEM_CACHE`) point at temporary folders, so no run sees another test's entries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kit import read_samples, run_lm_eval
+
+from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
+from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
+from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT, BooksortOptions
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.options import declared, parse_options
+from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE, SweepOptions
+from lm_eval_longmem.paths import task_configs_dir
+
+EVALUATIONS = {
+    "forgetting_curve": (SweepOptions, FORGETTING_CURVE),
+    "booksort": (BooksortOptions, BOOKSORT),
+    "babilong": (BabilongOptions, BABILONG),
+}
+
+
+def _model_args(model: Path) -> str:
+    # max_length: Book-SORT's 250-word excerpts need more than the tiny model's 2048-character config window
+    return f"pretrained={model},dtype=float32,max_length=4096"
+
+
+def _lm_eval(model: Path, tasks: str, metadata: dict, out: Path, *extra: str, check: bool = True):
+    out.mkdir(parents=True, exist_ok=True)
+    env = {"LM_HARNESS_CACHE_PATH": str(out.parent / "request-cache"), "LM_EVAL_LONGMEM_CACHE": str(out.parent / "data-cache")}
+    (out.parent / "request-cache").mkdir(exist_ok=True)
+    args = ["--model", "hf", "--model_args", _model_args(model), "--device", "cpu", "--tasks", tasks,
+            "--metadata", json.dumps(metadata), *extra]  # fmt: skip
+    return run_lm_eval(args, out, env=env, check=check)
+
+
+def _booksort_build(books: list[Path], out: Path) -> Path:
+    """A small Book-SORT build (one condition: L_E = 250 words, L_S = 20) written to `out`, replacing a build there."""
+    spec = BuildSpec(excerpt_lengths=(250,), segment_lengths=(20,))
+    loaded = load_books(books)
+    return write_dataset(loaded, build(loaded, spec), spec, out)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- defect 1: --cache_requests never serves requests built from data that changed under the same path ------------
+
+
+@pytest.fixture(scope="module")
+def replaced_inputs(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
+    """Two runs of the three evaluations with `--cache_requests`, every local input replaced in place between them.
+
+    * the forgetting-curve corpus: one file, same path, first Macbeth then The Tempest;
+    * the Book-SORT build: one folder, rebuilt in place, first from Macbeth and The Tempest, then Hamlet and Othello;
+    * the BABILong background corpus: one folder with the same two file names, first holding Macbeth and The
+      Tempest, then Hamlet and Othello.
+    """
+    root = tmp_path_factory.mktemp("replaced")
+    plays = {name: embedded_books_dir / f"{name}.txt" for name in ("macbeth", "tempest", "hamlet", "othello")}
+    corpus, booksort_data, background = root / "corpus.txt", root / "booksort_data", root / "background"
+    background.mkdir()
+    metadata = {
+        "forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,32", "forgetting_curve_samples": 1,
+        "booksort_data": str(booksort_data),
+        "babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(background),
+        "babilong_samples": 2, "babilong_lengths": "2k", "babilong_tasks": "qa1",
+    }  # fmt: skip  (2k: the prompt's instruction and examples take most of 1k characters)
+    runs = {}
+    for run, (first, second) in {"before": ("macbeth", "tempest"), "after": ("hamlet", "othello")}.items():
+        shutil.copyfile(plays[first], corpus)
+        _booksort_build([plays[first], plays[second]], booksort_data)
+        shutil.copyfile(plays[first], background / "a.txt")
+        shutil.copyfile(plays[second], background / "b.txt")
+        out = root / run
+        _lm_eval(tiny_llama_dir, "forgetting_curve,booksort_in_context,babilong", metadata, out,
+                 "--limit", "2", "--cache_requests", "true", "--log_samples")  # fmt: skip
+        runs[run] = {
+            "books": (first, second),
+            "texts": [_words(plays[name].read_text(encoding="utf-8")) for name in (first, second)],
+            **{task: read_samples(out, task) for task in ("forgetting_curve", "booksort_in_context", "babilong")},
+        }
+    runs["request_cache"] = sorted(p.name for p in (root / "request-cache").iterdir())
+    return runs
+
+
+@pytest.mark.parametrize("task", ["forgetting_curve", "booksort_in_context", "babilong"])
+def test_request_cache_was_used_and_keyed_anew(replaced_inputs, task):
+    """Both runs stored their requests (the cache was on) under two different keys (the data changed)."""
+    entries = [name for name in replaced_inputs["request_cache"] if name.startswith(f"requests-{task}-")]
+    assert len(entries) == 2, replaced_inputs["request_cache"]
+
+
+def test_forgetting_curve_corpus_replaced_in_place_gives_new_requests(replaced_inputs):
+    """Defect 1a: the second run's docs and token ids come from the new corpus, not the cached old one."""
+    before, after = replaced_inputs["before"]["forgetting_curve"], replaced_inputs["after"]["forgetting_curve"]
+    assert {r["doc"]["corpus_tokens"] for r in before} != {r["doc"]["corpus_tokens"] for r in after}
+    logged = lambda records: [json.dumps(r["arguments"], sort_keys=True) for r in records]  # noqa: E731
+    assert not set(logged(before)) & set(logged(after))  # the token-id digests of every request differ
+
+
+def _prompts(record: dict) -> str:
+    """Every prompt the model was sent for one logged sample (lm_eval logs the doc of this run beside the
+    requests it ran, which a stale request cache would have served from the old data)."""
+    return " ".join(_words(str(request["arg_0"])) for request in record["arguments"].values())
+
+
+def test_booksort_folder_rebuilt_in_place_gives_its_new_trials(replaced_inputs):
+    """Defect 1b: after rebuilding `booksort_data` from other books, the prompts sent show the new build's trials."""
+    for run in ("before", "after"):
+        records = replaced_inputs[run]["booksort_in_context"]
+        assert {r["doc"]["book_id"] for r in records} <= set(replaced_inputs[run]["books"]), run
+        for record in records:  # the segments in the prompts are this build's, from this run's books
+            segment = _words(record["doc"]["segment_1"])[:60]
+            assert segment in _prompts(record), (run, segment)
+            assert any(segment in text for text in replaced_inputs[run]["texts"])
+
+
+def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
+    """Defect 1c: generated samples come from the background corpus the folder holds now."""
+    for run, other in (("before", "after"), ("after", "before")):
+        records = replaced_inputs[run]["babilong"]
+        assert all(_words(r["doc"]["input"]) in _prompts(r) for r in records), run  # the context sent is this run's
+        contexts = " ".join(_words(r["doc"]["input"]) for r in records)
+        pieces = [p for p in re.split(r"(?<=[.!?])\s+", contexts) if len(p) > 30]  # book sentences (facts are short)
+        found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731
+        assert found(replaced_inputs[run]["texts"]), (run, contexts[:300])
+        assert not set(found(replaced_inputs[other]["texts"])) - set(found(replaced_inputs[run]["texts"])), run
+    contexts = lambda run: {r["doc"]["input"] for r in replaced_inputs[run]["babilong"]}  # noqa: E731
+    assert not contexts("before") & contexts("after")
+
+
+# --- defects 5 and 7: option errors through lm_eval are one line naming the key --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_inputs(embedded_books_dir, tmp_path_factory):
+    """Local inputs that let each evaluation start without the hub: a book, a Book-SORT build, a background folder."""
+    root = tmp_path_factory.mktemp("inputs")
+    background = root / "background"
+    background.mkdir()
+    shutil.copyfile(embedded_books_dir / "macbeth.txt", background / "macbeth.txt")
+    books = [embedded_books_dir / "macbeth.txt", embedded_books_dir / "tempest.txt"]
+    return {
+        "forgetting_curve": {"forgetting_curve_corpus": str(background / "macbeth.txt"), "forgetting_curve_samples": 1},
+        "booksort_in_context": {"booksort_data": str(_booksort_build(books, root / "booksort_data"))},
+        "babilong": {"babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(background),
+                     "babilong_samples": 1, "babilong_tasks": "qa1"},  # fmt: skip
+    }
+
+
+def assert_one_line_option_error(proc, *needles):
+    """The run failed, exactly one stderr line names the problem (every needle), and no traceback was printed."""
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if all(n in line for n in needles)]
+    assert len(lines) == 1, (needles, proc.stderr[-4000:])
+    # The harness module's excepthook prints a UsageError as its one line; until it is installed, lm_eval
+    # prints the traceback around that line.
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+
+
+MISSPELLED = [
+    ("forgetting_curve", {"forgetting_curve_lenghts": "16,32"}, "forgetting_curve_lengths"),
+    ("booksort_in_context", {"booksort_excerpt_length": "250"}, "booksort_excerpt_lengths"),
+    ("babilong", {"babilong_lenghts": "0k"}, "babilong_lengths"),
+]
+
+
+@pytest.mark.parametrize(("task", "typo", "valid"), MISSPELLED, ids=[t for t, _, _ in MISSPELLED])
+def test_misspelled_key_fails_naming_the_closest_valid_key(task, typo, valid, tiny_llama_dir, small_inputs, tmp_path):
+    """Defect 5: a misspelled key used to be ignored and the defaults ran; now the run stops on it."""
+    proc = _lm_eval(tiny_llama_dir, task, {**small_inputs[task], **typo}, tmp_path / "out", "--limit", "1", check=False)
+    assert_one_line_option_error(proc, next(iter(typo)), f"did you mean {valid}?")
+
+
+def test_bad_numeric_option_through_lm_eval_names_key_and_example(tiny_llama_dir, small_inputs, tmp_path):
+    """Defect 7: `babilong_samples=0` gave a raw library error; now one line names the key and a valid value."""
+    metadata = {**small_inputs["babilong"], "babilong_samples": 0, "babilong_lengths": "0k"}
+    proc = _lm_eval(tiny_llama_dir, "babilong", metadata, tmp_path / "out", "--limit", "1", check=False)
+    assert_one_line_option_error(proc, "babilong_samples=0", "e.g. babilong_samples=")
+
+
+BAD_VALUES = [
+    (BabilongOptions, BABILONG, "babilong_samples", 0),
+    (BabilongOptions, BABILONG, "babilong_samples", -1),
+    (BabilongOptions, BABILONG, "babilong_samples", "-1"),
+    (SweepOptions, FORGETTING_CURVE, "forgetting_curve_seed", "abc"),
+    (BabilongOptions, BABILONG, "babilong_seed", -1),
+    (SweepOptions, FORGETTING_CURVE, "forgetting_curve_samples", "3.5"),
+    (BooksortOptions, BOOKSORT, "booksort_excerpt_lengths", "1k"),
+]
+
+
+@pytest.mark.parametrize(("cls", "prefix", "key", "value"), BAD_VALUES, ids=[f"{k}={v}" for _, _, k, v in BAD_VALUES])
+def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value):
+    """Defect 7: every option error names its key and a valid example, and that example is accepted."""
+    with pytest.raises(UsageError) as caught:
+        parse_options(cls, prefix, {key: value})
+    message = str(caught.value)
+    assert "\n" not in message and f"--metadata {key}=" in message
+    example = re.search(rf"e\.g\. {key}=(\S+)$", message)
+    assert example, message
+    parsed = parse_options(cls, prefix, {key: example[1]})
+    assert getattr(parsed, key.removeprefix(prefix)) is not None
+
+
+# --- defect 15: a length far beyond the window is announced before any forward pass --------------------------------
+
+
+def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """Defect 15: `forgetting_curve_lengths=[16,100000]` on a 2048-token model (rotary: the backend runs any
+    length) used to start a 200k-token forward with no word. Before any request runs, one line now says what
+    the longest sequence needs against the window and the backend's limit. `--limit 1` runs only the 16-token doc.
+    """
+    corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
+    corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
+    metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1}
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+            "--tasks", "forgetting_curve", "--limit", "1", "--metadata", json.dumps(metadata)]  # fmt: skip
+    proc = run_lm_eval(args, out, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data-cache")})
+    lines = proc.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if "L=100000" in line and "200001 input positions" in line]
+    assert len(said) == 1, proc.stderr[-4000:]
+    assert "2048" in lines[said[0]] and "backend" in lines[said[0]]
+    running = [i for i, line in enumerate(lines) if "Running loglikelihood_accuracy requests" in line]
+    assert running and said[0] < running[0]
+
+
+# --- the task cards' option tables list exactly the declared keys ----------------------------------------------------
+
+
+def card_options(evaluation: str) -> dict[str, dict[str, str]]:
+    """key -> {column: cell} of the option table (the table whose first column is `key`) in the task card."""
+    lines = (task_configs_dir() / evaluation / "README.md").read_text(encoding="utf-8").splitlines()
+    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]  # noqa: E731
+    starts = [i for i, line in enumerate(lines) if line.startswith("|") and cells(line)[0] == "key"]
+    assert len(starts) == 1, f"{evaluation}: expected one option table, found {len(starts)}"
+    header, rows = cells(lines[starts[0]]), {}
+    for line in lines[starts[0] + 2 :]:
+        if not line.startswith("|"):
+            break
+        row = dict(zip(header, cells(line), strict=True))
+        rows[row["key"].strip("`")] = row
+    return rows
+
+
+def _values(cell: str) -> list[str]:
+    """The values a cell shows: each `code` span (`key=` prefix dropped), else the whole cell."""
+    spans = re.findall(r"`([^`]+)`", cell) or [cell]
+    return [span.split("=", 1)[1] if re.match(r"^\w+=", span) else span for span in spans]
+
+
+@pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
+def test_card_option_table_lists_exactly_the_declared_keys(evaluation):
+    cls, prefix = EVALUATIONS[evaluation]
+    assert set(card_options(evaluation)) == {d.key for d in declared(cls, prefix)}
+
+
+@pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
+def test_card_examples_are_valid_and_defaults_match_the_declaration(evaluation):
+    """Every example a card shows is accepted by the key's parser; every default it states is the declared one."""
+    cls, prefix = EVALUATIONS[evaluation]
+    rows = card_options(evaluation)
+    for d in declared(cls, prefix):
+        row = rows[d.key]
+        for example in _values(row["example"]):
+            parse_options(cls, prefix, {d.key: example})  # raises UsageError naming the key if the card is wrong
+        if d.default is not None:
+            assert d.spec.parse(_values(row["default"])[0]) == d.default, (d.key, row["default"], d.default)
