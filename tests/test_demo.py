@@ -72,12 +72,14 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert proc.returncode == 0, proc.stderr[-4000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("[")]
     assert steps == ["[1/5] model", "[2/5] books", "[3/5] Book-SORT data from 1 book(s), excerpts of [250] words",
-                     "[4/5] lm_eval: forgetting_curve, booksort on cpu (progress bars below)", "[5/5] figures and report"]  # fmt: skip
+                     "[4/5] lm_eval: forgetting_curve, booksort, babilong on cpu (progress bars below)", "[5/5] figures and report"]  # fmt: skip
     results = read_results(out / "results")["results"]
     assert {"copy_acc@16,none", "lm_acc@32,none", "fine_memory_length,none"} <= set(results["forgetting_curve"])
     assert 0.0 <= results["booksort_in_context"]["acc@LE250,none"] <= 1.0
+    assert 0.0 <= results["babilong"]["acc,none"] <= 1.0 and "acc@qa1_0k,none" in results["babilong"]
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert {"forgetting_curve_overlay.png", "booksort.png"} <= {p.name for p in (out / "figures").iterdir()}
+    assert any(p.name.startswith("babilong") for p in (out / "figures").iterdir())
     assert f"report:  {out / 'report.html'}" in proc.stdout
     assert "forgetting_curve fine_memory_length" in proc.stdout.splitlines()[-1]
 
