@@ -188,9 +188,21 @@ def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir):
     harness.patch_lm_factories()
     harness.patch_lm_factories()  # twice = once
     HFLM.create_from_arg_string(f"pretrained={tiny_llama_dir},dtype=float32", {"device": "cpu", "batch_size": 1})
-    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=2048)  # the config's window
-    HFLM.create_from_arg_obj({"pretrained": str(tiny_llama_dir), "max_length": 300}, {"device": "cpu"})
-    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=300)
+    model = str(tiny_llama_dir)
+    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=2048, pretrained=model)  # config's window
+    HFLM.create_from_arg_obj({"pretrained": model, "max_length": 300}, {"device": "cpu"})
+    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=300, pretrained=model)
+
+
+def test_the_window_comes_from_the_live_model_only_for_the_model_named(tiny_llama_dir, monkeypatch):
+    from lm_eval_longmem.common.model_info import model_window
+
+    live = harness.LiveBackend(kind="vllm", max_length=1000, pretrained=str(tiny_llama_dir))
+    monkeypatch.setattr(harness, "_live", live)
+    window = model_window({"pretrained": str(tiny_llama_dir)})
+    assert (window.tokens, window.positions, window.backend) == (1000, 998, "vllm")  # no max_model_len given
+    other = model_window({"pretrained": str(tiny_llama_dir) + "-other", "max_length": 512})
+    assert (other.tokens, other.backend) == (512, "hf")
 
 
 def test_describe_lm_reads_the_window_safely():
