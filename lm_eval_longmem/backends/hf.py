@@ -3,10 +3,12 @@
 The harness's `loglikelihood` runs the whole model and takes `log_softmax` over
 `[batch, sequence, vocabulary]` logits: at 32k tokens and a 128k vocabulary that alone is
 17-25 GB. Here the model *body* (`model.base_model`) runs once, and the LM head is applied only
-at the scored positions, a few dozen positions at a time (`CHUNK_BYTES` of fp32 logits per
-chunk); each chunk yields argmax hits and log-probabilities and is dropped. Peak memory is the
-body's forward plus one chunk (and its `log_softmax`), whatever the vocabulary and sequence
-length.
+at the scored positions, in chunks of positions sized so that one chunk's logits and their
+`log_softmax` add at most `HEAD_MEMORY_SHARE` to what the body forward already needs (its weights
+and largest activations, `head_chunk_rows`); each chunk yields argmax hits and log-probabilities
+and is dropped. Peak memory is the body's forward plus one chunk, whatever the vocabulary and
+sequence length, and the chunks are as large as that budget allows: every chunk re-reads the whole
+head matrix and pays a pass of `log_softmax`/`argmax`, so few large chunks beat many small ones.
 
 The request type itself (inputs, outputs, worked token example) is specified in
 `lm_eval_longmem.backends.request_type`.
@@ -64,10 +66,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 16 * 2**20
-"""Budget for one chunk of fp32 logits (positions x vocabulary x 4 bytes; the chunk's
-`log_softmax` doubles it while it lives): 16 MiB is 32 positions of a 128k vocabulary or 85 of
-SmolLM2's 49k, small next to any body forward yet enough rows to keep the head matmul efficient."""
+HEAD_MEMORY_SHARE = 0.10
+"""How much one chunk of the LM head (its logits and their `log_softmax`) may add to the memory the
+body forward already needs (weights plus largest activations, `body_forward_bytes`). 10% keeps the
+whole scoring call within the 1.15x-of-body target with room for the allocator, and gives SmolLM2
+(49k vocabulary, 0.54 GB of weights) about 170 positions per chunk at 4k tokens."""
 
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
@@ -176,20 +179,43 @@ def uses_chunked_head(self: HFLM, probe: Sequence[int]) -> bool:
     return usable
 
 
+def body_forward_bytes(self: HFLM, n_rows: int) -> int:
+    """Memory one body forward over `n_rows` positions needs: weights plus its largest activations.
+
+    The activations are estimated from the config: a gated MLP holds three `intermediate_size`
+    tensors per position at its peak (activated gate, up projection, their product), attention and
+    the residual stream about four `hidden_size` ones. Weights are counted once per model.
+    """
+    weights = getattr(self, "_longmem_weight_bytes", None)
+    if weights is None:
+        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        self._longmem_weight_bytes = weights
+    config = self.model.config.get_text_config()
+    hidden = int(config.hidden_size)
+    inner = int(getattr(config, "intermediate_size", None) or 4 * hidden)
+    itemsize = torch.finfo(self.model.dtype).bits // 8
+    return weights + n_rows * (3 * inner + 4 * hidden) * itemsize
+
+
+def head_chunk_rows(self: HFLM, n_rows: int, vocab_size: int, dtype: torch.dtype) -> int:
+    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `HEAD_MEMORY_SHARE` of the body's need."""
+    per_row = 2 * vocab_size * torch.finfo(dtype).bits // 8
+    return max(1, int(HEAD_MEMORY_SHARE * body_forward_bytes(self, n_rows)) // per_row)
+
+
 def _score_positions(
     logits_at: Callable[[torch.Tensor], torch.Tensor],
     positions: torch.Tensor,
     targets: torch.Tensor,
-    vocab_size: int,
+    step: int,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Argmax hits and target log-probabilities at `positions`, a bounded chunk of logits at a time.
+    """Argmax hits and target log-probabilities at `positions`, `step` positions of logits at a time.
 
     `log_softmax` (not a hand-written log-sum-exp) because its kernel treats every row alike
     whatever the number of rows, so how positions fall into chunks never changes a result; a
     plain `sum` reduction may regroup its additions with the chunk's shape.
     """
-    step = max(1, CHUNK_BYTES // (4 * vocab_size))
     hits, logprobs = [], []
     for start in range(0, len(positions), step):
         logits = logits_at(positions[start : start + step]).to(dtype)
@@ -245,7 +271,8 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
             def logits_at(index: torch.Tensor) -> torch.Tensor:
                 return rows[index]
 
-        hits, logprobs = _score_positions(logits_at, positions, targets_t, vocab_size, dtype)
+        step = head_chunk_rows(self, ids.numel(), vocab_size, dtype)
+        hits, logprobs = _score_positions(logits_at, positions, targets_t, step, dtype)
     results, start = [], 0
     for req in batch:
         end = start + len(req.continuation)
