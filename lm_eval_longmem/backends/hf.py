@@ -47,7 +47,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from accelerate.utils import find_executable_batch_size
 from lm_eval.models.utils_hf import clear_torch_cache
 from tqdm import tqdm
@@ -208,6 +207,8 @@ def _score_positions(
     positions: torch.Tensor,
     targets: torch.Tensor,
     step: int,
+    vocab_size: int,
+    logits_dtype: torch.dtype,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Argmax hits and target log-probabilities at `positions`, `step` positions of logits at a time.
@@ -215,14 +216,26 @@ def _score_positions(
     `log_softmax` (not a hand-written log-sum-exp) because its kernel treats every row alike
     whatever the number of rows, so how positions fall into chunks never changes a result; a
     plain `sum` reduction may regroup its additions with the chunk's shape.
+
+    `logits_at(index, out)` may write its logits into `out`. Every chunk reuses the same two
+    `[step, vocabulary]` buffers (logits, log-probabilities): fresh ones per chunk cost page faults
+    each time and, once glibc serves blocks of that size from its heap, grow the process (measured
+    on SmolLM2 at 2k tokens: 0.34 GB over the body's peak instead of the budget's 0.06 GB).
     """
     hits, logprobs = [], []
+    logits_buffer = log_probs_buffer = None
     for start in range(0, len(positions), step):
-        logits = logits_at(positions[start : start + step]).to(dtype)
+        index = positions[start : start + step]
+        if logits_buffer is None:
+            logits_buffer = torch.empty((step, vocab_size), dtype=logits_dtype, device=positions.device)
+        logits = logits_at(index, logits_buffer[: len(index)]).to(dtype)
+        if log_probs_buffer is None:
+            log_probs_buffer = torch.empty((step, vocab_size), dtype=dtype, device=positions.device)
+        log_probs = torch.log_softmax(logits, dim=-1, out=log_probs_buffer[: len(index)])
         target = targets[start : start + step]
         hits.append(logits.argmax(dim=-1) == target)
-        logprobs.append(F.log_softmax(logits, dim=-1).gather(-1, target[:, None]).squeeze(-1))
-        del logits
+        logprobs.append(log_probs.gather(-1, target[:, None]).squeeze(-1))
+        del logits, log_probs
     return torch.cat(hits).cpu(), torch.cat(logprobs).cpu()
 
 
@@ -260,19 +273,26 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
             rows = hidden.reshape(-1, hidden.shape[-1])
             head, transform = model.get_output_embeddings(), final_logit_transform(model)
             vocab_size = head.weight.shape[0]
+            # F.linear's own matmul, written into the chunk buffer (plain Linear heads, no autocast).
+            into_buffer = type(head) is torch.nn.Linear and self.mixed_precision_dtype is None
+            logits_dtype = head.weight.dtype if into_buffer else dtype
 
-            def logits_at(index: torch.Tensor) -> torch.Tensor:
-                return transform(head(rows[index]))
+            def logits_at(index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+                if not into_buffer:
+                    return transform(head(rows[index]))
+                if head.bias is None:
+                    return transform(torch.mm(rows[index], head.weight.t(), out=out))
+                return transform(torch.addmm(head.bias, rows[index], head.weight.t(), out=out))
         else:
             logits = model(input_ids=ids, use_cache=False).logits
             rows = logits.reshape(-1, logits.shape[-1])
-            vocab_size = rows.shape[-1]
+            vocab_size, logits_dtype = rows.shape[-1], dtype
 
-            def logits_at(index: torch.Tensor) -> torch.Tensor:
-                return rows[index]
+            def logits_at(index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+                return torch.index_select(rows, 0, index, out=out) if rows.dtype == out.dtype else rows[index]
 
         step = head_chunk_rows(self, ids.numel(), vocab_size, dtype)
-        hits, logprobs = _score_positions(logits_at, positions, targets_t, step, dtype)
+        hits, logprobs = _score_positions(logits_at, positions, targets_t, step, vocab_size, logits_dtype, dtype)
     results, start = [], 0
     for req in batch:
         end = start + len(req.continuation)
