@@ -12,11 +12,11 @@ each in its own fresh subprocess (so one variant's allocations cannot hide in an
 after loading the model, reading every weight once (they are memory-mapped, and a body-only
 forward would otherwise never page in the LM head) and one small warm-up call. Peak memory is the
 process's peak resident set size (`ru_maxrss`; tracemalloc cannot see torch's allocations);
-"cpu s" is the process's CPU time during the call, which other jobs on a shared machine inflate far
-less than wall time (with --threads 1 it is the work done; with more threads it includes any
-spinning while one thread waits for another);
-"over load" subtracts the RSS measured right before the timed call. Targets (issues 2 and 10): (b) within 1.15x of (c) in memory and
-1.10x in time, never slower than (a), and strictly below (a) in memory at every length.
+"over load" subtracts the RSS measured right before the timed call. "cpu s" is the process's CPU
+time during the call, which other jobs on a shared machine inflate far less than wall time (with
+--threads 1 it is the work done; with more threads it also counts a thread spinning while it
+waits for another). Targets (issues 2 and 10): (b) within 1.15x of (c) in memory and 1.10x in
+time, never slower than (a), and strictly below (a) in memory at every length.
 
     python benchmarks/loglikelihood_accuracy.py --pretrained PATH_OR_HUB_ID --lengths 1k,2k,4k [--threads 2] [--repeats 3]
     python benchmarks/loglikelihood_accuracy.py --tiny-vocab 262144 --lengths 4k
