@@ -120,7 +120,8 @@ def sweep(args: argparse.Namespace) -> None:
             rows[backend] = (seconds, peak, results)
     print(f"model: {args.pretrained}  lengths: {args.lengths}  samples: {args.samples}  threads: {args.threads}")
     print("one fresh `lm_eval` process per backend (model load included); peak = RSS summed over the process tree")
-    keys = sorted((k for k in rows["hf"][2] if k.startswith(("copy_acc@", "lm_acc@"))), key=lambda k: (k.split("@")[0], int(k.split("@")[1].split(",")[0])))
+    keys = [k for k in rows["hf"][2] if k.startswith(("copy_acc@", "lm_acc@")) and "_stderr" not in k]
+    keys.sort(key=lambda k: (k.split("@")[0], int(k.split("@")[1].split(",")[0])))
     print(f"{'backend':>8} {'wall s':>8} {'peak GB':>8}  " + " ".join(f"{k.split(',')[0]:>13}" for k in keys))
     for backend, (seconds, peak, results) in rows.items():
         print(f"{backend:>8} {seconds:>8.1f} {peak:>8.2f}  " + " ".join(f"{results.get(k, float('nan')):>13.4f}" for k in keys))
