@@ -65,16 +65,29 @@ def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeyp
     expected = run(tiny_lm, pairs, batch_size=4)
     head = tiny_lm.model.get_output_embeddings()
     rows_per_call = []
-    handle = head.register_forward_hook(lambda module, args, out: rows_per_call.append(args[0].shape))
-    vocab = head.weight.shape[0]
-    monkeypatch.setattr(hf, "CHUNK_BYTES", 4 * vocab * 8)  # 8 positions per chunk
-    try:
-        got = run(tiny_lm, pairs, batch_size=4)
-    finally:
-        handle.remove()
+    real_mm = torch.mm
+
+    def mm(a, b, **kwargs):  # the head's matmul (the body's Linear layers go through F.linear)
+        rows_per_call.append(a.shape)
+        return real_mm(a, b, **kwargs)
+
+    monkeypatch.setattr(hf, "head_chunk_rows", lambda self, n_rows, vocab, dtype: 8)  # 8 positions per chunk
+    monkeypatch.setattr(torch, "mm", mm)
+    got = run(tiny_lm, pairs, batch_size=4)
+    monkeypatch.undo()
     assert got == expected  # chunking changes nothing
     assert rows_per_call and all(shape == (shape[0], head.in_features) and shape[0] <= 8 for shape in rows_per_call)
     assert sum(shape[0] for shape in rows_per_call) == sum(len(cont) for _, cont in pairs)
+
+
+def test_head_chunks_stay_within_their_share_of_the_body_forward(tiny_lm):
+    vocab = tiny_lm.model.get_output_embeddings().weight.shape[0]
+    sizes = {}
+    for n_rows in (256, 4096, 65536):
+        rows = hf.head_chunk_rows(tiny_lm, n_rows, vocab, torch.float32)
+        assert 1 <= rows and 2 * rows * vocab * 4 <= hf.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows)
+        sizes[n_rows] = rows
+    assert sizes[256] <= sizes[4096] < sizes[65536], "a longer forward needs more memory, so its chunks may be larger"
 
 
 def test_summed_logprob_equals_harness_loglikelihood(tiny_lm):

@@ -1,8 +1,10 @@
 """vLLM backend: the prompt-logprobs parser on outputs shaped like vLLM's, and the method around it.
 
-vLLM cannot be installed on CPU machines, so the structures below copy the fields of vLLM's own
-(`vllm/logprobs.py` @ 0.33: `Logprob`, `FlatLogprobs`; `RequestOutput.prompt_logprobs`); the
-real classes are used instead whenever vLLM is importable.
+These run in every venv: where vLLM is not installed (the main test venv; vLLM pins its own
+transformers), the structures below copy the fields of vLLM's own (`vllm/logprobs.py` @ 0.33:
+`Logprob`, `FlatLogprobs`; `RequestOutput.prompt_logprobs`); the real classes are used instead
+whenever vLLM is importable. The real engine is exercised in `test_vllm_engine.py` (CI's
+`.ci/vllm` stage, on vLLM's CPU build).
 """
 
 from __future__ import annotations
