@@ -13,8 +13,8 @@ from kit import read_results
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
-def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, shared_data, tmp_path):
-    books = shared_data / "books" / "73017-0.txt"  # the smallest book is enough for two short lengths
+def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, embedded_books_dir, tmp_path):
+    books = embedded_books_dir / "macbeth.txt"  # a short play is enough for two short lengths
     proc = subprocess.run(
         [CLI, "run", "--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32",
          "--device", "cpu", "--tasks", "forgetting_curve", "--limit", "2", "--output_path", str(tmp_path),

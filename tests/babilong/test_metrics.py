@@ -306,7 +306,11 @@ def test_all_published_files_are_present(shared_data):
     assert set(PUBLISHED) <= found
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name.split("_instruction")[0] for p in FILES])
+@pytest.mark.parametrize(
+    "path",
+    FILES or [pytest.param(None, marks=pytest.mark.skip(reason=f"compares with the authors' predictions in {PREDICTIONS}"))],
+    ids=[p.name.split("_instruction")[0] for p in FILES] or ["absent"],
+)
 def test_official_check_reproduces_every_file(path):
     qa, length = _task_and_length(path)
     score = score_file(path, qa)
