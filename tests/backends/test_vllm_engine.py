@@ -169,13 +169,14 @@ def cli_data(tmp_path_factory, play) -> dict[str, Path]:
          "--excerpt-lengths", "250,1000", "--segment-lengths", "20"],
         check=True, capture_output=True,
     )  # fmt: skip
-    rows = [json.loads(line) for line in (booksort / "test.jsonl").read_text().splitlines()]
-    keep = [row for le in (250, 1000) for row in [r for r in rows if r["excerpt_length"] == le][:2]]
-    (booksort / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in keep))
+    from lm_eval_longmem.booksort.data import build_docs
+
+    docs = build_docs({"booksort_data": str(booksort)}, "test", "in_context")
+    keep = [i for le in (250, 1000) for i in [i for i, d in enumerate(docs) if d["excerpt_length"] == le][:2]]
     babi = root / "babi"
     babi.mkdir()
     (babi / "qa1_single-supporting-fact_test.txt").write_text(BABI_QA1)
-    return {"booksort": booksort, "babi": babi, "play": play}
+    return {"booksort": booksort, "booksort_rows": keep, "babi": babi, "play": play}
 
 
 def three_task_args(smollm2_dir: Path, data: dict[str, Path], cache: Path) -> list[str]:
@@ -189,7 +190,7 @@ def three_task_args(smollm2_dir: Path, data: dict[str, Path], cache: Path) -> li
     model_args = f"pretrained={smollm2_dir},dtype=float32,max_model_len={CLI_MAX_MODEL_LEN},enforce_eager=True,seed=0"
     return [
         "--model", "vllm", "--model_args", model_args, "--tasks", "forgetting_curve,booksort,babilong",
-        "--use_cache", str(cache),
+        "--use_cache", str(cache), "--samples", json.dumps({"booksort_in_context": data["booksort_rows"]}),
         "--metadata", f"forgetting_curve_corpus={data['play']}", "forgetting_curve_lengths=[64,256,600]",
         "forgetting_curve_samples=2", f"booksort_data={data['booksort']}", "babilong_source=generate",
         f"babilong_babi_dir={data['babi']}", f"babilong_corpus={data['play']}", "babilong_lengths=[0k,1k]",
