@@ -20,10 +20,12 @@ OUR_TASKS = {"booksort_in_context", "booksort_memoryless", "booksort_in_context_
 
 
 def _task_manager(metadata=None):
-    """Our tasks only (the start-up hook adds task_configs/; the harness's own are not indexed: faster)."""
+    """Our tasks only (the harness's own are not indexed: faster)."""
     from lm_eval.tasks import TaskManager
 
-    return TaskManager(include_defaults=False, metadata=metadata or {})
+    from lm_eval_longmem.paths import task_configs_dir
+
+    return TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata or {})
 
 
 def _load(task_name: str, metadata: dict) -> BooksortTask:
