@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -69,14 +70,19 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
             self._stream = corpus_stream(self.options, self.metadata)
         return self._stream
 
-    @property
+    @cached_property
     def claimed(self) -> int | None:
         return resolve_lengths(self.options, self.metadata)[1]
+
+    @cached_property
+    def position_limit(self) -> tuple[int | None, str]:
+        """(most input positions a sequence may use, why): decided once, not per doc."""
+        return position_limit(self.options, self.metadata, self.claimed)
 
     def before_requests(self) -> None:
         """Say, before the sweep, how long the longest sequence is against the window and the backend limit."""
         longest = max(int(L) for L in self.eval_docs["length"])
-        limit, why = position_limit(self.options, self.metadata, self.claimed)
+        limit, why = self.position_limit
         window = self.window
         message = (
             "forgetting_curve: the longest length L=%d needs %d input positions; the model's window is %s "
@@ -89,7 +95,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
             log.info(message, *args)
 
     def fit_reason(self, doc: dict[str, Any]) -> str:
-        limit, why = position_limit(self.options, self.metadata, self.claimed)
+        limit, why = self.position_limit
         if limit is not None and model_inputs(int(doc["length"])) > limit:
             return f"its {model_inputs(int(doc['length']))} input positions exceed {limit} ({why})"
         return ""
