@@ -9,7 +9,6 @@ Texts are kept apart (one per book), never merged mid-sentence; callers decide h
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.cache import cache_key, load_or_build, texts_digest
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 
@@ -94,10 +93,7 @@ def strip_gutenberg(text: str) -> str:
 
 def tokenize_texts(texts: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
     """Token ids (int32, no special tokens) of each text, cached on disk per tokenizer and text."""
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
-    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=digest.hexdigest(), v=1)
+    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=texts_digest(texts), v=1)
 
     def build() -> list[np.ndarray]:
         ids = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]

@@ -45,7 +45,7 @@ from lm_eval.api.task import ConfigurableTask
 from lm_eval_longmem import harness
 from lm_eval_longmem.common import stats
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.fingerprint import content_digest
+from lm_eval_longmem.common.cache import content_digest
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 

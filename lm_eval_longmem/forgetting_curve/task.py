@@ -16,7 +16,6 @@ memory lengths that reach the last tested length are then censored.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ import numpy as np
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
@@ -47,7 +47,7 @@ def _compact(ids: Any) -> Any:
     """A short stand-in for a token-id list in the logged samples: its length and a digest."""
     if isinstance(ids, str) or not isinstance(ids, Sequence):
         return ids
-    digest = hashlib.sha256(json.dumps([int(t) for t in ids]).encode()).hexdigest()[:16]
+    digest = sha256_hex(json.dumps([int(t) for t in ids]))[:16]
     return f"<{len(ids)} token ids sha256:{digest}>"
 
 

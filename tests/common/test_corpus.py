@@ -1,3 +1,5 @@
+import logging
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,18 @@ def test_token_stream_is_cached_and_separated(tiny_llama_dir, tmp_path, monkeypa
     stream = token_stream(texts, tok, separator_ids=[tok.eos_token_id])
     assert stream.dtype == np.int32
     assert list(stream) == list(first[0]) + [tok.eos_token_id] + list(first[1])
+
+
+def test_a_truncated_token_cache_is_rebuilt_with_one_log_line(tiny_llama_dir, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "cache"))
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    texts = ["ab c " * 50, "de"]
+    first = tokenize_texts(texts, tok)
+    (entry,) = (tmp_path / "cache" / "tokens").glob("*.npz")
+    entry.write_bytes(entry.read_bytes()[:-40])  # an interrupted copy: no longer a whole zip file
+    with caplog.at_level(logging.WARNING):
+        again = tokenize_texts(texts, tok)
+    assert [list(a) for a in again] == [list(a) for a in first]
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and entry.name in lines[0] and "rebuilding" in lines[0], lines
+    assert tokenize_texts(texts, tok)[0].size == first[0].size  # and the rebuilt entry is served as is
