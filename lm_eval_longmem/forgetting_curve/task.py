@@ -31,14 +31,18 @@ from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
-    Spans,
-    corpus_stream,
+    COPY,
+    PREFIX_ROLE,
+    Sources,
     model_inputs,
+    pair_sequences,
     position_limit,
     resolve_lengths,
-    sequences,
+    role_tokens,
+    sweep_sources,
+    vocabulary_ids,
 )
-from lm_eval_longmem.forgetting_curve.options import PREFIX, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +66,19 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
     model cannot physically run are skipped up front, never truncated."""
 
-    _stream: np.ndarray | None = None
+    @cached_property
+    def sources(self) -> Sources:
+        return sweep_sources(self.options)
 
-    def stream(self) -> np.ndarray:
-        """The corpus token stream the docs' offsets point into (tokenized once, cached on disk)."""
-        if self._stream is None:
-            self._stream = corpus_stream(self.options, self.metadata)
-        return self._stream
+    @cached_property
+    def streams(self) -> dict[int, np.ndarray | None]:
+        """The token stream each role's offsets point into (None for a random role; tokenized once, cached on disk)."""
+        return self.sources.streams(self.metadata)
+
+    @cached_property
+    def vocabulary(self) -> np.ndarray | None:
+        """The token ids random sources draw from (None when no role is random)."""
+        return vocabulary_ids(self.tokenizer) if RANDOM in (self.sources.copy, self.sources.prefix) else None
 
     @cached_property
     def claimed(self) -> int | None:
@@ -108,14 +118,21 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
-        stream = self.stream()
-        if len(stream) != doc["corpus_tokens"]:
-            raise ValueError(
-                f"the corpus has {len(stream)} tokens but the docs were built from {doc['corpus_tokens']}: "
-                "the corpus changed between building and running"
-            )
-        pair = sequences(stream, doc["separator_id"], doc["length"], Spans(doc["s_start"], doc["i_start"]))
+        s, i = (self.tokens(doc, role) for role in (COPY, PREFIX_ROLE))
+        pair = pair_sequences(s, i, doc["separator_id"])
         return [pair.copy, pair.lm]
+
+    def tokens(self, doc: dict[str, Any], role: int) -> np.ndarray:
+        """S or I of one doc, after checking that its stream is the one the docs were built from."""
+        stream = self.streams[role]
+        if stream is not None:
+            key = "corpus_tokens" if "corpus_tokens" in doc else ("copy_tokens" if role == COPY else "prefix_tokens")
+            if len(stream) != doc[key]:
+                raise ValueError(
+                    f"the corpus has {len(stream)} tokens but the docs were built from {doc[key]}: "
+                    "the corpus changed between building and running"
+                )
+        return role_tokens(doc, self.sources, role, stream, self.vocabulary)
 
     def score(self, doc: dict[str, Any], results: list[TokenAccuracy]) -> dict[str, float]:
         """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily."""
