@@ -34,7 +34,12 @@ import numpy as np
 
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
-from lm_eval_longmem.common.stats import above_chance, mean_of_proportions_above_chance, mean_of_proportions_interval
+from lm_eval_longmem.common.stats import (
+    above_chance,
+    mean_of_proportions_above_chance,
+    mean_of_proportions_interval,
+    proportion_interval,
+)
 from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
 
 CHANCE = 0.5
@@ -102,6 +107,22 @@ _PAPER_ACC = {
 }
 
 
+def share(items: Sequence[float]) -> float:
+    return sum(items) / len(items)
+
+
+def share_ci_low(items: Sequence[float]) -> float:
+    return proportion_interval(round(sum(items)), len(items)).low
+
+
+def share_ci_high(items: Sequence[float]) -> float:
+    return proportion_interval(round(sum(items)), len(items)).high
+
+
+_PCT_A = {"pct_A": share, "pct_A_ci_low": share_ci_low, "pct_A_ci_high": share_ci_high}
+"""Answer bias over every trial of the run, pooled (not the mean over conditions): the share answered "A"."""
+
+
 # --- the task ---------------------------------------------------------------------------------
 
 
@@ -110,7 +131,7 @@ class BooksortTask(LongmemTask):
 
     OPTIONS = BooksortOptions
     PREFIX = PREFIX
-    SCORES = ("acc",)
+    SCORES = ("acc", "pct_A")
 
     def cell_stats(self) -> dict[str, CellStat]:
         return super().cell_stats() | {"_p_above_chance": (binomial_p_above_chance, False)}
@@ -127,16 +148,20 @@ class BooksortTask(LongmemTask):
             answer = parse_label(results[0])
         else:
             answer = LABELS[int(np.argmax([ll for ll, _ in results]))]
-        return {"acc": float(answer == gold), "invalid": float(answer is None)}
+        return {"acc": float(answer == gold), "pct_A": float(answer == LABELS[0]), "invalid": float(answer is None)}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [condition_key(doc), scores["acc"], scores["invalid"]]
+        return [condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"]]
 
     def summaries(self) -> dict[str, Summary]:
         def paper(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
-            return lambda items: fn([(key, correct) for key, correct, _ in items])
+            return lambda items: fn([(key, correct) for key, correct, *_ in items])
+
+        def answered_a(fn: Callable[[Sequence[float]], float]) -> Callable[[Sequence[list]], float]:
+            return lambda items: fn([item[3] for item in items])
 
         out: dict[str, Summary] = {name: (paper(fn), not name.endswith("_p_above_chance")) for name, fn in _PAPER_ACC.items()}
+        out.update({name: (answered_a(fn), None) for name, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
-            out["invalid"] = (lambda items: sum(invalid for _, _, invalid in items), False)
+            out["invalid"] = (lambda items: sum(item[2] for item in items), False)
         return out

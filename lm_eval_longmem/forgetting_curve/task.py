@@ -55,12 +55,17 @@ def _compact(ids: Any) -> Any:
     return f"<{len(ids)} token ids sha256:{digest}>"
 
 
+def perplexity(logprob: float, tokens: int) -> float:
+    """exp of the mean negative log-probability per token (inf when a token had probability 0)."""
+    return float(np.exp(-logprob / tokens))
+
+
 class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
     OPTIONS = SweepOptions
     PREFIX = PREFIX
-    SCORES = ("copy_acc", "lm_acc")
+    SCORES = ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl")
     BINARY_SCORES = False
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
@@ -135,12 +140,18 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return role_tokens(doc, self.sources, role, stream, self.vocabulary)
 
     def score(self, doc: dict[str, Any], results: list[TokenAccuracy]) -> dict[str, float]:
-        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily."""
-        (copy_bits, _), (lm_bits, _) = results
+        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily; `copy_ppl` and
+        `lm_ppl`: the perplexity of that half, from the summed log-probability the same requests return."""
+        (copy_bits, copy_logprob), (lm_bits, lm_logprob) = results
         for bits in (copy_bits, lm_bits):
             if len(bits) != doc["scored"]:
                 raise ValueError(f"expected {doc['scored']} scored tokens, the backend returned {len(bits)}")
-        return {"copy_acc": copy_bits.count("1") / len(copy_bits), "lm_acc": lm_bits.count("1") / len(lm_bits)}
+        return {
+            "copy_acc": copy_bits.count("1") / len(copy_bits),
+            "lm_acc": lm_bits.count("1") / len(lm_bits),
+            "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
+            "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
+        }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
         return [int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"]]

@@ -360,8 +360,9 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     right = task.process_results(doc, [f" {gold}. It is first."])
     wrong = task.process_results(doc, [" The first one"])
     cell = f"LE{doc['excerpt_length']}"
-    assert right["acc"] == ["250x20", 1.0, 0.0] and right[f"acc@{cell}"] == 1.0
-    assert wrong["acc"] == ["250x20", 0.0, 1.0] and wrong[f"acc@{cell}"] == 0.0
+    assert right["acc"] == ["250x20", 1.0, 0.0, float(gold == "A")] and right[f"acc@{cell}"] == 1.0
+    assert wrong["acc"] == ["250x20", 0.0, 1.0, 0.0] and wrong[f"acc@{cell}"] == 0.0  # invalid: not an "A"
+    assert right[f"pct_A@{cell}"] == float(gold == "A") and wrong[f"pct_A@{cell}"] == 0.0
     aggregation = task.aggregation()
     assert aggregation["invalid"]([right["invalid"], wrong["invalid"]]) == 1.0
     assert aggregation["acc"]([right["acc"], wrong["acc"]]) == 0.5

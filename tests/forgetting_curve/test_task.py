@@ -1,6 +1,7 @@
 """The task through the real harness: lm_eval CLI runs, per-length metrics, memory lengths, logs, plots."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,33 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
 
 
+def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
+    """`copy_ppl`/`lm_ppl` of a doc equal exp(mean NLL) of S's later half, computed here from the model's full logits."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lm_eval_longmem.forgetting_curve.data import COPY, PREFIX_ROLE, pair_sequences, role_tokens, sweep_options, sweep_sources
+
+    _, _, metrics, samples = tiny_run
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    metadata = json.loads(_metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)) | {"pretrained": str(tiny_llama_dir)}
+    sources = sweep_sources(sweep_options(metadata))
+    streams = sources.streams(metadata)
+    for record in samples[:3]:
+        doc = record["doc"]
+        s, i = (role_tokens(doc, sources, role, streams[role], None) for role in (COPY, PREFIX_ROLE))
+        for name, (context, continuation) in zip(("copy", "lm"), pair_sequences(s, i, doc["separator_id"]), strict=True):
+            ids = torch.tensor([[*context, *continuation]])
+            with torch.no_grad():
+                logprobs = torch.log_softmax(model(ids).logits[0, :-1].double(), dim=-1)
+            targets = ids[0, len(context) :]
+            nll = -logprobs[len(context) - 1 :].gather(1, targets[:, None]).mean().item()
+            assert record[f"{name}_ppl@{doc['length']}"] == pytest.approx(math.exp(nll), rel=1e-4)
+    for L in TINY_LENGTHS:  # an untrained model over a 101-token vocabulary: perplexity near 101 whatever it read
+        for name in ("copy_ppl", "lm_ppl"):
+            assert 50 < _value(metrics, f"{name}@{L}") < 200
+
+
 def test_random_model_is_the_control(tiny_run):
     """An untrained model has no copy advantage: copy ~ LM ~ chance, no coarse memory of note."""
     _, _, metrics, _ = tiny_run
@@ -106,10 +134,13 @@ def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
         assert len(copy_bits) == len(lm_bits) == L - L // 2
         assert record[f"copy_acc@{L}"] == pytest.approx(copy_bits.count("1") / len(copy_bits))
         assert record[f"lm_acc@{L}"] == pytest.approx(lm_bits.count("1") / len(lm_bits))
+        (_, copy_logprob), (_, lm_logprob) = record["filtered_resps"]  # the log writes the sums as text
+        assert record[f"copy_ppl@{L}"] == pytest.approx(math.exp(-float(copy_logprob) / len(copy_bits)), rel=1e-12)
+        assert record[f"lm_ppl@{L}"] == pytest.approx(math.exp(-float(lm_logprob) / len(lm_bits)), rel=1e-12)
         context = record["arguments"]["gen_args_0"]["arg_0"]
         assert context.startswith(f"<{L + 2 + L // 2} token ids"), context  # [bos] S [bos] S[:L//2], logged as a digest
     biggest = max(len(line) for line in next(out.rglob("samples_*.jsonl")).read_text().splitlines())
-    assert biggest < 3000
+    assert biggest < 4000  # every record names every metric of the run (4 scores x 3 lengths x 3 statistics); no token ids
 
 
 def test_summarize_and_plot_read_the_run(tiny_run, capsys):
