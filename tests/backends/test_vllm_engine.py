@@ -221,6 +221,8 @@ def test_three_tasks_in_one_vllm_run(three_task_run):
     fc = results["forgetting_curve"]
     for length in (64, 256):
         assert fc[f"copy_acc@{length},none"] > fc[f"lm_acc@{length},none"], "SmolLM2 copies a repeated passage"
+        # Perplexity from vLLM's summed prompt logprobs: a copied passage is far more predictable.
+        assert 1.0 <= fc[f"copy_ppl@{length},none"] < fc[f"lm_ppl@{length},none"]
     assert 0.0 <= results["booksort"]["acc,none"] <= 1.0
     assert {"acc@qa1_0k,none", "acc_corrected@qa1_0k,none", "acc,none"} <= set(results["babilong"])
     assert "Traceback" not in log
