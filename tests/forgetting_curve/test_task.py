@@ -205,6 +205,9 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
         # Measured: copy 0.875 / 0.938 / 0.961 vs LM 0.375 / 0.328 / 0.391 (a 16-token cue copies less
         # surely, as the paper's footnote 7 notes for short lengths).
         assert copy > (0.8 if L == 32 else 0.9) and lm < 0.6 and copy - lm > 0.3, (L, copy, lm)
+        # Perplexity of the same tokens (measured at 64-512 on the plays: copy 1.2-1.5, LM 25-37).
+        copy_ppl, lm_ppl = _value(metrics, f"copy_ppl@{L}"), _value(metrics, f"lm_ppl@{L}")
+        assert 1.0 <= copy_ppl < 3.0 < 10.0 < lm_ppl, (L, copy_ppl, lm_ppl)
     assert _value(metrics, "coarse_memory_length") == 128 and _value(metrics, "coarse_memory_censored") is True
     assert _value(metrics, "claimed_length") == 8192
     summary = summarize(load_curve(next(tmp_path.rglob("results_*.json"))))
