@@ -94,3 +94,6 @@ def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path)
     assert fc["copy_acc@32,none"] > fc["lm_acc@32,none"]  # SmolLM2 copies a repeated passage of Shakespeare
     md = (out / "report.md").read_text()
     assert "| SmolLM2-135M-Instruct |" in md
+    share = read_results(out / "results")["results"]["booksort_in_context"]["pct_A,none"]
+    assert "| model | acc | answered A |" in md
+    assert ("**Answer bias: SmolLM2-135M-Instruct answers" in md) == (share in (0.0, 1.0))  # the demo's model: "A" on every trial
