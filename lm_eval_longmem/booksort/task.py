@@ -19,6 +19,9 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
   ``book<book_idx>`` and ``LE<words>_bin<k>`` (the paper's Figure 1b): plain accuracy (lm-eval adds
   its standard error), ``_ci_low``/``_ci_high`` (Wilson 95% interval) and ``_p_above_chance``
   (one-sided exact binomial test against 0.5; the cell is significantly above chance when < 0.05).
+- ``pct_A``: answer bias, the share of all trials answered "A" (pooled), with ``pct_A_ci_low``/
+  ``pct_A_ci_high`` (Wilson); ``pct_A@<cell>`` per cell. A model that always answers one label
+  scores the share of trials with that gold label, which reads like chance; the report flags it.
 - ``skipped``: trials left out because the prompt does not fit the model's window.
 - ``invalid`` (generation task only): answers that are not exactly one label; scored wrong.
 """

@@ -3,8 +3,11 @@
 Each doc (one sample of one length L, built by `data.build_dataset`) sends two
 `loglikelihood_accuracy` requests, copy first: `[bos] S [bos] S` and `[bos] I [bos] S`, scoring
 the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of scored tokens
-the model predicts greedily); the task base turns them into `copy_acc@L`, `lm_acc@L` and their
-`_ci_low`/`_ci_high` (Student t over samples) for every tested length.
+the model predicts greedily) and `copy_ppl` and `lm_ppl` (perplexity of the same tokens, from the
+summed log-probability each response also carries: the paper's section 5 puts perplexity beside
+the curve); the task base turns them into `copy_acc@L`, ... and their `_ci_low`/`_ci_high`
+(Student t over samples) for every tested length. Where S and I come from (`Sources`, section 3.4)
+is decided in `data.py`; the task cuts or draws their tokens per doc.
 
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
 `CurvePoint` (length, sample, copy, LM) to the whole-run summaries in `CURVE_METRICS`, each of
