@@ -28,6 +28,7 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ import numpy as np
 
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
+from lm_eval_longmem.common.metric_names import ScoreSpec
 from lm_eval_longmem.common.stats import (
     above_chance,
     mean_of_proportions_above_chance,
@@ -78,7 +80,7 @@ def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]
     groups: dict[str, list[float]] = defaultdict(list)
     for key, correct in items:
         groups[key].append(float(correct))
-    return [(round(sum(groups[key])), len(groups[key])) for key in sorted(groups)]
+    return [(round(math.fsum(groups[key])), len(groups[key])) for key in sorted(groups)]
 
 
 def paper_acc(items: Sequence[tuple[str, float]]) -> float:
@@ -99,7 +101,7 @@ def paper_acc_p_above_chance(items: Sequence[tuple[str, float]]) -> float:
 
 
 def binomial_p_above_chance(items: Sequence[float]) -> float:
-    return above_chance(int(sum(items)), len(items), chance=CHANCE)[0]
+    return above_chance(round(math.fsum(items)), len(items), chance=CHANCE)[0]
 
 
 _PAPER_ACC = {
@@ -111,15 +113,15 @@ _PAPER_ACC = {
 
 
 def share(items: Sequence[float]) -> float:
-    return sum(items) / len(items)
+    return math.fsum(items) / len(items)
 
 
 def share_ci_low(items: Sequence[float]) -> float:
-    return proportion_interval(round(sum(items)), len(items)).low
+    return proportion_interval(round(math.fsum(items)), len(items)).low
 
 
 def share_ci_high(items: Sequence[float]) -> float:
-    return proportion_interval(round(sum(items)), len(items)).high
+    return proportion_interval(round(math.fsum(items)), len(items)).high
 
 
 _PCT_A = {"pct_A": share, "pct_A_ci_low": share_ci_low, "pct_A_ci_high": share_ci_high}
@@ -134,10 +136,14 @@ class BooksortTask(LongmemTask):
 
     OPTIONS = BooksortOptions
     PREFIX = PREFIX
-    SCORES = ("acc", "pct_A")
+    SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
+    """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
 
-    def cell_stats(self) -> dict[str, CellStat]:
-        return super().cell_stats() | {"_p_above_chance": (binomial_p_above_chance, False)}
+    def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
+        """Accuracy cells also get the one-sided exact binomial test against chance; answer-bias cells do not."""
+        if spec.name != "acc":
+            return super().cell_stats(spec)
+        return super().cell_stats(spec) | {"_p_above_chance": (binomial_p_above_chance, False)}
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return tuple(factor_cells(doc))

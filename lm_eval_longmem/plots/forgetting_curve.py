@@ -1,13 +1,13 @@
 """The forgetting curve in the style of Liu et al.'s Figure 1.
 
 Copy accuracy and LM accuracy against the length L of the copied text, each with its 95%
-interval over samples as a band (from the samples file when available; from the harness's
-stderr otherwise). Background regions: green up to the fine-grained memory length (copy > 99%),
+interval over samples as a band (as the task stored them in the results file; computed from the
+samples for the original tool's files). Background regions: green up to the fine-grained memory length (copy > 99%),
 blue up to the coarse-grained memory length (copy beats LM by more than 1 point), red beyond it
 (amnesia: the model ignores the prefix). A censored memory length (">L") has no region after it:
 the sweep stopped before the memory did. The claimed window is a dashed vertical line.
 
-Reads lm_eval results (with their samples file beside them) and the original tool's JSON.
+Reads lm_eval results (`analysis.stored_summary`) and the original tool's JSON.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.common.results import task_metrics
 from lm_eval_longmem.forgetting_curve.analysis import (
-    Curve,
+    Summary,
     curve_from_data,
     forgetting_curve_task,
     is_reference,
+    stored_summary,
     summarize,
 )
 
@@ -52,11 +55,16 @@ def _title(results: Any) -> str:
 
 def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg"), *, claimed: int | None = None) -> list[Path]:
     """Draw the figure; writes `<out_prefix>_forgetting_curve.<fmt>` for each format and returns the paths."""
-    source = results.get("_source_path") if isinstance(results, dict) else None
-    task = forgetting_curve_task(results) if isinstance(results, dict) else None
-    metrics = {key.split(",", 1)[0]: value for key, value in results["results"][task].items()} if task else {}
-    curve = curve_from_data(results, path=Path(source) if source else None, claimed=claimed)
-    fig = figure(curve, _title(results), perplexity_series(metrics))
+    if isinstance(results, dict):
+        source = results.get("_source_path")
+        summary = stored_summary(results, path=Path(source) if source else None)
+        summary = summary._replace(claimed=claimed) if claimed is not None else summary
+        task = forgetting_curve_task(results)
+        perplexity = perplexity_series(task_metrics(results, task)) if task else {}
+    else:
+        summary = summarize(curve_from_data(results, claimed=claimed))
+        perplexity = {}
+    fig = figure(summary, _title(results), perplexity)
     import matplotlib.pyplot as plt
 
     out_prefix = Path(out_prefix)
@@ -70,15 +78,14 @@ def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg
     return written
 
 
-def figure(curve: Curve, title: str = "Forgetting curve", perplexity: dict[str, list[PerplexityPoint]] | None = None) -> Figure:
-    """The figure of one curve (the caller saves and closes it); with `perplexity` (see
-    `perplexity_series`), a second panel under it, on the same lengths, as the paper's Figure 5."""
+def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[str, list[PerplexityPoint]] | None = None) -> Figure:
+    """The figure of one curve's statistics (`analysis.summarize`/`stored_summary`; the caller saves and closes it);
+    with `perplexity` (see `perplexity_series`), a second panel under it, on the same lengths, as the paper's Figure 5."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    summary = summarize(curve)
     x = [s.length for s in summary.per_length]
     swept = max(x + list(summary.skipped))
     # The claimed window sets the scale when the sweep reaches near it (the paper's grid ends at it);
@@ -150,11 +157,12 @@ def perplexity_series(metrics: dict[str, Any]) -> dict[str, list[PerplexityPoint
     out: dict[str, list[PerplexityPoint]] = {}
     for score, _, _ in PERPLEXITY_SCORES:
         points = []
-        for name, value in metrics.items():
-            head, at, length = name.partition("@")
-            if head == score and at and length.isdigit() and isinstance(value, (int, float)):
-                low, high = metrics.get(f"{name}_ci_low", value), metrics.get(f"{name}_ci_high", value)
-                points.append(PerplexityPoint(int(length), float(value), float(low), float(high)))
+        for cell in metric_names.cells_of(metrics, score):
+            value = metrics.get(metric_names.name(score, *cell))
+            if len(cell) == 1 and cell[0].isdigit() and isinstance(value, (int, float)):
+                low = metrics.get(metric_names.name(score, *cell, stat="_ci_low"), value)
+                high = metrics.get(metric_names.name(score, *cell, stat="_ci_high"), value)
+                points.append(PerplexityPoint(int(cell[0]), float(value), float(low), float(high)))
         if points:
             out[score] = sorted(points)
     return out
@@ -180,11 +188,11 @@ def draw_perplexity(ax: Any, series: dict[str, list[PerplexityPoint]]) -> None:
 
 
 class SourcedCurve(NamedTuple):
-    """One run of a sources comparison: where its S and I came from, and its curve."""
+    """One run of a sources comparison: where its S and I came from, and its curve's statistics."""
 
     copy: str
     prefix: str
-    curve: Curve
+    summary: Summary
 
 
 def source_label(spec: str | None) -> str:
@@ -220,13 +228,13 @@ def sources_figure(runs: list[SourcedCurve], title: str = "Forgetting curve by t
     panel_a = [r for r in runs if r.copy == fixed_copy]
     panel_b = [r for r in runs if r.prefix == fixed_prefix]
     for i, run in enumerate(panel_a):
-        summary = summarize(run.curve)
+        summary = run.summary
         x = [s.length for s in summary.per_length]
         color = colors[i % len(colors)]
         ax_a.plot(x, [s.lm.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"I: {run.prefix}")
         ax_a.fill_between(x, [s.lm.low for s in summary.per_length], [s.lm.high for s in summary.per_length], color=color, alpha=0.2, lw=0)
     for i, run in enumerate(panel_b):
-        summary = summarize(run.curve)
+        summary = run.summary
         x = [s.length for s in summary.per_length]
         color = colors[i % len(colors)]
         ax_b.plot(x, [s.copy.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"S: {run.copy} (copy)")
