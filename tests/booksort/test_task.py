@@ -87,8 +87,9 @@ def test_parse_label_is_strict(generated, label):
 def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
-    (spec,) = BooksortTask.score_specs()
-    assert spec.binary  # a trial is right or wrong: Wilson intervals per cell
+    spec, answered_a = BooksortTask.score_specs()
+    assert spec.binary and answered_a.binary  # a trial is right or wrong, answered "A" or not: Wilson intervals per cell
+    assert (spec.name, spec.higher_is_better, answered_a.name, answered_a.higher_is_better) == ("acc", True, "pct_A", None)
     interval = cell_interval(items, spec)[1:]
     assert interval == pytest.approx((ci.low, ci.high))
     assert binomial_p_above_chance(items) == pytest.approx(stats.binomtest(15, 20, 0.5, alternative="greater").pvalue)
