@@ -33,9 +33,10 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
+from lm_eval_longmem.babilong import words
 from lm_eval_longmem.common.errors import UsageError
 
-_ROOMS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
+_ROOMS = words.ROOMS
 _YES_NO = ("no", "yes")
 _DIRECTIONS = ("e,e", "e,n", "e,s", "n,e", "n,n", "n,w", "s,e", "s,s", "s,w", "w,n", "w,s", "w,w")
 
@@ -44,22 +45,22 @@ TASK_LABELS: dict[str, tuple[str, ...]] = {
     "qa2": _ROOMS,
     "qa3": _ROOMS,
     "qa4": _ROOMS,
-    "qa5": ("Bill", "Fred", "Jeff", "Mary", "apple", "football", "milk"),
+    "qa5": tuple(sorted(words.GIVERS + words.OBJECTS)),
     "qa6": _YES_NO,
-    "qa7": ("none", "one", "three", "two"),
-    "qa8": ("apple", "football", "milk", "nothing"),
+    "qa7": tuple(sorted(words.COUNTS)),
+    "qa8": (*words.OBJECTS, "nothing"),
     "qa9": _YES_NO,
     "qa10": ("maybe", "no", "yes"),
     "qa11": _ROOMS,
     "qa12": _ROOMS,
     "qa13": _ROOMS,
-    "qa14": ("bedroom", "cinema", "kitchen", "office", "park", "school"),
-    "qa15": ("cat", "mouse", "sheep", "wolf"),
-    "qa16": ("gray", "green", "white", "yellow"),
+    "qa14": words.PLACES,
+    "qa15": tuple(words.ANIMALS),
+    "qa16": words.COLOURS,
     "qa17": _YES_NO,
     "qa18": _YES_NO,
     "qa19": _DIRECTIONS,
-    "qa20": ("bedroom", "bored", "garden", "hungry", "kitchen", "thirsty", "tired"),
+    "qa20": tuple(sorted({*words.MOTIVES, *(place for place, _ in words.MOTIVES.values())})),
 }
 """The answer labels of each bAbI task, as in the authors' `TASK_LABELS`."""
 
