@@ -301,7 +301,7 @@ _ANSWER_LINE = re.compile(r"^[ \t]*(final[ \t]+)?answer[ \t]*:[ \t]*(.*)$", re.I
 _EXPLANATION = re.compile(r"\b(?:explanation|reasoning|rationale|justification)[ \t]*:", re.IGNORECASE)
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _LIST_START = re.compile(r"^\s*1[.)\]]\s")
-_LIST_NEXT = re.compile(r"(?:^|\s)2[.)\]]\s")
+_LIST_ITEM = re.compile(r"(?:^|\s)\d+[.)\]](?:\s|$)")
 _SENTENCE_END = re.compile(r"(?<![a-z] [A-Z])([.!?])(?=\s|$)")
 _CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|in conclusion|(?:the|my|final) answer is)\b", re.IGNORECASE)
 _CONCLUSION_MARKER = re.compile(
@@ -319,8 +319,8 @@ def find_answer(output: str, names_label: Callable[[str, bool], bool] = lambda s
     when the line is empty). Else the paragraphs before an explanation ("Explanation:",
     "Reasoning:"; paragraphs are split at blank lines), or only the last one when the first opens
     with a lead-in ("Based on the context, ...": reasoning first, answer last). A numbered list of
-    several items ("1. garden 2. kitchen") is several answers, so no answer; a list of one is its
-    item. Of the sentences, the first that is not a question and `names_label` (narration such as
+    different items ("1. garden 2. kitchen") is several answers, so no answer; a list of one item
+    (or of one item repeated) is that item. Of the sentences, the first that is not a question and `names_label` (narration such as
     "Daniel asked." is not an answer; `names_label(sentence, first)` is told whether the sentence
     opens the answer), or a later one of its paragraph that concludes ("Therefore,
     ...", "The answer is ..."); in it, what follows the last conclusion marker ("..., so Lily is
@@ -344,8 +344,9 @@ def find_answer(output: str, names_label: Callable[[str, bool], bool] = lambda s
         if len(paragraphs) > 1 and _LEAD_IN.match(paragraphs[0]):
             paragraphs = paragraphs[-1:]
     if paragraphs and _LIST_START.match(paragraphs[0]):
-        if _LIST_NEXT.search(" ".join(paragraphs)):
-            return ""
+        items = {normalize_answer(item) for item in _LIST_ITEM.split(" ".join(paragraphs)) if _HAS_WORD.search(item)}
+        if len(items) > 1:
+            return ""  # several different answers
         paragraphs[0] = _LIST_START.sub("", paragraphs[0])
     chosen = None
     for paragraph in paragraphs:
@@ -673,7 +674,7 @@ def _corrected(target: str, output: str, question: str, labels: tuple[str, ...],
 
 _REFUSAL = re.compile(r"\b(?:i|we) (?:do not|did not|cannot) (?:know|tell|say)\b|\bno idea\b|\bnot sure\b")
 """A sentence saying the speaker does not know: it is the answer, and what follows is not read."""
-_ABOUT = frozenset({"he", "she", "it", "they", "in", "at"})
+_ABOUT = frozenset({"he", "she", "it", "they"})
 
 
 @lru_cache(maxsize=1 << 12)
@@ -698,7 +699,7 @@ def _names_label(question: str, labels: tuple[str, ...], rules: frozenset[str]) 
         text = normalize_answer(sentence)
         if _REFUSAL.search(text):
             return True
-        if not first and not (about & set(text.split()) or text.startswith(("in ", "at "))):
+        if not first and not (about & set(_WORDS.findall(text)) or text.lstrip(" ,").startswith(("in ", "at "))):
             return False
         if path:
             return bool(set(_WORDS.findall(text)) & COMPASS.keys())
@@ -799,13 +800,88 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
 
 
 def score_file(path: str | Path, qa: str) -> Score:
-    """Both accuracies (percent) of a predictions CSV of task `qa`."""
-    return score_rows(read_predictions(path), qa)
+    """Both accuracies (percent) of a predictions CSV of task `qa` (refused when it answers another task)."""
+    rows = read_predictions(path)
+    check_task_content(rows, qa, path)
+    return score_rows(rows, qa)
 
 
-def read_answer(output: str) -> str:
-    """The part of `output` that both checks read, in its own case (see `first_sentence`)."""
-    return re.split(r"<context>|<example>", output.split(".")[0], flags=re.IGNORECASE)[0]
+# ---------------------------------------------------------------- which task a file answers
+
+QUESTION_FORMS: dict[str, re.Pattern[str]] = {
+    qa: re.compile(form)
+    for qa, form in {
+        "qa1": r"where is \w+",
+        "qa2": r"where is \w+",
+        "qa3": r"where was \w+ before \w+",
+        "qa4": r"what is (?:north|south|east|west) of \w+|what is \w+ (?:north|south|east|west) of",
+        "qa5": r"who gave \w+(?: to \w+)?|who received \w+(?: from \w+)?|who did \w+ give \w+ to|what did \w+ give to \w+",
+        "qa6": r"is \w+ in \w+",
+        "qa7": r"how many objects is \w+ carrying",
+        "qa8": r"what is \w+ carrying",
+        "qa9": r"is \w+ in \w+",
+        "qa10": r"is \w+ in \w+",
+        "qa11": r"where is \w+",
+        "qa12": r"where is \w+",
+        "qa13": r"where is \w+",
+        "qa14": r"where was \w+ before \w+",
+        "qa15": r"what is \w+ afraid of",
+        "qa16": r"what colou?r is \w+",
+        "qa17": rf"is (?:{_SHAPE}) (?:{_POSITION}) (?:{_SHAPE})",
+        "qa18": rf"is (?:{_CONTAINER}) bigger than (?:{_CONTAINER})|does (?:{_CONTAINER}) fit in (?:{_CONTAINER})",
+        "qa19": r"how do you go from \w+ to \w+",
+        "qa20": r"where will \w+ go|why did \w+ (?:go to|get) \w+",
+    }.items()
+}
+"""The form of each task's questions, as `normalize_answer` writes them (bAbI asks nothing else)."""
+
+
+def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
+    """(share of targets in `qa`'s label set, share of questions in `qa`'s form) of `rows`."""
+    labels = {label.lower() for label in TASK_LABELS[qa]}
+    lists = qa == "qa8"  # qa8 targets may list several objects
+    in_labels = sum(
+        all(item in labels for item in re.split(r"\s*,\s*", row["target"].strip().lower())) if lists
+        else row["target"].strip().lower() in labels
+        for row in rows
+    )
+    in_form = sum(bool(QUESTION_FORMS[qa].fullmatch(normalize_answer(row["question"]).strip(" ,"))) for row in rows)
+    return in_labels / len(rows), in_form / len(rows)
+
+
+def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path) -> None:
+    """Refuse `rows` (of the file `path`) as answers of task `qa` when their content says another task.
+
+    A file's name can lie (a qa5 file renamed `preds5.csv` and scored as qa1 gets 0%). Every
+    target must be a label of `qa` (qa8: every item of its list), and at least half the questions
+    must have `qa`'s form (`QUESTION_FORMS`); otherwise a `UsageError` names the file and the
+    task(s) whose labels and questions fit best.
+    """
+    qa = task_name(qa)
+    targets, questions = _fit(rows, qa)
+    if targets == 1.0 and questions >= 0.5:
+        return
+    fits = {other: _fit(rows, other) for other in TASK_LABELS}
+    best = max(t * q for t, q in fits.values())
+    likely = [other for other, (t, q) in fits.items() if t * q == best and best > 0]
+    if targets < 1.0:
+        labels = {label.lower() for label in TASK_LABELS[qa]}
+        outside = sorted({row["target"] for row in rows if not set(re.split(r"\s*,\s*", row["target"].strip().lower())) <= labels})
+        what = f"targets such as {', '.join(repr(t) for t in outside[:3])} are not {qa} answers"
+    else:
+        what = f"only {questions:.0%} of its questions have the form of {qa}'s"
+    hint = f"it looks like {' or '.join(likely)}: pass --task {likely[0]}" if likely else "it answers none of qa1..qa20"
+    raise UsageError(f"{path}: {what}; {hint}")
+
+
+def corrected_answer(output: str, question: str, labels: Iterable[str]) -> str:
+    """The part of `output` that `acc_corrected` reads as the answer (`find_answer`), in its own case."""
+    label_tuple = tuple(sorted({label.lower() for label in labels}))
+    return find_answer(output, _names_label(normalize_answer(question).strip(" ,"), label_tuple, _ALL_RULES))
+
+
+CREDITED, FAILED = "credited", "failed"
+"""The two directions of a disagreement: `acc_corrected` credits an answer `acc` fails, or fails one it credits."""
 
 
 class Disagreement(NamedTuple):
@@ -817,38 +893,55 @@ class Disagreement(NamedTuple):
     output: str
     """The model's whole output."""
     answer: str
-    """The part of the output both checks read (`read_answer`)."""
+    """The part of the output `acc_corrected` reads (`corrected_answer`)."""
     acc: bool
     acc_corrected: bool
     rule: str
     """What decided the corrected verdict (`deciding_rule`)."""
+    question: str = ""
+
+    @property
+    def direction(self) -> str:
+        """`CREDITED` or `FAILED`."""
+        return CREDITED if self.acc_corrected else FAILED
 
 
 class Audit(NamedTuple):
-    """Both scores of a set of answers, and every answer on which the two checks disagree."""
+    """Both scores of a set of answers, every answer on which the two checks disagree, and those both fail."""
 
     score: Score
     disagreements: list[Disagreement]
     by_rule: dict[str, int]
     """Number of disagreements per deciding rule, most frequent first."""
+    by_direction: dict[str, dict[str, int]]
+    """Number of disagreements per direction (`CREDITED`, `FAILED`) and deciding rule."""
+    both_fail: list[int]
+    """Positions of the answers both checks fail (for a reader to judge a sample of them)."""
 
 
 def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
     """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
     labels = labels_for(qa)
-    verdicts, disagreements = [], []
+    verdicts, disagreements, both_fail = [], [], []
     for index, row in enumerate(rows):
         verdict = check(qa, row["target"], row["output"], row["question"])
         verdicts.append(verdict)
         if verdict.acc != verdict.acc_corrected:
             rule = deciding_rule(row["target"], row["output"], row["question"], labels)
-            disagreements.append(
-                Disagreement(index, row["target"], row["output"], read_answer(row["output"]), *verdict, rule)
-            )
+            answer = corrected_answer(row["output"], row["question"], labels)
+            disagreements.append(Disagreement(index, row["target"], row["output"], answer, *verdict, rule, row["question"]))
+        elif not verdict.acc:
+            both_fail.append(index)
     by_rule = Counter(d.rule for d in disagreements)
-    return Audit(_score(verdicts), disagreements, dict(by_rule.most_common()))
+    by_direction = {
+        direction: dict(Counter(d.rule for d in disagreements if d.direction == direction).most_common())
+        for direction in (CREDITED, FAILED)
+    }
+    return Audit(_score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail)
 
 
 def audit_file(path: str | Path, qa: str) -> Audit:
-    """`audit_rows` of a predictions CSV of task `qa`."""
-    return audit_rows(read_predictions(path), qa)
+    """`audit_rows` of a predictions CSV of task `qa` (refused when it answers another task)."""
+    rows = read_predictions(path)
+    check_task_content(rows, qa, path)
+    return audit_rows(rows, qa)
