@@ -1,26 +1,23 @@
 """BABILong's answer check: the authors' rule reproduced exactly (`acc`) and a corrected one (`acc_corrected`).
 
-Both checks read only the first sentence of the model's output and look for the task's answer
+The authors' check reads the first sentence of the model's output and looks for the task's answer
 labels in it (e.g. the six rooms of qa1). Labels that also occur in the question are ignored
 ("Where was the apple before the kitchen?" names the kitchen, so "kitchen" in the answer does not
 count). A single-item target is correct when it is the only label left; a comma list ("apple,milk",
-qa8) is correct when exactly its items are left.
+qa8) is correct when exactly its items are left. It finds labels by substring, which has known
+defects: "none" also contains "one" (qa7's correct "none" scores 0), "not" contains "no" ("It is
+not known." is "no"), a target list written with spaces never matches.
 
-`acc` (official) finds labels by plain substring, as the authors do. That has known defects:
-
-* "none" also contains "one", so the correct qa7 answer "none" finds two labels and scores 0;
-* "not" contains "no", so "It is not known." counts as the answer "no" (qa6, qa9, qa10, ...);
-* a target list written with spaces ("football, apple") never matches, and the qa19 answer
-  written "n, w" is not found at all.
-
-`acc_corrected` (ours) keeps the authors' rule (labels in the first sentence, minus labels in the
-question; the target must be exactly what remains) but reads the answer soundly against the closed
-answer sets of the bAbI tasks: whole words only, the other written forms of each label from one
-explicit table (`WORD_FORMS`: "mice" for "mouse", "0" for "none", "it is not known" for "maybe"),
-negated mentions dropped ("not the apple", "no one", "No idea" is not "no"), list targets with or
-without spaces, and qa19 paths read as compass steps in order ("north, west" is "n,w"). `RULES`
-names each departure; `audit_rows` lists every answer on which the two checks disagree and which
-rule decided it. It is not a fuzzy matcher nor a model judge: a form not in the table is wrong.
+`acc_corrected` (v3) keeps the authors' rule but reads the answer as a careful reader does, by
+rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
+(`RULES`): it first finds the answer (`find_answer`: an "Answer:" line, the part before an
+explanation, a conclusion; not narration, not a question), then finds labels as whole words, with
+the forms of `WORD_FORMS` ("mice" for "mouse"), without negated mentions, reads qa19 paths as
+compass steps, a yes/no answer given as a statement by its polarity, the asked part of a give or
+fear statement, and the last clause of an answer naming several labels. `audit_rows` lists every
+answer on which the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a
+model judge: an answer the rules do not read is wrong. The card (task_configs/babilong/README.md)
+shows every rule with a real row and the rate of wrong verdicts on hand-judged real answers.
 """
 
 from __future__ import annotations
@@ -71,7 +68,7 @@ class Check(NamedTuple):
     acc: bool
     """The authors' check (substring matching)."""
     acc_corrected: bool
-    """The corrected check (`corrected_correct`: whole words, word forms, negation, lists, paths)."""
+    """The corrected check (`corrected_correct`: the answer found and read by `RULES`)."""
 
 
 class Score(NamedTuple):
