@@ -52,8 +52,7 @@ def _checked_task(args: argparse.Namespace, path: Path) -> str:
 
 def _score(args: argparse.Namespace) -> int:
     """Score each file; a file that fails is reported on stderr and the others are still scored."""
-    if args.task is not None:
-        task_name(args.task)  # a wrong --task fails before any file is read
+    task_name(args.task)  # a wrong --task fails before any file is read
     failed = 0
     for path in args.files:
         try:
@@ -186,8 +185,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    score.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s)")
-    score.add_argument("--task", help="the bAbI task the files answer: qa1 .. qa20 (default: from each file's name)")
+    score.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) of one task")
+    score.add_argument("--task", required=True, help="the bAbI task the files answer: qa1 .. qa20")
     score.add_argument("--json", action="store_true", help="one JSON object per file instead of text")
     score.add_argument("--any-file-name", action="store_true", help="score even when the file name names another task")
     score.set_defaults(func=_score)

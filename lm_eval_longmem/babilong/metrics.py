@@ -459,6 +459,8 @@ _PERSON_WORDS = frozenset(
 _SHAPE = _alternation(words.SHAPES)
 _POSITION = _alternation(words.POSITIONS)
 _CONTAINER = _alternation(words.CONTAINERS)
+_PLACE = re.compile(rf"\b(?:{_PLACE_WORDS})\b")
+_EITHER_PLACE = re.compile(rf"\beither\b.*{_PLACE.pattern}.*\bor\b.*{_PLACE.pattern}")
 _IS_IN_QUESTION = re.compile(rf"is (\w+) in ({_PLACE_WORDS})")
 _POSITION_QUESTION = re.compile(rf"is ({_SHAPE}) ({_POSITION}) ({_SHAPE})")
 _BIGGER_QUESTION = re.compile(rf"is ({_CONTAINER}) bigger than ({_CONTAINER})")
@@ -491,19 +493,21 @@ def _place_polarity(text: str, person: str, place: str) -> str | None:
     """Is `person` at `place`, by a statement naming places (qa6, qa9, qa10)."""
     if _PERSON_WORDS & set(_WORDS.findall(text)) - {person}:
         return None  # a statement about someone else
-    if re.search(rf"\beither\b.*\b(?:{_PLACE_WORDS})\b.*\bor\b.*\b(?:{_PLACE_WORDS})\b", text):
+    if _EITHER_PLACE.search(text):
         return "maybe"
-    clauses = _CLAUSE_BREAK.split(text)
-    asked, other = [], []
-    for clause in clauses:
-        for m in re.finditer(rf"\b(?:{_PLACE_WORDS})\b", clause):
+    asked, elsewhere = [], False  # negated? for each mention of the asked place; another place affirmed?
+    for clause in _CLAUSE_BREAK.split(text):
+        for m in _PLACE.finditer(clause):
             negated = bool(_NEGATION.search(clause[: m.start()]))
-            (asked if m[0].rstrip("s") == place.rstrip("s") else other).append(negated)
+            if m[0].rstrip("s") == place.rstrip("s"):
+                asked.append(negated)
+            elif not negated:
+                elsewhere = True
     if any(asked):
         return "no"
     if asked:
-        return "yes" if not any(not negated for negated in other) else None
-    return "no" if any(not negated for negated in other) else None
+        return None if elsewhere else "yes"
+    return "no" if elsewhere else None
 
 
 def _position_polarity(text: str, shape: str, position: str, other: str) -> str | None:
@@ -588,7 +592,7 @@ def _role(text: str, question: str, labels: tuple[str, ...], names: frozenset[st
 
 _LIST_QUESTION = re.compile(r"what is \w+ carrying")
 """qa8's question: its answer may name several labels, so the clause rule leaves it alone."""
-_OTHER_ENTITIES = _PERSON_WORDS | {o for o in (*words.OBJECTS, *words.WIDE_OBJECTS)}
+_OTHER_ENTITIES = _PERSON_WORDS | {*words.OBJECTS, *words.WIDE_OBJECTS}
 _SUBJECT = re.compile(r"\b(?:is|was|will|did|does)\s+(\w+)")
 
 
