@@ -31,7 +31,6 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -46,7 +45,7 @@ from lm_eval.api.task import ConfigurableTask
 from lm_eval_longmem import harness
 from lm_eval_longmem.common import stats
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.cache import cache_key, content_digest
+from lm_eval_longmem.common.cache import cache_key, content_digest, sha256_hex
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
@@ -56,12 +55,6 @@ Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
 """A whole-run metric: (function of every doc's item, higher_is_better)."""
 
 _RENDER_KEYS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn", "chat_template")
-
-
-def metadata_fingerprint(metadata: dict[str, Any] | None) -> str:
-    """A short stable hash of a task's metadata (sorted JSON)."""
-    blob = json.dumps(metadata or {}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def cell_interval(values: Sequence[float], bound: int, *, binary: bool) -> float:
@@ -124,7 +117,7 @@ class LongmemTask(ConfigurableTask):
                 if d.spec.local_input and isinstance(value, str) and Path(value).expanduser().exists():
                     local.append(content_digest([Path(value).expanduser()]))
         blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local], sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        return sha256_hex(blob)[:16]
 
     # --- window fit and skips ------------------------------------------------------------------
 
