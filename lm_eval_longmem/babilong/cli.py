@@ -156,6 +156,8 @@ def _print_sample(results, n: int, seed: int) -> None:
 def _simulate(args: argparse.Namespace) -> int:
     """Write fresh simulated bAbI samples in the bAbI text format."""
     qa = task_name(args.task)
+    if args.out.exists() and not args.overwrite:
+        raise UsageError(f"{args.out} exists: pass --overwrite to replace it, or choose another --out")
     samples = simulate(qa, args.samples, args.seed, wide_vocabulary=args.wide_vocabulary, check=True)
     path = write_babi_file(samples, args.out)
     print(f"wrote {len(samples)} {qa} samples (seed {args.seed}, simulator v{SIMULATOR_VERSION}) to {path}")
@@ -221,6 +223,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument("--seed", type=int, default=0, help="seed (default 0); the same seed gives the same file anywhere")
     sim.add_argument("--wide-vocabulary", action="store_true", help="more names, places and objects than bAbI's")
     sim.add_argument("--out", type=Path, required=True, help="the file to write, e.g. qa3_sim_test.txt")
+    sim.add_argument("--overwrite", action="store_true", help="replace the --out file when it exists (refused otherwise)")
     sim.set_defaults(func=_simulate)
 
     report = sub.add_parser(

@@ -786,6 +786,8 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
         raise UsageError(f"{path}: no such file; {expected}")
     if path.stat().st_size == 0:
         raise UsageError(f"{path} is empty (0 bytes): {expected}")
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, path.stat().st_size))  # no cell is longer than the file (outputs can be long)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -793,8 +795,12 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
             if missing:
                 raise UsageError(f"{path} lacks the column(s) {', '.join(sorted(missing))}: {expected}")
             rows = [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise UsageError(f"{path} is not a UTF-8 CSV file ({type(err).__name__}): {expected}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {expected}") from None
+    except csv.Error as err:
+        raise UsageError(f"{path} is not a valid CSV file (line {reader.line_num}: {err}): {expected}") from None
+    finally:
+        csv.field_size_limit(limit)
     if not rows:
         raise UsageError(f"{path} holds no rows: {expected}")
     return rows

@@ -61,6 +61,7 @@ from lm_eval_longmem.babilong.words import (
     WIDE_PLACES,
     WIDE_ROOMS,
 )
+from lm_eval_longmem.common.cache import atomic_write
 
 SIMULATOR_VERSION = 1
 """Bump when any task's output for a given seed changes (it is part of cache keys)."""
@@ -914,5 +915,5 @@ def write_babi_file(samples: Sequence[BabiSample], path: str | Path) -> Path:
         number += 1
         support = " ".join(str(line_of[i]) for i in sample.supporting)
         lines.append(f"{number} {sample.question}\t{sample.answer}\t{support}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
     return path

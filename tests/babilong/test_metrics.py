@@ -21,6 +21,7 @@ from lm_eval_longmem.babilong.metrics import (
     read_predictions,
     score_file,
 )
+from lm_eval_longmem.common.errors import UsageError
 
 # (task, target, output, question, acc, acc_corrected). `acc_corrected` is the verdict a careful
 # reader gives; `acc` is what the authors' check says, wrong where the reader disagrees with it.
@@ -396,3 +397,16 @@ def test_read_predictions_names_missing_columns(tmp_path):
     bad.write_text("target,answer\nx,y\n")
     with pytest.raises(ValueError, match="target, output and question"):
         read_predictions(bad)
+
+
+def test_read_predictions_takes_long_outputs_and_names_the_real_cause(tmp_path):
+    """A UTF-8 CSV with an output longer than the csv module's default 128 KiB cell limit is read (issue 21, defect 10)."""
+    long_output = "bathroom. " + "é" * 1_500_000
+    good = tmp_path / "long.csv"
+    good.write_text(f"target,output,question\nbathroom,{long_output},Where is Mary?\n", encoding="utf-8")
+    assert read_predictions(good) == [{"target": "bathroom", "output": long_output, "question": "Where is Mary?"}]
+    assert csv.field_size_limit() == 131072  # the process-wide limit is left as it was
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("target,output,question\ncafé,café,Where?\n".encode("latin-1"))
+    with pytest.raises(UsageError, match=r"latin\.csv is not UTF-8 text \(byte 26\)"):
+        read_predictions(latin)
