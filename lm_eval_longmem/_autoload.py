@@ -32,9 +32,10 @@ class _ActivateAfterImport:
 
     def exec_module(self, module: object) -> None:
         self._loader.exec_module(module)
+        from lm_eval_longmem.common.errors import UsageError
         from lm_eval_longmem.harness import activate
 
-        activate(module)
+        activate(module, UsageError)
 
 
 def find_spec(fullname: str, path: object) -> object:

@@ -26,7 +26,7 @@ from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)
@@ -171,4 +171,5 @@ def interleave(cells: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[
 def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
     """`custom_dataset` hook of the `babilong` task: every selected cell's docs, interleaved."""
     rows = interleave(cell_rows(babilong_options(metadata), metadata))
+    log.info("babilong: %d docs (%s source)", len(rows), babilong_options(metadata).source)
     return {"test": datasets.Dataset.from_list(rows, features=DOC_FEATURES)}

@@ -439,7 +439,7 @@ def _too_short_message(books: Sequence[Book], spec: BuildSpec) -> str:
         f"Each L_E x L_S condition needs {n_excerpts} excerpts starting at different sentences, so a book needs "
         f"{n_excerpts} sentence starts before its last L_E words: at least about {needed:,} words of prose "
         f"for L_E={shortest} ({words_per_sentence:.0f} words per sentence here). "
-        "Pass longer books (whole novels) or a shorter --excerpt-lengths"
+        "Pass longer books (whole novels) or a shorter --excerpt_lengths"
     )
 
 
@@ -485,7 +485,7 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         if out.exists():
             if not (out / "manifest.json").exists():
-                raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --out")
+                raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --output_path")
             shutil.rmtree(out)
         os.replace(tmp, out)
     finally:

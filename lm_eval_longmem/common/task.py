@@ -49,7 +49,7 @@ from lm_eval_longmem.common.fingerprint import content_digest
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
 """A whole-run metric: (function of every doc's item, higher_is_better)."""
