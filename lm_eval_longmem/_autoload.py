@@ -17,7 +17,6 @@ With the hook off, `--include_path "$(python -m lm_eval_longmem.paths)"`,
 import importlib.machinery
 import sys
 
-ENV_SWITCH = "LM_EVAL_LONGMEM_AUTOLOAD"
 HOOK_NAME = "LmEvalLongmemHook"
 
 

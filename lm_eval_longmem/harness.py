@@ -35,9 +35,10 @@ R8 The harness ships ``lm_eval/tasks/babilong/babilong_qaN.yaml`` (instruction a
 R9 lm_eval's command line lets an exception from task loading reach the top of the interpreter
    (it catches nothing), so ``sys.excepthook`` sees it.
    -> test_r9_usage_error_reaches_the_top_of_lm_eval (a real ``lm_eval`` subprocess)
-R10 ``lm_eval.utils.setup_logging`` configures the ``lm_eval`` logger (level from ``--verbosity``
-   / ``LMEVAL_LOG_LEVEL``); this module logs as a child of it so its lines show with the harness's.
-   -> test_r10_notice_logger_is_under_lm_eval
+R10 ``lm_eval.utils.setup_logging`` configures the ``lm_eval`` logger (level from ``LMEVAL_LOG_LEVEL``;
+   0.4.13 applies the deprecated ``--verbosity`` only after the evaluation); every module of ours
+   logs as a child of it (``lm_eval.<module>``) so its lines show with the harness's, at its level.
+   -> test_r10_notice_logger_is_under_lm_eval, test_r10_package_logs_follow_the_harness_level
 R11 ``lm_eval._cli.utils.MergeDictAction`` is the argparse action (``nargs="+"``) behind ``lm_eval run``'s
    ``--model_args`` and ``--metadata``: ``k=v,k2=v2`` words or one JSON object, merged into a dict with
    the harness's value typing. Our subcommands take both flags through it, so they read alike.
