@@ -171,5 +171,4 @@ def interleave(cells: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[
 def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
     """`custom_dataset` hook of the `babilong` task: every selected cell's docs, interleaved."""
     rows = interleave(cell_rows(babilong_options(metadata), metadata))
-    log.info("babilong: %d docs (%s source)", len(rows), babilong_options(metadata).source)
     return {"test": datasets.Dataset.from_list(rows, features=DOC_FEATURES)}
