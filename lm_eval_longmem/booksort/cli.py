@@ -69,14 +69,13 @@ def score_variants(
 ) -> list[VariantScore]:
     """Score each prompt variant of the in-context task on the validation split with one model."""
     import lm_eval
-    from lm_eval.tasks import get_task_dict
 
     from lm_eval_longmem import task_manager
 
     scores = []
     for variant in variants:
         tm = task_manager(metadata={**metadata, "booksort_prompt": variant}, include_defaults=False)
-        task = get_task_dict(["booksort_in_context"], tm)["booksort_in_context"]
+        task = tm.load(["booksort_in_context"])["tasks"]["booksort_in_context"]
         task.config.test_split = "validation"  # the paper selects prompts on the held-out validation split
         results = lm_eval.simple_evaluate(
             model=lm,
