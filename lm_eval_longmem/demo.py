@@ -122,8 +122,9 @@ def run_harness(
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
 
-    from lm_eval_longmem import task_manager
+    from lm_eval_longmem import harness, task_manager
 
+    harness.setup_logging()  # the harness's log lines (and ours) as `lm_eval` shows them
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as lm_eval's CLI sets it
     tracker = EvaluationTracker(output_path=str(output))
     results = lm_eval.simple_evaluate(

@@ -451,6 +451,17 @@ def read_builtin_babilong_config(qa: str) -> tuple[Path, dict[str, Any]]:
     return path, load_yaml(path, resolve_func=False)
 
 
+# ---------------------------------------------------------------- logging (R10)
+
+
+def setup_logging() -> None:
+    """What `lm_eval`'s command line does first: its handler and format on the `lm_eval` logger, at
+    `LMEVAL_LOG_LEVEL` (default INFO). For callers of its Python API that print like the CLI (the demo)."""
+    from lm_eval.utils import setup_logging as lm_eval_setup_logging
+
+    lm_eval_setup_logging()
+
+
 # ---------------------------------------------------------------- --model_args / --metadata (R11)
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -46,8 +48,14 @@ def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
     assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
 
 
-def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir, tmp_path):
+def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """The demo calls the harness through its Python API; its files are those of `lm_eval ... --log_samples`."""
+    import lm_eval.utils
+
+    lm_eval_logger = logging.getLogger("lm_eval")  # the demo sets up lm_eval's logging as its CLI does: undo it after
+    for name in ("propagate", "handlers", "level"):
+        monkeypatch.setattr(lm_eval_logger, name, copy.copy(getattr(lm_eval_logger, name)))
+    monkeypatch.setattr(lm_eval.utils, "_LOGGING_CONFIGURED", lm_eval.utils._LOGGING_CONFIGURED)
     model_args = {"pretrained": str(tiny_llama_dir), "dtype": "float32"}
     metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": [16, 32],
                 "forgetting_curve_samples": 1}  # fmt: skip
