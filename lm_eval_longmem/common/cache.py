@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from filelock import FileLock
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 T = TypeVar("T")
 ENV_CACHE_DIR = "LM_EVAL_LONGMEM_CACHE"

@@ -53,7 +53,7 @@ from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_K
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
 
 Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]

@@ -41,7 +41,7 @@ from lm_eval_longmem.forgetting_curve.data import (
 )
 from lm_eval_longmem.forgetting_curve.options import PREFIX, SweepOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def _compact(ids: Any) -> Any:

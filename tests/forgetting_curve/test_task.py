@@ -68,6 +68,14 @@ def test_every_metric_is_scored_on_every_doc(tiny_run):
     assert "Metrics were not scored on the same number" not in (out / "stderr.txt").read_text()
 
 
+def test_data_builder_logs_through_the_harness(tiny_run):
+    """At lm_eval's default level (INFO) the builder's line shows in the harness's format; at WARNING it
+    does not (`tests/test_harness.py::test_r10_package_logs_follow_the_harness_level`)."""
+    stderr = (tiny_run[0] / "stderr.txt").read_text()
+    (line,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.forgetting_curve.data:" in line]
+    assert " INFO     [" in line and "forgetting_curve: 12 docs, 4 lengths (16,32,64,128)" in line
+
+
 def _value(metrics, name):
     return metrics[f"{name},none"]
 
@@ -131,7 +139,7 @@ def test_summarize_and_plot_read_the_run(tiny_run, capsys):
     assert summary["skipped_lengths"] == [128] and [x["samples"] for x in summary["lengths"]] == [3, 3, 3]
     assert summary["fine_memory_length"]["length"] == _value(metrics, "fine_memory_length")
     assert summary["coarse_memory_length"]["length"] == _value(metrics, "coarse_memory_length")
-    main(["plot", str(results_file), "--out", str(out / "fig")])
+    main(["plot", str(results_file), "--output_path", str(out / "fig")])
     written = capsys.readouterr().out.split()
     assert sorted(p.rsplit(".", 1)[1] for p in written) == ["png", "svg"]
     assert all(Path(p).stat().st_size > 1000 for p in written)
