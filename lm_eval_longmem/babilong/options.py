@@ -91,6 +91,25 @@ class BabilongOptions:
     instruction: bool = option(True, flag, "show the task instruction", "false")
     examples: bool = option(True, flag, "show the worked examples", "false")
     answer_format: bool = option(True, flag, "show the answer-format instruction", "false")
+    retrieval: str = option(
+        "none",
+        one_of("none", "sentences", "chunks"),
+        "condition: none (in-context) or retrieval of the haystack's sentences (RAG-S) or token chunks (RAG-C)",
+        "sentences",
+    )
+    retrieval_chunk_tokens: int = option(
+        512, whole_number(1), "retrieval=chunks: tokens per chunk, in the evaluated model's tokenizer", "512"
+    )
+    retrieval_k: int = option(5, whole_number(1), "retrieval: pieces retrieved per question (top k)", "20")
+    retriever: str = option(
+        "bm25",
+        text,
+        "retrieval: bm25, minilm (the embedded all-MiniLM-L6-v2), or a sentence-transformers model name or folder",
+        "minilm",
+    )
+    retrieval_order: str = option(
+        "score", one_of("score", "text"), "retrieval: retrieved pieces by score (the paper) or in text order", "text"
+    )
 
     @property
     def switches(self) -> PromptSwitches:

@@ -11,6 +11,12 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
 * `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length up to which
   the task's accuracy stays at or above 85% (the paper's "satisfactory"), "none" if not even the
   shortest; see `report.effective_context`.
+
+Under the retrieval condition (`babilong_retrieval=sentences|chunks`, `retrieval.py`) the prompt's
+context is the doc's retrieved pieces, and each cell also gets `retrieval_recall@qaN_LEN` (1 when
+every supporting fact was retrieved, the paper's binary retrieval accuracy) with its interval. The
+condition is written into the task's metadata in the results (`condition`: "in-context" or e.g.
+"sentences top-5 bm25"), where `report` reads it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lm_eval_longmem.babilong import report
+from lm_eval_longmem.babilong import report, retrieval
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
@@ -28,6 +34,7 @@ from lm_eval_longmem.common.stats import proportion_interval
 from lm_eval_longmem.common.task import LongmemTask, Summary
 
 CHECKS = ("acc", "acc_corrected")
+RECALL = "retrieval_recall"
 
 
 def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
@@ -50,9 +57,25 @@ class BabilongTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = CHECKS
 
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        if self.options.retrieval != "none":
+            self.SCORES = (*CHECKS, RECALL)
+
+    def dump_config(self) -> dict[str, Any]:
+        """The task's config with the condition added to its metadata (what `report` groups runs by)."""
+        config = super().dump_config()
+        config["metadata"] = {**(config.get("metadata") or {}), "condition": retrieval.condition_label(self.options)}
+        return config
+
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        """The paper's prompt for `doc` (instruction, examples, answer format, context, question)."""
-        return build_prompt(doc["qa"], doc["input"], doc["question"], self.options.switches)
+        """The paper's prompt for `doc` (instruction, examples, answer format, context, question).
+
+        Under the retrieval condition the context is the retrieved pieces instead of the haystack.
+        """
+        options = self.options
+        context = doc["input"] if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
+        return build_prompt(doc["qa"], context, doc["question"], options.switches)
 
     def fit_reason(self, doc: dict[str, Any]) -> str:
         """A sample the generator could not build (facts longer than the length) is skipped too."""
@@ -67,7 +90,10 @@ class BabilongTask(LongmemTask):
         wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
         labels = labels_for_simulated(doc["qa"], True) if wide else None
         verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
-        return {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
+        scores = {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
+        if options.retrieval != "none":
+            scores[RECALL] = doc["retrieval_recall"]
+        return scores
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
         return [doc["qa"], doc["length_name"], scores["acc"], scores["acc_corrected"]]
