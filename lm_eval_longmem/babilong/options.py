@@ -75,7 +75,7 @@ class BabilongOptions:
         False, flag, "generate with facts=simulated: more names, places and objects than bAbI's", "true"
     )
     babi_dir: str | None = option(
-        None, text, "generate with facts=babi: folder of bAbI test files (qa1_..._test.txt)", "tasks_1-20_v1-2/en", local_input=True
+        None, text, "folder of bAbI test files (qa1_..._test.txt): generate with facts=babi; hub sets under retrieval (recall)", "tasks_1-20_v1-2/en", local_input=True
     )
     corpus: str | None = option(
         None,
