@@ -371,6 +371,13 @@ def retrieve_cells(
 
     tokenizer = load_tokenizer(metadata) if options.retrieval == "chunks" else None
     retriever = Retriever(options.retriever)
+    limit = getattr(retriever.model, "max_seq_length", None)
+    if options.retrieval == "chunks" and limit:
+        log.warning(
+            "babilong retrieval: %s embeds at most %d of its tokens per piece; the rest of a %d-token chunk "
+            "does not count in its score (bm25 reads whole chunks)",
+            retriever_name(options.retriever), limit, options.retrieval_chunk_tokens,
+        )  # fmt: skip
     if options.source != "generate" and not options.babi_dir:
         log.warning(
             "babilong retrieval on the hub sets: no retrieval_recall (the sets do not say where the facts are); "
