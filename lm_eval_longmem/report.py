@@ -31,7 +31,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from lm_eval_longmem.common.lengths import format_length, parse_length
 from lm_eval_longmem.common.results import Run, run_labels
 from lm_eval_longmem.forgetting_curve.analysis import curve_from_data, forgetting_curve_task, summarize
+from lm_eval_longmem.babilong.reference import Reference
+from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.plots import babilong as babilong_plot
+from lm_eval_longmem.plots import babilong_conditions as conditions_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
 
@@ -344,6 +347,68 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     return section
 
 
+def babilong_condition(run: Run) -> str:
+    """The BABILong condition a run recorded in its task metadata ("in-context" for runs made before it did)."""
+    config = (run.data.get("configs") or {}).get(BABILONG_TASK) or {}
+    return str((config.get("metadata") or {}).get("condition") or "in-context")
+
+
+def _babilong_conditions_section(
+    runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()
+) -> Section | None:
+    """In-context and retrieval runs side by side: accuracy by length, retrieval recall, the paper's Figure 3a."""
+    found = [(run, label, m, babilong_condition(run)) for run, label in zip(runs, labels) if (m := babilong_metrics(run))]
+    if not found or ({c for *_, c in found} == {"in-context"} and not references):
+        return None
+    section = Section("BABILong conditions: in-context and retrieval")
+    cells = {(m[1], m[2]) for _, _, metrics, _ in found for key in metrics if (m := _BABILONG_CELL.match(key))}
+    tasks = sorted({qa for qa, _ in cells}, key=lambda qa: int(qa[2:]))
+    lengths = sorted({ln for _, ln in cells}, key=_length_key)
+    section.blocks.append(
+        "Each run's condition as its results record it (`in-context`, or the retrieval unit, top k and retriever). "
+        "Accuracy (%) per task and length with 95% intervals; the mean over tasks per length; and for retrieval "
+        "runs the retrieval recall: the share of docs whose every supporting fact was retrieved."
+    )
+    rows = []
+    for run, label, metrics, condition in found:
+        for qa in tasks:
+            rows.append([label, condition, qa] + [_pct(*(metrics.get(f"acc@{qa}_{ln}{s}") for s in ("", "_ci_low", "_ci_high"))) for ln in lengths])
+        rows.append([label, condition, "mean"] + [_pct(*(metrics.get(f"acc@{ln}{s}") for s in ("", "_ci_low", "_ci_high"))) for ln in lengths])
+    for reference in references:
+        table = {(c.qa, c.length): c.acc for c in reference.cells}
+        for qa in tasks:
+            rows.append([f"{reference.label} (authors' predictions)", "reference", qa] + [_pct(*table[qa, ln]) if (qa, ln) in table else "-" for ln in lengths])
+    section.blocks.append(Table(["model", "condition", "task"] + lengths, rows))
+    recall_rows = []
+    for run, label, metrics, condition in found:
+        for qa in (*tasks, None):
+            name = f"retrieval_recall@{qa}_" if qa else "retrieval_recall@"
+            values = [metrics.get(f"{name}{ln}") for ln in lengths]
+            if any(_number(v) is not None for v in values):
+                recall_rows.append([label, condition, qa or "mean"] + [_pct(*(metrics.get(f"{name}{ln}{s}") for s in ("", "_ci_low", "_ci_high"))) for ln in lengths])
+    if recall_rows:
+        section.blocks.append("Retrieval recall (%): every supporting fact among the retrieved pieces (the paper's retrieval accuracy).")
+        section.blocks.append(Table(["model", "condition", "task"] + lengths, recall_rows))
+    series = [
+        conditions_plot.Series(
+            f"{label} · {condition}",
+            False,
+            {(qa, ln): Interval(*(float(metrics[f"acc@{qa}_{ln}{s}"]) for s in ("", "_ci_low", "_ci_high")))
+             for qa in tasks for ln in lengths if _number(metrics.get(f"acc@{qa}_{ln}")) is not None},
+        )
+        for _, label, metrics, condition in found
+    ] + [conditions_plot.Series(f"{r.label} (authors)", True, {(c.qa, c.length): c.acc for c in r.cells}) for r in references]  # fmt: skip
+    section.blocks.append(
+        FigureBlock(
+            "babilong_conditions",
+            "Accuracy against context length, one line per run and condition (the layout of the paper's Figure 3a); "
+            "dashed: the authors' predictions.",
+            conditions_plot.figure(series, tasks),
+        )
+    )
+    return section
+
+
 def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     rows = []
     for run, label in zip(runs, labels):
@@ -394,14 +459,16 @@ def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     return section
 
 
-def build_report(runs: Sequence[Run]) -> Report:
-    """Every section the runs support, headline first."""
+def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
+    """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
     labels = run_labels(runs)
     sections = [_headline_section(runs, labels)]
     for make in (_forgetting_curve_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
         section = make(runs, labels)
         if section is not None:
             sections.append(section)
+        if make is _babilong_section and (conditions := _babilong_conditions_section(runs, labels, babilong_references)):
+            sections.append(conditions)
     return Report(list(runs), labels, sections)
 
 
@@ -482,9 +549,9 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
     return "\n".join(out)
 
 
-def write_report(runs: Sequence[Run], out_dir: Path) -> ReportFiles:
+def write_report(runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = ()) -> ReportFiles:
     """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`."""
-    report = build_report(runs)
+    report = build_report(runs, babilong_references)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     plt = _pyplot()

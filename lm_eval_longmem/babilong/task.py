@@ -14,7 +14,8 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
 
 Under the retrieval condition (`babilong_retrieval=sentences|chunks`, `retrieval.py`) the prompt's
 context is the doc's retrieved pieces, and each cell also gets `retrieval_recall@qaN_LEN` (1 when
-every supporting fact was retrieved, the paper's binary retrieval accuracy) with its interval. The
+every supporting fact was retrieved, the paper's binary retrieval accuracy) with its interval, and
+each length `retrieval_recall@LEN` (the unweighted mean over tasks, as `acc@LEN`). The
 condition is written into the task's metadata in the results (`condition`: "in-context" or e.g.
 "sentences top-5 bm25"), where `report` reads it.
 """
@@ -30,11 +31,31 @@ from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import labels_for_simulated
-from lm_eval_longmem.common.stats import proportion_interval
+from lm_eval_longmem.common.stats import mean_of_proportions_interval, proportion_interval
 from lm_eval_longmem.common.task import LongmemTask, Summary
 
 CHECKS = ("acc", "acc_corrected")
 RECALL = "retrieval_recall"
+
+
+def recall_mean(length: str, bound: int) -> Callable[[Sequence[Any]], float | None]:
+    """Mean retrieval recall over the tasks at `length` (unweighted over cells, like `acc@LEN`), one bound of it.
+
+    Docs whose supporting facts are unknown (hub sets without the bAbI files) do not count; None
+    when no doc at that length has them.
+    """
+
+    def fn(items: Sequence[Sequence[Any]]) -> float | None:
+        counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for qa, item_length, _acc, _corrected, recall in items:
+            if item_length == length and recall is not None:
+                counts[qa][0] += int(recall)
+                counts[qa][1] += 1
+        if not counts:
+            return None
+        return mean_of_proportions_interval([tuple(c) for c in counts.values()])[bound]
+
+    return fn
 
 
 def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
@@ -96,7 +117,7 @@ class BabilongTask(LongmemTask):
         return scores
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [doc["qa"], doc["length_name"], scores["acc"], scores["acc_corrected"]]
+        return [doc["qa"], doc["length_name"], scores["acc"], scores["acc_corrected"], scores.get(RECALL)]
 
     def summaries(self) -> dict[str, Summary]:
         """Means over cells (all, and per length) with intervals, and effective context per task."""
@@ -125,4 +146,8 @@ class BabilongTask(LongmemTask):
                     out[name + suffix] = (mean_of(check_name, bound, length), True)
             label = "effective_context" if check_name == "acc" else "effective_context_corrected"
             out.update({f"{label}@{qa}": (effective(check_name, qa), None) for qa in tasks})
+        if self.options.retrieval != "none":
+            for length in lengths:
+                for bound, suffix in enumerate(("", "_ci_low", "_ci_high")):
+                    out[f"{RECALL}@{length}{suffix}"] = (recall_mean(length, bound), True)
         return out
