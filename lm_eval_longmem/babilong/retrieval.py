@@ -42,7 +42,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -51,6 +51,8 @@ import numpy as np
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.common.cache import cache_key, load_or_build
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.fingerprint import content_digest
+from lm_eval_longmem.common.model_info import load_tokenizer, tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -228,14 +230,13 @@ class Retriever:
             return bm25_scores(pieces, query)
         return dense_scores(self.model, pieces, query)
 
+    @cached_property
     def fingerprint(self) -> str:
-        """What decides the scores: bm25s's version, or the model's files (its id when not local)."""
+        """What decides the scores: bm25s's version, or the model's files (its id when not local); read once."""
         if self.model is None:
             return f"bm25s-{require('bm25s').__version__}-en-stopwords"
         path = Path(dense_model_path(self.name))
         if path.exists():
-            from lm_eval_longmem.common.fingerprint import content_digest
-
             return content_digest([path])
         return self.name
 
@@ -319,8 +320,6 @@ def retrieve_cell(
     rows: Sequence[dict[str, Any]], options: BabilongOptions, retriever: Retriever, tokenizer: Any
 ) -> list[dict[str, Any]]:
     """`rows` with `retrieved` (the pieces in prompt order) and `retrieval_recall` (None when facts are unknown)."""
-    from lm_eval_longmem.common.model_info import tokenizer_fingerprint
-
     unit = options.retrieval
     key = cache_key(
         rows=_rows_digest(rows),
@@ -329,7 +328,7 @@ def retrieve_cell(
         tokenizer=tokenizer_fingerprint(tokenizer) if unit == "chunks" else None,
         k=options.retrieval_k,
         order=options.retrieval_order,
-        retriever=retriever.fingerprint(),
+        retriever=retriever.fingerprint,
         v=RETRIEVAL_VERSION,
     )
 
@@ -367,8 +366,6 @@ def retrieve_cells(
     cells: dict[tuple[str, str], list[dict[str, Any]]], options: BabilongOptions, metadata: dict[str, Any]
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Every cell's rows with their retrieved pieces and recall (hub rows get their facts located first)."""
-    from lm_eval_longmem.common.model_info import load_tokenizer
-
     tokenizer = load_tokenizer(metadata) if options.retrieval == "chunks" else None
     retriever = Retriever(options.retriever)
     limit = getattr(retriever.model, "max_seq_length", None)

@@ -126,7 +126,7 @@ def test_embedded_minilm_ranks_the_persons_sentence_first():
     scores = retriever.scores(pieces, "Where is Sandra?")
     assert ranked(scores, 1, "score") == [1]
     assert scores.shape == (3,) and np.all(np.abs(scores) <= 1.0 + 1e-5)  # cosine similarities
-    assert len(retriever.fingerprint()) == 64  # the model folder's content digest
+    assert len(retriever.fingerprint) == 64  # the model folder's content digest
 
 
 @pytest.mark.parametrize("module", ["bm25s", "sentence_transformers"])
