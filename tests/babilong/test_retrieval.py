@@ -249,3 +249,32 @@ def test_lengths_beyond_the_window_are_allowed_under_retrieval(tiny_llama_dir, b
         load_docs(**metadata)
     docs = load_docs(**metadata, babilong_retrieval="sentences")["test"]
     assert {d["length"] for d in docs} == {1024}
+
+
+QA1_FILE = (
+    "1 Mary moved to the bathroom.\n2 John went to the hallway.\n3 Where is Mary? \tbathroom\t1\n"
+    "4 Daniel went back to the hallway.\n5 Mary went to the garden.\n6 Where is Mary? \tgarden\t5\n"
+)
+
+
+def test_hub_docs_get_recall_from_the_babi_files(monkeypatch, tiny_llama_dir, tmp_path, fresh_cache):
+    import datasets
+
+    from lm_eval_longmem.babilong import data
+
+    babi = tmp_path / "en"
+    babi.mkdir()
+    (babi / "qa1_single-supporting-fact_test.txt").write_text(QA1_FILE)
+    text = (
+        "The ship sailed at dawn. Mary moved to the bathroom. The wind rose. John went to the hallway. "
+        "Daniel went back to the hallway. It rained all day on the garden. Mary went to the garden. The end came."
+    )
+    rows = {"input": [text, text.replace("Mary went to the garden. ", "")], "question": ["Where is Mary?"] * 2, "target": ["garden", "garden"]}
+    monkeypatch.setattr(data.datasets, "load_dataset", lambda path, name, split: datasets.Dataset.from_dict(rows))
+    metadata = {"pretrained": str(tiny_llama_dir), "babilong_lengths": "[1k]", "babilong_tasks": "qa1", "babilong_retrieval": "sentences"}
+    found, missing = load_docs(**metadata, babilong_babi_dir=str(babi), babilong_retrieval_k=2)["test"]
+    assert texts(found["input"], found["supporting_spans"]) == ["Mary went to the garden."]
+    assert found["retrieval_recall"] == 1.0  # BM25 on "mary": the two sentences naming her
+    assert missing["supporting_spans"] == [] and missing["retrieval_recall"] is None  # its story is not in the file
+    unknown = load_docs(**metadata)["test"]  # without the bAbI files: no recall, the condition still runs
+    assert [d["retrieval_recall"] for d in unknown] == [None, None] and all(d["retrieved"] for d in unknown)
