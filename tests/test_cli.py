@@ -165,6 +165,8 @@ def test_score_refuses_a_file_named_for_another_task(tmp_path):
     proc = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", cwd=tmp_path)
     assert_one_line_error(proc, "qa7", "qa6", "--any-file-name")
     assert proc.stdout == ""
+    # a qa6 file misnamed qa7: --any-file-name scores it (its content is checked: issue 21, defect 4)
+    _predictions(tmp_path / "qa7_0k_x.csv", [("no", "no", "Is Mary in the kitchen?")])
     forced = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", "--any-file-name", cwd=tmp_path)
     assert forced.returncode == 0 and "qa7_0k_x.csv: n=1" in forced.stdout, forced.stderr
 

@@ -25,10 +25,12 @@ rounded up to `PAD_MULTIPLE` tokens, and a batch holds only requests of the same
 No attention mask is needed: in a causal model no real token attends to the padding on its
 right, and position ids start at 0 in every row. Why pad to a width that depends on the request
 alone: PyTorch's CPU attention kernels block the key axis by the padded length, so the same row
-padded to another width differs in the last bits of fp32 (measured: ~5e-7), while rows of a
-batch of equal width do not depend on their batch-mates. So a request's result is bit-identical
-for every `--batch_size` on CPU (tested); on GPU, cuBLAS may pick other kernels for other batch
-shapes, so there results agree to rounding (bits identical but for near-ties). `--batch_size N`
+padded to another width differs in the last bits of fp32 (measured: ~5e-7). What the batch size
+still changes is the shape of each matrix product, and BLAS libraries (MKL/oneDNN on CPU, cuBLAS
+on GPU) pick their blocking, and so the order of each sum, by shape and by machine. So across
+batch sizes the accuracy bits are identical but for near-ties and summed log-probabilities agree
+to fp32 rounding (measured ~2e-5 on SmolLM2-135M; the tests allow 1e-4), often bit for bit on a
+given CPU, but that is not promised. `--batch_size N`
 and `auto`/`auto:N` are honoured; `auto` probes this memory-flat path (not the harness's
 full-logits one), and under data parallelism every rank takes the smallest size any rank found.
 

@@ -8,12 +8,12 @@ So `pretrained`, `tokenizer`, `revision`, `trust_remote_code`, `max_length` (hf)
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_flag
 
@@ -115,7 +115,7 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         | {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id},
         sort_keys=True,
     )
-    return hashlib.sha256((payload + special).encode("utf-8")).hexdigest()[:16]
+    return sha256_hex(payload + special)[:16]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The task through the real harness: lm_eval CLI runs, per-length metrics, memory lengths, logs, plots."""
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,12 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     assert list(_value(metrics, "skip_reasons")) == ["128"]  # all 3 samples of 128: 257 inputs > 200
     assert _value(metrics, "claimed_length") == 2048  # the tiny model's max_position_embeddings
     assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
+
+
+def test_the_bos_separator_is_recorded_in_the_config_metadata(tiny_run):
+    _, results, _, _ = tiny_run
+    assert results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"] == {"id": 1, "token": "<s>", "source": "bos"}
+    assert "no BOS token" not in (tiny_run[0] / "stderr.txt").read_text()
 
 
 def test_random_model_is_the_control(tiny_run):
@@ -178,3 +185,26 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
     assert _value(metrics, "claimed_length") == 8192
     summary = summarize(load_curve(next(tmp_path.rglob("results_*.json"))))
     assert summary.coarse.label == ">128" and all(s.p_value is not None for s in summary.per_length)
+
+
+def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
+    """EOS stands in for [bos]: one warning, and the token used is in the results' config metadata (issue 21, defect 12)."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    from transformers import AutoTokenizer
+
+    model = build_tiny_llama(tmp_path / "no-bos")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.bos_token = None
+    tokenizer.save_pretrained(model)
+
+    manager = TaskManager(metadata={"pretrained": str(model), **json.loads(_metadata(book, (8,), 1))})
+    with caplog.at_level(logging.WARNING):
+        results = lm_eval.simple_evaluate(
+            model="hf", model_args=f"pretrained={model},dtype=float32", tasks=["forgetting_curve"], device="cpu",
+            batch_size=1, bootstrap_iters=0, task_manager=manager,
+        )  # fmt: skip
+    used = results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"]
+    assert used == {"id": tokenizer.eos_token_id, "token": "</s>", "source": "eos"}
+    said = [r.getMessage() for r in caplog.records if "no BOS token" in r.getMessage()]
+    assert len(said) == 1 and "'</s>'" in said[0], said
