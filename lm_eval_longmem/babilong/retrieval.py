@@ -49,9 +49,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
-from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.fingerprint import content_digest
 from lm_eval_longmem.common.model_info import load_tokenizer, tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
