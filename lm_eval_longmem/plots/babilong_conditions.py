@@ -54,6 +54,14 @@ def figure(series: Sequence[Series], tasks: Sequence[str]) -> Figure:
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("accuracy (%)")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
+    handles, names = axes[0][0].get_legend_handles_labels()
+    for ax in axes[0][1:]:  # a series may be absent from the first panel
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            if name not in names:
+                handles.append(handle)
+                names.append(name)
+    rows = len(names)
+    fig.legend(handles, names, loc="lower center", fontsize=8, ncol=1, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * rows, 1, 1))
+    fig.set_figheight(3.4 + 0.25 * rows)
     return fig
