@@ -66,6 +66,7 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.babilong.reference import read_reference
     from lm_eval_longmem.common.results import ResultsFileError, find_results_files, load_run
     from lm_eval_longmem.report import headline_lines, write_report
 
@@ -76,8 +77,9 @@ def _report(args: argparse.Namespace) -> None:
         except ResultsFileError as err:
             print(f"lm-eval-longmem report: {err}", file=sys.stderr)
             failed = True
+    references = [read_reference(folder) for folder in args.babilong_reference]
     if runs:
-        written = write_report(runs, args.output_path)
+        written = write_report(runs, args.output_path, references)
         print(f"{written.html}\n{written.markdown}\n{args.output_path / 'figures'}/ ({len(written.figures)} files)")
         for line in headline_lines(runs):
             print(f"  {line}")
@@ -119,6 +121,10 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
     report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
     add_flag(report, "--output_path", "--out", type=Path, default=Path("longmem_report"), help="output folder (default: longmem_report)")
+    report.add_argument(
+        "--babilong_reference", type=Path, action="append", default=[], metavar="DIR",
+        help="a folder of the BABILong authors' prediction CSVs (e.g. their RAG Llama-3 runs), drawn as a reference line",
+    )  # fmt: skip
     report.set_defaults(func=_report)
 
 

@@ -31,11 +31,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.babilong import report as babilong_report
 from lm_eval_longmem.babilong.options import length_name
-from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.lengths import format_length, parse_length
+from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.common.results import Run, run_labels
 from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
 from lm_eval_longmem.plots import babilong as babilong_plot
+from lm_eval_longmem.plots import babilong_conditions as conditions_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
 
@@ -439,6 +442,70 @@ def _length_label(effective: dict[str, int | None], qa: str, names: dict[int, st
     return "none" if length is None else names.get(length, length_name(length))
 
 
+def babilong_condition(run: Run) -> str:
+    """The BABILong condition a run stored with its facts ("in-context" for runs made before conditions existed)."""
+    return str(run.facts(BABILONG_TASK).get("condition") or "in-context")
+
+
+def _interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
+    return tuple(metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+
+
+def _babilong_conditions_section(
+    runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()
+) -> Section | None:
+    """In-context and retrieval runs side by side: accuracy by length, retrieval recall, the paper's Figure 3a."""
+    found = [(run, label, m, babilong_condition(run)) for run, label in zip(runs, labels) if (m := babilong_metrics(run))]
+    if not found or ({c for *_, c in found} == {"in-context"} and not references):
+        return None
+    section = Section("BABILong conditions: in-context and retrieval")
+    cells = {run.path: babilong_report.read_cells(run.data) for run, *_ in found}
+    names = {n: s for run, *_ in found for n, s in babilong_report.length_names(run.data).items()}
+    tasks = sorted({c.qa for run_cells in cells.values() for c in run_cells}, key=lambda qa: int(qa[2:]))
+    lengths = sorted({c.length for run_cells in cells.values() for c in run_cells})
+    header = ["model", "condition", "task"] + [names.get(ln, length_name(ln)) for ln in lengths]
+    section.blocks.append(
+        "Each run's condition as it stored it (`in-context`, or the retrieval unit, top k and retriever). "
+        "Accuracy (%, authors' answer check) per task and length with 95% intervals, and the mean over tasks."
+    )
+    rows = []
+    for run, label, metrics, condition in found:
+        rows += [[label, condition, qa] + [_pct(*_interval_of(metrics, "acc", qa, ln)) for ln in lengths] for qa in tasks]
+        rows.append([label, condition, "mean"] + [_pct(*_interval_of(metrics, "acc", ln)) for ln in lengths])
+    for reference in references:
+        table = {(c.qa, parse_length(c.length)): c.acc for c in reference.cells}
+        rows += [
+            [f"{reference.label} (authors' predictions)", "reference", qa] + [_pct(*table[qa, ln]) if (qa, ln) in table else "-" for ln in lengths]
+            for qa in tasks
+        ]  # fmt: skip
+    section.blocks.append(Table(header, rows))
+    recall_rows = []
+    for run, label, metrics, condition in found:
+        for parts in [(qa,) for qa in tasks] + [()]:
+            values = [_interval_of(metrics, "retrieval_recall", *parts, ln) for ln in lengths]
+            if any(_number(v[0]) is not None for v in values):
+                recall_rows.append([label, condition, parts[0] if parts else "mean"] + [_pct(*v) for v in values])
+    if recall_rows:
+        section.blocks.append(
+            "Retrieval recall (%): the share of docs whose every supporting fact is among the retrieved pieces "
+            "(the paper's retrieval accuracy), with 95% intervals."
+        )
+        section.blocks.append(Table(header, recall_rows))
+    series = [
+        conditions_plot.Series(f"{label} · {condition}", False, {(c.qa, names.get(c.length, length_name(c.length))): c.acc for c in cells[run.path]})
+        for run, label, _, condition in found
+    ] + [conditions_plot.Series(f"{r.label} (authors)", True, {(c.qa, c.length): c.acc for c in r.cells}) for r in references]  # fmt: skip
+    section.blocks.append(
+        FigureBlock(
+            "babilong_conditions",
+            "Accuracy against context length, one line per run and condition (the layout of the paper's Figure 3a); "
+            "dashed: the authors' predictions.",
+            conditions_plot.figure(series, tasks),
+        )
+    )
+    return section
+
+
 def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     rows = []
     for run, label in zip(runs, labels):
@@ -485,14 +552,16 @@ def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     return section
 
 
-def build_report(runs: Sequence[Run]) -> Report:
-    """Every section the runs support, headline first."""
+def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
+    """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
     labels = run_labels(runs)
     sections = [_headline_section(runs, labels)]
     for make in (_forgetting_curve_section, _forgetting_curve_sources_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
         section = make(runs, labels)
         if section is not None:
             sections.append(section)
+        if make is _babilong_section and (conditions := _babilong_conditions_section(runs, labels, babilong_references)):
+            sections.append(conditions)
     return Report(list(runs), labels, sections)
 
 
@@ -573,9 +642,9 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
     return "\n".join(out)
 
 
-def write_report(runs: Sequence[Run], out_dir: Path) -> ReportFiles:
+def write_report(runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = ()) -> ReportFiles:
     """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`."""
-    report = build_report(runs)
+    report = build_report(runs, babilong_references)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     plt = _pyplot()

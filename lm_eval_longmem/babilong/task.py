@@ -15,6 +15,13 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
 LEN is the length in tokens (`acc@qa1_4096`; "0k" is 0), as for every metric name of ours
 (`common/metric_names.py`); the authors' names of the lengths ("4k") are in the results'
 `configs.babilong.longmem.length_names`.
+
+Under the retrieval condition (`babilong_retrieval=sentences|chunks`, `retrieval.py`) the prompt's
+context is the doc's retrieved pieces, and each cell also gets `retrieval_recall@qaN_LEN` (1 when
+every supporting fact was retrieved, the paper's binary retrieval accuracy) with its interval, and
+each length `retrieval_recall@LEN` (the unweighted mean over tasks, as `acc@LEN`). The condition
+is stored with the run's facts (`configs.babilong.longmem.condition`: "in-context" or e.g.
+"sentences top-5 bm25"), where `report` reads it.
 """
 
 from __future__ import annotations
@@ -24,17 +31,39 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lm_eval_longmem.babilong import report
+from lm_eval_longmem.babilong import report, retrieval
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import labels_for_simulated
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.metric_names import cell, cell_parts
-from lm_eval_longmem.common.stats import proportion_interval
+from lm_eval_longmem.common.metric_names import ScoreSpec, cell, cell_parts
+from lm_eval_longmem.common.stats import mean_of_proportions_interval, proportion_interval
 from lm_eval_longmem.common.task import LongmemTask, Summary
 
 CHECKS = ("acc", "acc_corrected")
+RECALL = ScoreSpec("retrieval_recall")
+"""1 when every supporting fact is among the retrieved pieces (binary, Wilson intervals); retrieval condition only."""
+
+
+def recall_mean(length: int, bound: int) -> Callable[[Sequence[Any]], float | None]:
+    """Mean retrieval recall over the tasks at `length` (unweighted over cells, like `acc@LEN`), one bound of it.
+
+    Docs whose supporting facts are unknown (hub sets without the bAbI files) do not count; None
+    when no doc at that length has them.
+    """
+
+    def fn(items: Sequence[Sequence[Any]]) -> float | None:
+        counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for qa, item_length, _acc, _corrected, recall in items:
+            if int(item_length) == length and recall is not None:
+                counts[qa][0] += round(recall)
+                counts[qa][1] += 1
+        if not counts:
+            return None
+        return mean_of_proportions_interval([(hits, n) for hits, n in (counts[qa] for qa in sorted(counts))])[bound]
+
+    return fn
 
 
 def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
@@ -57,9 +86,19 @@ class BabilongTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = CHECKS
 
+    def score_specs(self) -> tuple[ScoreSpec, ...]:
+        """The two checks, and retrieval recall under the retrieval condition."""
+        specs = super().score_specs()
+        return (*specs, RECALL) if self.options.retrieval != "none" else specs
+
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        """The paper's prompt for `doc` (instruction, examples, answer format, context, question)."""
-        return build_prompt(doc["qa"], doc["input"], doc["question"], self.options.switches)
+        """The paper's prompt for `doc` (instruction, examples, answer format, context, question).
+
+        Under the retrieval condition the context is the retrieved pieces instead of the haystack.
+        """
+        options = self.options
+        context = doc["input"] if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
+        return build_prompt(doc["qa"], context, doc["question"], options.switches)
 
     def fit_reason(self, doc: dict[str, Any]) -> str:
         """A sample the generator could not build (facts longer than the length) is skipped too."""
@@ -74,10 +113,13 @@ class BabilongTask(LongmemTask):
         wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
         labels = labels_for_simulated(doc["qa"], True) if wide else None
         verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
-        return {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
+        scores = {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
+        if options.retrieval != "none":
+            scores[RECALL.name] = doc["retrieval_recall"]  # None when the doc's facts are unknown
+        return scores
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"]]
+        return [doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"], scores.get(RECALL.name)]
 
     def summaries(self) -> dict[str, Summary]:
         """Means over cells (all, and per length) with intervals, and effective context per task."""
@@ -115,9 +157,16 @@ class BabilongTask(LongmemTask):
                     out[metric_names.name(check_name, *on, stat=suffix)] = (mean_of(check_name, bound, length), True)
             label = "effective_context" if check_name == "acc" else "effective_context_corrected"
             out.update({metric_names.name(label, qa): (effective(check_name, qa), True) for qa in tasks})
+        if self.options.retrieval != "none":
+            for length in lengths:
+                for bound, suffix in enumerate(("", "_ci_low", "_ci_high")):
+                    out[metric_names.name(RECALL.name, length, stat=suffix)] = (recall_mean(length, bound), True)
         return out
 
     def result_facts(self) -> dict[str, Any]:
-        """The task base's facts, and the authors' name of every length that ran ({"4096": "4k"})."""
+        """The task base's facts, the authors' name of every length that ran ({"4096": "4k"}), and the condition."""
         lengths = dict.fromkeys(int(cell_parts(c)[1]) for c in self.cells)
-        return super().result_facts() | {"length_names": {str(n): length_name(n) for n in lengths}}
+        return super().result_facts() | {
+            "length_names": {str(n): length_name(n) for n in lengths},
+            "condition": retrieval.condition_label(self.options),
+        }

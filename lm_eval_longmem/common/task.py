@@ -47,8 +47,8 @@ from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_longmem import harness
 from lm_eval_longmem.common import metric_names, stats
-from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.cache import cache_key, content_digest, sha256_hex
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
