@@ -34,6 +34,7 @@ from lm_eval_longmem.common.corpus import load_texts, token_stream
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
+from lm_eval_longmem.common.order import forward_work, interleave
 from lm_eval_longmem.forgetting_curve.options import DEFAULT_POINTS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
@@ -294,6 +295,11 @@ def role_tokens(doc: dict[str, Any], sources: Sources, role: int, stream: np.nda
     return stream[start : start + length]
 
 
+def doc_work(doc: dict[str, Any]) -> int:
+    """Estimated work of a doc's requests (two forwards of the same length), for balancing ranks; a skipped one costs nothing."""
+    return 0 if doc["s_start"] < 0 else 2 * forward_work(model_inputs(doc["length"]))
+
+
 class Sweep(NamedTuple):
     """What the data builder decided: the docs and the lengths behind them."""
 
@@ -303,7 +309,10 @@ class Sweep(NamedTuple):
 
 
 def build_sweep(metadata: dict[str, Any]) -> Sweep:
-    """All docs of a sweep, lengths interleaved (L1 k0, L2 k0, ..., L1 k1, ...) so `--limit` covers the curve.
+    """All docs of a sweep: sample 0 of every length, then sample 1, ..., so `--limit` covers the curve.
+
+    Within each such round the lengths are placed to give data-parallel ranks equal work
+    (`common.order.interleave`); a skipped length costs nothing.
 
     Every length of the grid gets its docs; the task skips (and counts) the lengths the backend
     cannot run. A length beyond that limit needs no span of the corpus (it never runs), so a
@@ -316,15 +325,15 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
     sep = separator_id(tokenizer, options.separator)
     sources = sweep_sources(options)
     sizes = {role: 0 if stream is None else len(stream) for role, stream in sources.streams(metadata).items()}
-    docs = []
+    by_length = [[] for _ in lengths]
     for k in range(options.samples):
-        for L in lengths:
+        for cell, L in zip(by_length, lengths, strict=True):
             runs = limit is None or model_inputs(L) <= limit
             if sources.default:
                 spans = sample_spans(sizes[COPY], L, k, options.seed) if runs else Spans(-1, -1)
             else:
                 spans = Spans(*(source_start(sources, role, sizes, L, k, options.seed) if runs else -1 for role in (COPY, PREFIX_ROLE)))
-            docs.append(
+            cell.append(
                 {
                     "length": L,
                     "sample": k,
@@ -336,6 +345,7 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
                     **doc_sizes(sources, sizes),
                 }
             )
+    docs = interleave(by_length, cost=doc_work)
     return Sweep(docs, lengths, claimed)
 
 
