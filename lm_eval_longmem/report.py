@@ -1,4 +1,4 @@
-"""`lm-eval-longmem report RESULTS... [--out DIR]`: one Markdown summary and one self-contained HTML page
+"""`lm-eval-longmem report RESULTS... [--output_path DIR]`: one Markdown summary and one self-contained HTML page
 comparing every run (model) in the given results files or folders.
 
 The report leads with one headline number per evaluation (what a leaderboard reads; all higher
@@ -13,7 +13,9 @@ task of the same files with its main metric, so our tasks can be compared with o
 alongside. Figures are written as PNG (for the page) and PDF (for a paper) under `DIR/figures/`;
 the HTML page embeds the PNGs, so it can be mailed or archived as one file.
 
-BABILong is read in its one-task shape: `acc@{LEN}`, `acc@{qa}_{LEN}`, `effective_context@{qa}`.
+Every metric name is read through `common/metric_names.py`, and the summaries the tasks stored
+(memory lengths and their intervals, per-length intervals, effective context, skip reasons) are
+shown as stored, never recomputed.
 """
 
 from __future__ import annotations
@@ -21,17 +23,22 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from lm_eval_longmem.babilong import report as babilong_report
+from lm_eval_longmem.babilong.options import length_name
+from lm_eval_longmem.babilong.reference import Reference
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length, parse_length
+from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.common.results import Run, run_labels
-from lm_eval_longmem.forgetting_curve.analysis import curve_from_data, forgetting_curve_task, summarize
+from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
 from lm_eval_longmem.plots import babilong as babilong_plot
+from lm_eval_longmem.plots import babilong_conditions as conditions_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
 
@@ -55,10 +62,6 @@ HEADLINES = (
 """One headline metric per evaluation; every one is higher-is-better."""
 
 BABILONG_TASK = "babilong"
-_BABILONG_CELL = re.compile(r"^acc@(qa\d+)_(\d+[kM])$")
-_BABILONG_LENGTH = re.compile(r"^acc@(\d+[kM])$")
-_BOOKSORT_LE = re.compile(r"^acc@LE(\d+)$")
-_OUR_PREFIXES = ("forgetting_curve", "booksort", "babilong")
 _RUN_COLORS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
 
 
@@ -105,7 +108,7 @@ class ReportFiles(NamedTuple):
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return None if isinstance(value, bool) else metric_names.number(value)
 
 
 def _pct(value: Any, low: Any = None, high: Any = None) -> str:
@@ -131,10 +134,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
-def _length_key(name: str) -> int:
-    return parse_length(name)
-
-
 # ---- reading our evaluations out of a run -----------------------------------------------------------
 
 
@@ -150,14 +149,13 @@ def booksort_headline_task(run: Run) -> str | None:
 
 
 def babilong_metrics(run: Run) -> dict[str, Any] | None:
-    """The metrics of the one-task BABILong (`acc@qa1_4k`-style cells), or None when the run has none."""
-    metrics = run.metrics(BABILONG_TASK)
-    return metrics if any(_BABILONG_CELL.match(key) for key in metrics) else None
+    """The metrics of the one-task BABILong (`acc@qa1_4096`-style cells), or None when the run has none."""
+    return run.metrics(BABILONG_TASK) if run.evaluation(BABILONG_TASK) == "babilong" else None
 
 
-def is_ours(task: str) -> bool:
-    """True for our tasks and groups (and their per-cell names)."""
-    return task.startswith(_OUR_PREFIXES)
+def is_ours(run: Run, task: str) -> bool:
+    """True for our tasks and groups (`Run.evaluation`); the harness's own `babilong_qa1` is not ours."""
+    return run.evaluation(task) is not None
 
 
 def main_metric(run: Run, task: str) -> tuple[str, float, float | None, bool | None] | None:
@@ -259,7 +257,30 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
             _pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high")),
         ])  # fmt: skip
     section.blocks.append(Table(header, rows))
+    section.blocks.extend(answer_bias_flags(runs, labels))
     return section
+
+
+def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
+    """A warning for every Book-SORT task of a run whose answers were all one label.
+
+    Such a model scores the share of trials whose gold label is that one (about 50% on balanced
+    data): its accuracy reads like a fair coin but says nothing about order recall.
+    """
+    flags = []
+    for run, label in zip(runs, labels):
+        for task in booksort_rows(run):
+            metrics = run.metrics(task)
+            share, invalid = _number(metrics.get("pct_A")), _number(metrics.get("invalid")) or 0
+            if share not in (0.0, 1.0) or (share == 0.0 and invalid):
+                continue  # mixed answers, results before `pct_A`, or a generation task's invalid answers
+            n = run.n_samples(task)
+            trials = f"{n} of {n} trials" if n else "every trial"
+            flags.append(
+                f'**Answer bias: {label} answers "{"A" if share == 1.0 else "B"}" on {trials} of `{task}`**: its '
+                f"accuracy ({_pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
+            )
+    return flags
 
 
 def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
@@ -270,8 +291,7 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
     summaries = []
     rows = []
     for run, label, task in found:
-        curve = curve_from_data(run.data, path=run.path)
-        summary = summarize(curve)
+        summary = stored_summary(run.data, task, path=run.path)
         summaries.append((label, summary))
         metrics = run.metrics(task)
         rows.append([
@@ -289,17 +309,79 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
     )
     section.blocks.append(Table(["model", "fine_memory_length", "coarse_memory_length", "claimed window", "lengths tested", "samples per length", "skipped lengths"], rows))
     section.blocks.append(FigureBlock("forgetting_curve_overlay", "Copy accuracy of every model, with its memory lengths (95% bands).", copy_overlay_figure(summaries)))
-    for (run, label, _), (_, summary) in zip(found, summaries):
-        curve = curve_from_data(run.data, path=run.path)
-        fig = fc_plot.figure(curve, f"Forgetting curve: {label}")
-        section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", f"Copy and LM accuracy of {label}.", fig))
+    for (run, label, task), (_, summary) in zip(found, summaries):
+        perplexity = fc_plot.perplexity_series(run.metrics(task))
+        fig = fc_plot.figure(summary, f"Forgetting curve: {label}", perplexity)
+        caption = f"Copy and LM accuracy of {label}" + (", with the perplexity of the same tokens under it (the paper's Figure 5)." if perplexity else ".")
+        section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", caption, fig))
+    return section
+
+
+_SOURCE_KEYS = ("forgetting_curve_copy_source", "forgetting_curve_prefix_source", "forgetting_curve_corpus")
+
+
+def source_groups(runs: Sequence[Run], labels: Sequence[str]) -> list[list[tuple[str, Run]]]:
+    """Forgetting-curve runs of one model that differ only in the sources of S and I, in groups of two or more.
+
+    Two runs compare when their model and every other `forgetting_curve_*` option (lengths,
+    samples, seed, ...) are the same and their (copy, prefix) sources differ.
+    """
+    groups: dict[str, list[tuple[str, Run]]] = {}
+    for run, label in zip(runs, labels):
+        if forgetting_curve_task(run.data) is None:
+            continue
+        rest = {k: v for k, v in _fc_metadata(run).items() if k.startswith("forgetting_curve_") and k not in _SOURCE_KEYS}
+        key = repr((run.model, sorted(rest.items(), key=str)))
+        groups.setdefault(key, []).append((label, run))
+    out = []
+    for members in groups.values():
+        distinct = {fc_plot.run_sources(_fc_metadata(run)) for _, run in members}
+        if len(distinct) > 1:
+            out.append(members)
+    return out
+
+
+def _fc_metadata(run: Run) -> dict[str, Any]:
+    """The forgetting-curve task's metadata as the results file's `configs` kept it ({} when absent)."""
+    task = forgetting_curve_task(run.data)
+    return ((run.data.get("configs") or {}).get(task) or {}).get("metadata") or {}
+
+
+def _forgetting_curve_sources_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    groups = source_groups(runs, labels)
+    if not groups:
+        return None
+    section = Section("Forgetting curve by text source")
+    section.blocks.append(
+        "Runs of one model that differ only in where the copied text S and the irrelevant prefix I come from "
+        "(`forgetting_curve_copy_source`, `forgetting_curve_prefix_source`), overlaid as the paper's Figure 3: (a) LM "
+        "accuracy for each prefix source, (b) copy and LM accuracy for each copy source. A role whose source did not "
+        "change keeps its tokens, so the curves are paired sample by sample."
+    )
+    for members in groups:
+        rows, curves = [], []
+        for label, run in members:
+            copy, prefix = fc_plot.run_sources(_fc_metadata(run))
+            metrics = run.metrics(forgetting_curve_task(run.data))
+            curves.append(fc_plot.SourcedCurve(copy, prefix, stored_summary(run.data, path=run.path)))
+            rows.append([
+                label, copy, prefix,
+                _tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
+                _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+            ])  # fmt: skip
+        model = members[0][1].model
+        section.blocks.append(Table(["run", "S from", "I from", "fine_memory_length", "coarse_memory_length"], rows))
+        section.blocks.append(
+            FigureBlock(f"forgetting_curve_sources_{_slug(model)}", f"Forgetting curves of {model} by text source.",
+                        fc_plot.sources_figure(curves, f"Forgetting curve by text source: {model}"))
+        )  # fmt: skip
     return section
 
 
 def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     lines: dict[str, dict[str, Any]] = {}
     rows = []
-    lengths = sorted({int(m[1]) for run in runs for task in booksort_rows(run) for key in run.metrics(task) if (m := _BOOKSORT_LE.match(key))})
+    lengths = sorted({le for run in runs for row in booksort_rows(run).values() for le in booksort_plot.excerpt_lengths(row)})
     for run, label in zip(runs, labels):
         tasks = booksort_rows(run)
         for task, row in tasks.items():
@@ -308,14 +390,19 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             metrics = run.metrics(task)
             rows.append(
                 [name, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-                + [_pct(metrics.get(f"acc@LE{le}"), metrics.get(f"acc@LE{le}_ci_low"), metrics.get(f"acc@LE{le}_ci_high")) for le in lengths]
+                + [_pct(metrics.get("pct_A"), metrics.get("pct_A_ci_low"), metrics.get("pct_A_ci_high"))]
+                + [_pct(*(metrics.get(metric_names.name("acc", f"LE{le}", stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:
         return None
     section = Section("Book-SORT")
-    section.blocks.append("Accuracy (%) of recalling which of two segments came first in the excerpt; chance is 50%.")
-    section.blocks.append(Table(["model", "acc"] + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
+    section.blocks.append(
+        "Accuracy (%) of recalling which of two segments came first in the excerpt; chance is 50%. "
+        '"answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).'
+    )
+    section.blocks.append(Table(["model", "acc", "answered A"] + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
+    section.blocks.extend(answer_bias_flags(runs, labels))
     section.blocks.append(FigureBlock("booksort", "Book-SORT accuracy by excerpt length (a) and by segment distance (b).", booksort_plot.figure(lines)))
     return section
 
@@ -325,22 +412,97 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     if not found:
         return None
     section = Section("BABILong")
-    lengths = sorted({m[1] for _, _, metrics in found for key in metrics if (m := _BABILONG_LENGTH.match(key))}, key=_length_key)
-    tasks = sorted({m[1] for _, _, metrics in found for key in metrics if (m := _BABILONG_CELL.match(key))}, key=lambda qa: int(qa[2:]))
+    cells = {run.path: babilong_report.read_cells(run.data) for run, _, _ in found}
+    names = {n: s for run, _, _ in found for n, s in babilong_report.length_names(run.data).items()}
+    lengths = sorted({n for run, _, _ in found for n in babilong_report.read_length_means(run.data)})
+    tasks = sorted({c.qa for run_cells in cells.values() for c in run_cells}, key=lambda qa: int(qa[2:]))
     section.blocks.append(
         "Mean accuracy (%) over the selected bAbI tasks per context length (authors' answer check; 95% intervals), "
         "and each task's effective context: the longest length up to which its accuracy stays at or above 85%."
     )
     rows = []
     for run, label, metrics in found:
+        effective = babilong_report.read_effective_context(run.data)
         rows.append(
             [label, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-            + [_pct(metrics.get(f"acc@{ln}"), metrics.get(f"acc@{ln}_ci_low"), metrics.get(f"acc@{ln}_ci_high")) for ln in lengths]
-            + [", ".join(f"{qa} {metrics.get(f'effective_context@{qa}', '-')}" for qa in tasks)]
+            + [_pct(*(metrics.get(metric_names.name("acc", ln, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for ln in lengths]
+            + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks)]
         )  # fmt: skip
-    section.blocks.append(Table(["model", "acc"] + [f"acc@{ln}" for ln in lengths] + ["effective context"], rows))
-    for run, label, metrics in found:
-        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(metrics, label)))
+    section.blocks.append(Table(["model", "acc"] + [f"acc@{names.get(ln, length_name(ln))}" for ln in lengths] + ["effective context"], rows))
+    for run, label, _ in found:
+        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(run.data, label)))
+    return section
+
+
+def _length_label(effective: dict[str, int | None], qa: str, names: dict[int, str]) -> str:
+    """A task's effective context as the authors name lengths ("1k"), "none" below threshold, "-" not reported."""
+    if qa not in effective:
+        return "-"
+    length = effective[qa]
+    return "none" if length is None else names.get(length, length_name(length))
+
+
+def babilong_condition(run: Run) -> str:
+    """The BABILong condition a run stored with its facts ("in-context" for runs made before conditions existed)."""
+    return str(run.facts(BABILONG_TASK).get("condition") or "in-context")
+
+
+def _interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
+    return tuple(metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+
+
+def _babilong_conditions_section(
+    runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()
+) -> Section | None:
+    """In-context and retrieval runs side by side: accuracy by length, retrieval recall, the paper's Figure 3a."""
+    found = [(run, label, m, babilong_condition(run)) for run, label in zip(runs, labels) if (m := babilong_metrics(run))]
+    if not found or ({c for *_, c in found} == {"in-context"} and not references):
+        return None
+    section = Section("BABILong conditions: in-context and retrieval")
+    cells = {run.path: babilong_report.read_cells(run.data) for run, *_ in found}
+    names = {n: s for run, *_ in found for n, s in babilong_report.length_names(run.data).items()}
+    tasks = sorted({c.qa for run_cells in cells.values() for c in run_cells}, key=lambda qa: int(qa[2:]))
+    lengths = sorted({c.length for run_cells in cells.values() for c in run_cells})
+    header = ["model", "condition", "task"] + [names.get(ln, length_name(ln)) for ln in lengths]
+    section.blocks.append(
+        "Each run's condition as it stored it (`in-context`, or the retrieval unit, top k and retriever). "
+        "Accuracy (%, authors' answer check) per task and length with 95% intervals, and the mean over tasks."
+    )
+    rows = []
+    for run, label, metrics, condition in found:
+        rows += [[label, condition, qa] + [_pct(*_interval_of(metrics, "acc", qa, ln)) for ln in lengths] for qa in tasks]
+        rows.append([label, condition, "mean"] + [_pct(*_interval_of(metrics, "acc", ln)) for ln in lengths])
+    for reference in references:
+        table = {(c.qa, parse_length(c.length)): c.acc for c in reference.cells}
+        rows += [
+            [f"{reference.label} (authors' predictions)", "reference", qa] + [_pct(*table[qa, ln]) if (qa, ln) in table else "-" for ln in lengths]
+            for qa in tasks
+        ]  # fmt: skip
+    section.blocks.append(Table(header, rows))
+    recall_rows = []
+    for run, label, metrics, condition in found:
+        for parts in [(qa,) for qa in tasks] + [()]:
+            values = [_interval_of(metrics, "retrieval_recall", *parts, ln) for ln in lengths]
+            if any(_number(v[0]) is not None for v in values):
+                recall_rows.append([label, condition, parts[0] if parts else "mean"] + [_pct(*v) for v in values])
+    if recall_rows:
+        section.blocks.append(
+            "Retrieval recall (%): the share of docs whose every supporting fact is among the retrieved pieces "
+            "(the paper's retrieval accuracy), with 95% intervals."
+        )
+        section.blocks.append(Table(header, recall_rows))
+    series = [
+        conditions_plot.Series(f"{label} · {condition}", False, {(c.qa, names.get(c.length, length_name(c.length))): c.acc for c in cells[run.path]})
+        for run, label, _, condition in found
+    ] + [conditions_plot.Series(f"{r.label} (authors)", True, {(c.qa, c.length): c.acc for c in r.cells}) for r in references]  # fmt: skip
+    section.blocks.append(
+        FigureBlock(
+            "babilong_conditions",
+            "Accuracy against context length, one line per run and condition (the layout of the paper's Figure 3a); "
+            "dashed: the authors' predictions.",
+            conditions_plot.figure(series, tasks),
+        )
+    )
     return section
 
 
@@ -348,15 +510,11 @@ def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None
     rows = []
     for run, label in zip(runs, labels):
         for task in run.tasks:
-            metrics = run.metrics(task)
-            skipped = _number(metrics.get("skipped"))
-            if is_ours(task) and skipped:
-                reasons = metrics.get("skip_reasons")
-                detail = (
-                    "; ".join(f"{cell}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
-                    if isinstance(reasons, dict)
-                    else ""
-                )
+            skipped = _number(run.metrics(task).get("skipped"))
+            if is_ours(run, task) and skipped:
+                reasons = run.skip_reasons(task)
+                names = babilong_report.length_names(run.data) if run.evaluation(task) == "babilong" else {}
+                detail = "; ".join(f"{babilong_report.cell_label(cell, names)}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
                 rows.append([label, task, str(int(skipped)), detail or "-"])
     if not rows:
         return None
@@ -370,7 +528,7 @@ def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section 
     rows = []
     for run, label in zip(runs, labels):
         for task in run.tasks:
-            if is_ours(task):
+            if is_ours(run, task):
                 continue
             main = main_metric(run, task)
             if main is None:
@@ -394,14 +552,16 @@ def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     return section
 
 
-def build_report(runs: Sequence[Run]) -> Report:
-    """Every section the runs support, headline first."""
+def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
+    """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
     labels = run_labels(runs)
     sections = [_headline_section(runs, labels)]
-    for make in (_forgetting_curve_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
+    for make in (_forgetting_curve_section, _forgetting_curve_sources_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
         section = make(runs, labels)
         if section is not None:
             sections.append(section)
+        if make is _babilong_section and (conditions := _babilong_conditions_section(runs, labels, babilong_references)):
+            sections.append(conditions)
     return Report(list(runs), labels, sections)
 
 
@@ -482,9 +642,9 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
     return "\n".join(out)
 
 
-def write_report(runs: Sequence[Run], out_dir: Path) -> ReportFiles:
+def write_report(runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = ()) -> ReportFiles:
     """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`."""
-    report = build_report(runs)
+    report = build_report(runs, babilong_references)
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     plt = _pyplot()
@@ -509,7 +669,8 @@ def headline_lines(runs: Sequence[Run]) -> list[str]:
     """One line per run with its headline numbers, for a terminal."""
     section = _headline_section(runs, run_labels(runs))
     table = next(b for b in section.blocks if isinstance(b, Table))
-    return [
+    lines = [
         f"{row[0]}: forgetting_curve fine_memory_length {row[1]} (coarse {row[2]}), booksort acc {row[3]}%, babilong acc {row[4]}%"
         for row in table.rows
     ]
+    return lines + [flag.replace("**", "").replace("`", "") for flag in answer_bias_flags(runs, run_labels(runs))]

@@ -20,6 +20,7 @@ from typing import Any
 
 import datasets
 
+from lm_eval_longmem.babilong import retrieval
 from lm_eval_longmem.babilong.options import PREFIX, STANDARD_LENGTHS, BabilongOptions
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.lengths import parse_length
@@ -27,7 +28,7 @@ from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,19 @@ DOC_FEATURES = datasets.Features(
         "sample_id": datasets.Value("int64"),
         "fact_depths": datasets.Sequence(datasets.Value("float64")),
         "supporting": datasets.Sequence(datasets.Value("int64")),
+        "supporting_spans": datasets.Sequence(datasets.Sequence(datasets.Value("int64"))),
         "prompt_tokens": datasets.Value("int64"),
         "skip_reason": datasets.Value("string"),
+        "retrieved": datasets.Sequence(datasets.Value("string")),
+        "retrieval_recall": datasets.Value("float64"),
     }
 )
-"""Fields of every doc. Hub docs have no fact depths and `prompt_tokens` 0 (measured at run time)."""
+"""Fields of every doc. Hub docs have no fact depths and `prompt_tokens` 0 (measured at run time).
+
+`supporting_spans`: [start, end) characters of each supporting fact in `input` (generated docs;
+hub docs only under retrieval with the bAbI files). `retrieved`, `retrieval_recall`: the retrieval
+condition's pieces (in prompt order) and whether they hold every supporting fact (`retrieval.py`);
+empty and None in-context."""
 
 
 def babilong_options(metadata: dict[str, Any]) -> BabilongOptions:
@@ -75,9 +84,13 @@ def babilong_options(metadata: dict[str, Any]) -> BabilongOptions:
 
 
 def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[str, ...]:
-    """The lengths this run covers: the chosen ones (each within the window), or every standard one that fits."""
+    """The lengths this run covers: the chosen ones (each within the window), or every standard one that fits.
+
+    Under the retrieval condition the model reads only the retrieved pieces, so chosen lengths may
+    exceed its window (each prompt is still checked against it); `fit` keeps the in-context cells.
+    """
     if options.lengths is not None:
-        for length in options.lengths:
+        for length in options.lengths if options.retrieval == "none" else ():
             if window is not None and parse_length(length) > window:
                 raise UsageError(
                     f"--metadata {PREFIX}lengths asks for {length} ({parse_length(length)} tokens) but the model's "
@@ -119,6 +132,7 @@ def _hub_rows(hub: HubSet, qa: str, length: str) -> list[dict[str, Any]]:
             "sample_id": i,
             "fact_depths": [],
             "supporting": [],
+            "supporting_spans": [],
             "prompt_tokens": 0,
             "skip_reason": "",
         }
@@ -171,5 +185,10 @@ def doc_work(row: dict[str, Any]) -> int:
 
 def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
     """`custom_dataset` hook of the `babilong` task: every selected cell's docs, interleaved."""
-    rows = interleave(cell_rows(babilong_options(metadata), metadata).values(), cost=doc_work)
+    options = babilong_options(metadata)
+    retrieval.check_condition(options, metadata)
+    cells = cell_rows(options, metadata)
+    if options.retrieval != "none":
+        cells = retrieval.retrieve_cells(cells, options, metadata)
+    rows = [{"retrieved": [], "retrieval_recall": None} | row for row in interleave(cells.values(), cost=doc_work)]
     return {"test": datasets.Dataset.from_list(rows, features=DOC_FEATURES)}

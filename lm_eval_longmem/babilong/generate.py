@@ -41,7 +41,7 @@ from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format
 from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build, sha256_hex, texts_digest
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Bump when the construction changes, so cached samples are rebuilt."""
 ANSWER_TOKENS = 20
 """Tokens left for the answer (the paper's runs generate 20 new tokens)."""
@@ -165,6 +165,8 @@ class _Draft:
     context: str
     prompt_tokens: int
     fact_depths: tuple[float, ...]
+    fact_starts: tuple[int, ...]
+    """Character offset of each fact in `context` (where retrieval recall looks for it)."""
 
 
 def _assemble(
@@ -214,21 +216,31 @@ def _assemble(
 
     pieces: list[str] = []
     depths: list[float] = []
+    starts: list[int] = []
     cursor = 0  # tokens placed so far
+    chars = 0  # characters placed so far (pieces are joined by one space)
     fact = 0
     for i in range(len(full) + 1):
         while fact < len(sample.facts) and positions[fact] == i:
             depths.append(cursor / total if total else 0.0)
+            starts.append(chars)
             pieces.append(sample.facts[fact])
+            chars += len(sample.facts[fact]) + 1
             cursor += int(fact_tokens[fact])
             fact += 1
         if i < len(full):
             pieces.append(full[i])
+            chars += len(full[i]) + 1
             cursor += int(sentence_tokens[i])
     if partial:
         pieces.append(partial)
     context = " ".join(pieces)
-    return _Draft(context, prompt_tokens(tokenizer, render(context)), tuple(depths))
+    return _Draft(context, prompt_tokens(tokenizer, render(context)), tuple(depths), tuple(starts))
+
+
+def supporting_spans(sample: BabiSample, starts: Sequence[int]) -> list[list[int]]:
+    """[start, end) character spans of the sample's supporting facts, given where each fact starts in the context."""
+    return [[int(starts[i]), int(starts[i]) + len(sample.facts[i])] for i in sample.supporting]
 
 
 def generate_samples(
@@ -262,6 +274,7 @@ def generate_samples(
             "sample_id": int(index),
             "fact_depths": [],
             "supporting": list(sample.supporting),
+            "supporting_spans": [],
             "prompt_tokens": 0,
             "skip_reason": "",
         }
@@ -270,7 +283,9 @@ def generate_samples(
         if spec.length == 0:
             sizes = np.array([_count(tokenizer, fact) for fact in sample.facts], dtype=float)
             depths = (np.cumsum(sizes) - sizes) / max(sizes.sum(), 1.0)
-            rows.append(row | {"input": facts_only, "prompt_tokens": base, "fact_depths": depths.tolist()})
+            starts = np.cumsum([0] + [len(f) + 1 for f in sample.facts[:-1]]).tolist()
+            spans = supporting_spans(sample, starts)
+            rows.append(row | {"input": facts_only, "prompt_tokens": base, "fact_depths": depths.tolist(), "supporting_spans": spans})
             continue
         target = spec.target_prompt_tokens
         if base > target:
@@ -307,7 +322,15 @@ def generate_samples(
             reason = "the facts do not fit in the depth band" if draft is None else "no fill fits the length"
             rows.append(row | {"skip_reason": reason})
             continue
-        rows.append(row | {"input": best.context, "prompt_tokens": best.prompt_tokens, "fact_depths": list(best.fact_depths)})
+        rows.append(
+            row
+            | {
+                "input": best.context,
+                "prompt_tokens": best.prompt_tokens,
+                "fact_depths": list(best.fact_depths),
+                "supporting_spans": supporting_spans(sample, best.fact_starts),
+            }
+        )
     return rows
 
 

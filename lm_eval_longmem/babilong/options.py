@@ -75,7 +75,7 @@ class BabilongOptions:
         False, flag, "generate with facts=simulated: more names, places and objects than bAbI's", "true"
     )
     babi_dir: str | None = option(
-        None, text, "generate with facts=babi: folder of bAbI test files (qa1_..._test.txt)", "tasks_1-20_v1-2/en", local_input=True
+        None, text, "folder of bAbI test files (qa1_..._test.txt): generate with facts=babi; hub sets under retrieval (recall)", "tasks_1-20_v1-2/en", local_input=True
     )
     corpus: str | None = option(
         None,
@@ -91,6 +91,25 @@ class BabilongOptions:
     instruction: bool = option(True, flag, "show the task instruction", "false")
     examples: bool = option(True, flag, "show the worked examples", "false")
     answer_format: bool = option(True, flag, "show the answer-format instruction", "false")
+    retrieval: str = option(
+        "none",
+        one_of("none", "sentences", "chunks"),
+        "condition: none (in-context) or retrieval of the haystack's sentences (RAG-S) or token chunks (RAG-C)",
+        "sentences",
+    )
+    retrieval_chunk_tokens: int = option(
+        512, whole_number(1), "retrieval=chunks: tokens per chunk, in the evaluated model's tokenizer", "512"
+    )
+    retrieval_k: int = option(5, whole_number(1), "retrieval: pieces retrieved per question (top k)", "20")
+    retriever: str = option(
+        "bm25",
+        text,
+        "retrieval: bm25, minilm (the embedded all-MiniLM-L6-v2), or a sentence-transformers model name or folder",
+        "minilm",
+    )
+    retrieval_order: str = option(
+        "score", one_of("score", "text"), "retrieval: retrieved pieces by score (the paper) or in text order", "text"
+    )
 
     @property
     def switches(self) -> PromptSwitches:

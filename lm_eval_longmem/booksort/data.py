@@ -56,7 +56,7 @@ def _read_hub(name: str, split: str) -> Source:
             f"({type(err).__name__}: {err}). It is gated: accept its terms at "
             f"https://huggingface.co/datasets/{name} and log in (`hf auth login` or HF_TOKEN). "
             "Offline or without access, build it from plain-text books instead: "
-            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`, then pass "
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`, then pass "
             "--metadata booksort_data=DATA_DIR"
         ) from err
     rows = [dict(row) for row in dataset]
@@ -73,7 +73,7 @@ def _read_hub(name: str, split: str) -> Source:
 
 
 def _rebuild(root: Path) -> str:
-    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
 
 
 def _read_text(root: Path, name: str) -> tuple[str, str]:
@@ -104,7 +104,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(
             f"{root} is not a Book-SORT build (no manifest.json): create one with "
-            f"`lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+            f"`lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -193,7 +193,7 @@ def read_split(data: str, split: str) -> Source:
     if not path.is_dir():
         raise UsageError(
             f"--metadata booksort_data={data!r} is neither 'hub', 'hf:OWNER/NAME' nor a directory: build one with "
-            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`"
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`"
         )
     return _read_built(path, split)
 

@@ -3,13 +3,17 @@
 Each doc (one sample of one length L, built by `data.build_dataset`) sends two
 `loglikelihood_accuracy` requests, copy first: `[bos] S [bos] S` and `[bos] I [bos] S`, scoring
 the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of scored tokens
-the model predicts greedily); the task base turns them into `copy_acc@L`, `lm_acc@L` and their
-`_ci_low`/`_ci_high` (Student t over samples) for every tested length.
+the model predicts greedily) and `copy_ppl` and `lm_ppl` (perplexity of the same tokens, from the
+summed log-probability each response also carries: the paper's section 5 puts perplexity beside
+the curve); the task base turns them into `copy_acc@L`, ... and their `_ci_low`/`_ci_high`
+(`stats.bounded_mean_interval` over samples for the accuracies, Student t for the perplexities)
+for every tested length. Where S and I come from (`Sources`, section 3.4) is decided in
+`data.py`; the task cuts or draws their tokens per doc.
 
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
 `CurvePoint` (length, sample, copy, LM) to the whole-run summaries in `CURVE_METRICS`, each of
 which reads all points at once (`analysis.py`) and returns one number: the memory length, its
-censoring flag or a bootstrap interval bound. Lengths whose 2L+1 input positions the backend
+censoring flag (0/1) or a bootstrap interval bound. Lengths whose 2L+1 input positions the backend
 cannot run are skipped before any request is built (`fit_reason`) and listed in `skip_reasons`;
 memory lengths that reach the last tested length are then censored.
 """
@@ -28,19 +32,24 @@ import numpy as np
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
 from lm_eval_longmem.common.cache import sha256_hex
+from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
-    Spans,
-    corpus_stream,
+    COPY,
+    PREFIX_ROLE,
+    Sources,
     model_inputs,
+    pair_sequences,
     position_limit,
     resolve_lengths,
-    sequences,
+    role_tokens,
+    sweep_sources,
+    vocabulary_ids,
 )
-from lm_eval_longmem.forgetting_curve.options import PREFIX, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import PREFIX, RANDOM, SweepOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def _compact(ids: Any) -> Any:
@@ -51,24 +60,41 @@ def _compact(ids: Any) -> Any:
     return f"<{len(ids)} token ids sha256:{digest}>"
 
 
+def perplexity(logprob: float, tokens: int) -> float:
+    """exp of the mean negative log-probability per token (inf when a token had probability 0)."""
+    return float(np.exp(-logprob / tokens))
+
+
 class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
     OPTIONS = SweepOptions
     PREFIX = PREFIX
-    SCORES = ("copy_acc", "lm_acc")
-    BINARY_SCORES = False
+    SCORES = (
+        ScoreSpec("copy_acc", binary=False),
+        ScoreSpec("lm_acc", binary=False),
+        ScoreSpec("copy_ppl", binary=False, bounded=False, higher_is_better=False),
+        ScoreSpec("lm_ppl", binary=False, bounded=False, higher_is_better=False),
+    )
+    """Shares of the scored tokens predicted greedily (fractions in [0, 1], not 0/1 per doc), and the
+    perplexity of the same tokens (real, from 1 up, lower is better)."""
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
     model cannot physically run are skipped up front, never truncated."""
 
-    _stream: np.ndarray | None = None
+    @cached_property
+    def sources(self) -> Sources:
+        return sweep_sources(self.options)
 
-    def stream(self) -> np.ndarray:
-        """The corpus token stream the docs' offsets point into (tokenized once, cached on disk)."""
-        if self._stream is None:
-            self._stream = corpus_stream(self.options, self.metadata)
-        return self._stream
+    @cached_property
+    def streams(self) -> dict[int, np.ndarray | None]:
+        """The token stream each role's offsets point into (None for a random role; tokenized once, cached on disk)."""
+        return self.sources.streams(self.metadata)
+
+    @cached_property
+    def vocabulary(self) -> np.ndarray | None:
+        """The token ids random sources draw from (None when no role is random)."""
+        return vocabulary_ids(self.tokenizer) if RANDOM in (self.sources.copy, self.sources.prefix) else None
 
     @cached_property
     def claimed(self) -> int | None:
@@ -121,29 +147,42 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return ""
 
     def skip_cell(self, doc: dict[str, Any]) -> str:
-        return str(int(doc["length"]))
+        return cell(int(doc["length"]))
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
-        return (str(int(doc["length"])),)
+        return (cell(int(doc["length"])),)
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
-        stream = self.stream()
-        if len(stream) != doc["corpus_tokens"]:
-            raise ValueError(
-                f"the corpus has {len(stream)} tokens but the docs were built from {doc['corpus_tokens']}: "
-                "the corpus changed between building and running"
-            )
-        pair = sequences(stream, doc["separator_id"], doc["length"], Spans(doc["s_start"], doc["i_start"]))
+        s, i = (self.tokens(doc, role) for role in (COPY, PREFIX_ROLE))
+        pair = pair_sequences(s, i, doc["separator_id"])
         return [pair.copy, pair.lm]
 
+    def tokens(self, doc: dict[str, Any], role: int) -> np.ndarray:
+        """S or I of one doc, after checking that its stream is the one the docs were built from."""
+        stream = self.streams[role]
+        if stream is not None:
+            key = "corpus_tokens" if "corpus_tokens" in doc else ("copy_tokens" if role == COPY else "prefix_tokens")
+            if len(stream) != doc[key]:
+                raise ValueError(
+                    f"the corpus has {len(stream)} tokens but the docs were built from {doc[key]}: "
+                    "the corpus changed between building and running"
+                )
+        return role_tokens(doc, self.sources, role, stream, self.vocabulary)
+
     def score(self, doc: dict[str, Any], results: list[TokenAccuracy]) -> dict[str, float]:
-        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily."""
-        (copy_bits, _), (lm_bits, _) = results
+        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily; `copy_ppl` and
+        `lm_ppl`: the perplexity of that half, from the summed log-probability the same requests return."""
+        (copy_bits, copy_logprob), (lm_bits, lm_logprob) = results
         for bits in (copy_bits, lm_bits):
             if len(bits) != doc["scored"]:
                 raise ValueError(f"expected {doc['scored']} scored tokens, the backend returned {len(bits)}")
-        return {"copy_acc": copy_bits.count("1") / len(copy_bits), "lm_acc": lm_bits.count("1") / len(lm_bits)}
+        return {
+            "copy_acc": copy_bits.count("1") / len(copy_bits),
+            "lm_acc": lm_bits.count("1") / len(lm_bits),
+            "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
+            "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
+        }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
         return [int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"]]
@@ -156,12 +195,24 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def summaries(self) -> dict[str, Summary]:
         """Memory lengths, their censoring flags and bootstrap bounds, and the claimed window."""
 
+        built: dict[int, analysis.Curve] = {}
+        intervals: dict[str, tuple[int, int] | None] = {}
+
         def on_curve(fn: Callable[[analysis.Curve], Any]) -> Callable[[Sequence[Any]], Any]:
-            return lambda points: fn(self.curve(points))
+            def summary(points: Sequence[Any]) -> Any:
+                if id(points) not in built:  # one curve (and one bootstrap per criterion) for all summaries
+                    built.clear()
+                    intervals.clear()
+                    built[id(points)] = self.curve(points)
+                return fn(built[id(points)])
+
+            return summary
 
         def bound(criterion: analysis.Criterion, which: int) -> Callable[[analysis.Curve], int | None]:
             def fn(curve: analysis.Curve) -> int | None:
-                interval = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
+                if criterion not in intervals:
+                    intervals[criterion] = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
+                interval = intervals[criterion]
                 return None if interval is None else interval[which]
 
             return fn
@@ -169,7 +220,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         out: dict[str, Summary] = {}
         for c in ("fine", "coarse"):
             out[f"{c}_memory_length"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[0]), True)
-            out[f"{c}_memory_censored"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[1]), None)
+            out[f"{c}_memory_censored"] = (on_curve(lambda curve, c=c: int(analysis.curve_memory(curve, c)[1])), None)
             out[f"{c}_memory_length_low"] = (on_curve(bound(c, 0)), True)
             out[f"{c}_memory_length_high"] = (on_curve(bound(c, 1)), True)
         out["claimed_length"] = (lambda points: self.claimed, None)

@@ -228,7 +228,7 @@ def test_unverifiable_builds_are_refused(copy, edit, match):
     _edit_manifest(copy, edit)
     text = (copy / "test.jsonl").read_text(encoding="utf-8")  # and a flipped answer the digest would have caught
     (copy / "test.jsonl").write_text(text.replace('"present_seg1_first": 1', '"present_seg1_first": 0', 1))
-    with pytest.raises(UsageError, match=match + r".*lm-eval-longmem booksort build --books BOOKS_DIR --out"):
+    with pytest.raises(UsageError, match=match + r".*lm-eval-longmem booksort build --books BOOKS_DIR --output_path"):
         build_docs({"booksort_data": str(copy)}, "test", "in_context")
 
 
