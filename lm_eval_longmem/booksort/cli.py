@@ -1,9 +1,10 @@
-"""``lm-eval-longmem booksort build`` and ``lm-eval-longmem booksort select-prompt``."""
+"""``lm-eval-longmem booksort build``, ``booksort select-prompt`` and ``booksort finetune``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.prompts import VARIANTS
+from lm_eval_longmem.common.errors import UsageError
 
 EPILOG = textwrap.dedent(
     """\
@@ -180,3 +182,82 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--system_instruction", default=None)
     s.add_argument("--output", type=Path, default=None, help="also write the scores as JSON here")
     s.set_defaults(func=_select_prompt)
+    _add_finetune(sub)
+
+
+# --- booksort finetune: the fine-tuned (parametric) memory condition ---------------------------------
+
+FINETUNE_EPILOG = textwrap.dedent(
+    """\
+    examples:
+      lm-eval-longmem booksort finetune --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
+          --metadata booksort_data=booksort_data booksort_excerpt_lengths=[250] booksort_finetune_epochs=3 \\
+          --apply_chat_template --output_path ft/
+      # the reference's instruction data, full fine-tuning:
+      ... --metadata booksort_data=booksort_data booksort_finetune_instructions=hf:teknium/OpenHermes-2.5 \\
+          booksort_finetune_method=full
+    rerun the same command to resume: verified checkpoints and evaluations are reused
+    """
+)
+
+
+def harness_dict(values: list[str], flag: str) -> dict[str, Any]:
+    """`--model_args`/`--metadata` as lm_eval takes them: a JSON object, or KEY=VALUE items (commas
+    inside brackets or quotes do not split; values read as Python literals where they are one)."""
+    import ast
+
+    if len(values) == 1 and values[0].lstrip().startswith("{"):
+        try:
+            parsed = json.loads(values[0])
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag}: not a JSON object ({err.msg}); or write KEY=VALUE items") from None
+        if not isinstance(parsed, dict):
+            raise UsageError(f"{flag}: expected a JSON object or KEY=VALUE items")
+        return parsed
+    out: dict[str, Any] = {}
+    for value in values:
+        for item in re.findall(r"(?:\[[^\]]*\]|\{[^}]*\}|\"[^\"]*\"|'[^']*'|[^,])+", value):
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"{flag} {item!r}: write KEY=VALUE, e.g. {flag} booksort_data=booksort_data")
+            try:
+                out[key.strip()] = ast.literal_eval(raw.strip())
+            except (ValueError, SyntaxError):
+                out[key.strip()] = raw.strip()
+    return out
+
+
+def _finetune(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.booksort.finetune import render_markdown, run_finetune
+
+    summary = run_finetune(
+        harness_dict(args.model_args, "--model_args"),
+        harness_dict(args.metadata, "--metadata"),
+        args.output_path,
+        device=args.device,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        apply_chat_template=args.apply_chat_template,
+    )
+    print(render_markdown(summary))
+    print(f"wrote {args.output_path / 'booksort_finetune.json'} and booksort_finetune.md")
+
+
+def _add_finetune(sub: Any) -> None:
+    f = sub.add_parser(
+        "finetune",
+        help="fine-tuned memory condition (paper, section 3.2): train with and without the book chunks, "
+        "evaluate booksort_memoryless per epoch",
+        epilog=FINETUNE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    f.add_argument("--model_args", nargs="+", required=True, help="as for lm_eval: pretrained=NAME[,dtype=...] or a JSON object")
+    f.add_argument(
+        "--metadata", nargs="+", default=[], help="booksort_* and booksort_finetune_* options (see the task README), KEY=VALUE or JSON"
+    )
+    f.add_argument("--output_path", required=True, type=Path, help="folder for checkpoints, results and the summary (reruns resume)")
+    f.add_argument("--device", default=None, help="torch device for training and evaluation (default: cuda if available, else cpu)")
+    f.add_argument("--batch_size", default="1", help="lm_eval --batch_size of each evaluation (training: booksort_finetune_batch_size)")
+    f.add_argument("--limit", type=int, default=None, help="lm_eval --limit: evaluate the first N trials of each checkpoint")
+    f.add_argument("--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations")
+    f.set_defaults(func=_finetune)
