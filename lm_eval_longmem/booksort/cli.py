@@ -136,10 +136,10 @@ def _select_prompt(args: argparse.Namespace) -> None:
 
 
 def add_commands(subparsers: Any) -> None:
-    """Add ``booksort build`` and ``booksort select-prompt`` to the ``lm-eval-longmem`` command."""
+    """Add ``booksort build``, ``select-prompt`` and ``finetune`` to the ``lm-eval-longmem`` command."""
     parser = subparsers.add_parser(
         "booksort",
-        help="Book-SORT: build the dataset from books, select a prompt variant",
+        help="Book-SORT: build the dataset from books, select a prompt variant, run the fine-tuned condition",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

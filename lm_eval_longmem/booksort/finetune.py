@@ -367,7 +367,7 @@ def train_epoch(model: Any, optimizer: Any, examples: Sequence[Example], *, orde
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         n = _scored_tokens(batch)
-        total, tokens = total + float(loss) * n, tokens + n
+        total, tokens = total + loss.item() * n, tokens + n
     return total / max(tokens, 1)
 
 
