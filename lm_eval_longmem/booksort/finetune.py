@@ -54,7 +54,7 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.fingerprint import content_digest
 from lm_eval_longmem.common.model_info import load_tokenizer, trust_remote_code
 from lm_eval_longmem.common.options import one_of, option, parse_options, text, whole_number
-from lm_eval_longmem.common.results import Run, find_results_files, load_run
+from lm_eval_longmem.common.results import ResultsFileError, Run, find_results_files, load_run, read_json
 from lm_eval_longmem.common.stats import paired_test
 
 PREFIX = "booksort_finetune_"
@@ -631,8 +631,8 @@ def _correct_by_doc(run: Run) -> dict[int, float]:
     }
 
 
-def arm_row(run: Run, epoch: int, record: dict[str, Any] | None, base_loss: float | None) -> dict[str, Any]:
-    """One (arm, epoch) row of the summary, from the results the task stored."""
+def arm_row(run: Run, epoch: int, record: dict[str, Any] | None, base_loss: float | None, root: Path) -> dict[str, Any]:
+    """One (arm, epoch) row of the summary, from the results the task stored (`results`: relative to `root`)."""
     metrics = run.metrics(TASK)
     return {
         "epoch": epoch,
@@ -643,7 +643,7 @@ def arm_row(run: Run, epoch: int, record: dict[str, Any] | None, base_loss: floa
         "trials": run.n_samples(TASK),
         "train_loss": record["train_loss"] if record else None,
         "book_chunk_loss": record["book_chunk_loss"] if record else base_loss,
-        "results": str(run.path),
+        "results": run.path.relative_to(root).as_posix(),
     }
 
 
@@ -719,6 +719,34 @@ def write_summary(summary: dict[str, Any], out: Path) -> Path:
     return path
 
 
+def read_summary(path: Path) -> dict[str, Any]:
+    """A `booksort_finetune.json`, checked to hold what `report` reads; a bad file is one line naming it."""
+    data = read_json(path)
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("model"), str)
+        and isinstance(data.get("rows"), list)
+        and all(isinstance(r, dict) and {"arm", "epoch", "acc", "acc_ci_low", "acc_ci_high", "results"} <= r.keys() for r in data["rows"])
+        and isinstance(data.get("epoch_matched"), list)
+        and all(isinstance(t, dict) and {"epoch", "p_value", "differs"} <= t.keys() for t in data["epoch_matched"])
+    ):
+        raise ResultsFileError(
+            f"{path} is not a summary of `lm-eval-longmem booksort finetune`: rerun that command with the same --output_path"
+        )
+    return data
+
+
+def summary_of(results_file: Path) -> Path | None:
+    """The `booksort_finetune.json` of the run `results_file` belongs to: the nearest one above it, if its rows name it."""
+    results_file = Path(results_file).resolve()
+    for folder in results_file.parents:
+        candidate = folder / SUMMARY
+        if candidate.is_file():
+            rows = read_summary(candidate)["rows"]
+            return candidate if any((folder / str(r["results"])).resolve() == results_file for r in rows) else None
+    return None
+
+
 def run_finetune(
     model_args: dict[str, Any],
     metadata: dict[str, Any],
@@ -757,14 +785,14 @@ def run_finetune(
     trained_s = time.perf_counter() - start
     settings = EvalSettings(model_args, booksort_metadata, device, str(batch_size), limit, apply_chat_template)
     base = evaluate(None, options.method, settings, output_path / "results" / "base", say)
-    rows = [{"arm": "base", **arm_row(base, 0, None, base_loss)}]
+    rows = [{"arm": "base", **arm_row(base, 0, None, base_loss, output_path)}]
     tests = []
     for epoch in range(1, options.epochs + 1):
         runs = {}
         for arm in ARMS:
             checkpoint, record = trained[arm].checkpoints[epoch - 1], trained[arm].records[epoch - 1]
             runs[arm] = evaluate(checkpoint, options.method, settings, output_path / "results" / arm / f"epoch-{epoch}", say)
-            rows.append({"arm": arm, **arm_row(runs[arm], epoch, record, None)})
+            rows.append({"arm": arm, **arm_row(runs[arm], epoch, record, None, output_path)})
         tests.append(epoch_matched(runs["book"], runs["control"], epoch))
     summary = {
         "model": spec.pretrained,

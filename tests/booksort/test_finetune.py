@@ -255,7 +255,8 @@ def test_every_checkpoint_of_both_arms_is_evaluated_through_the_harness(first_ru
     out, summary, said = first_run
     assert [(r["arm"], r["epoch"]) for r in summary["rows"]] == [("base", 0), ("book", 1), ("control", 1), ("book", 2), ("control", 2)]
     for row in summary["rows"]:
-        run = load_run(Path(row["results"]))  # an ordinary lm_eval results file
+        run = load_run(out / row["results"])  # an ordinary lm_eval results file, named relative to the output folder
+        assert ft.summary_of(run.path) == out / ft.SUMMARY
         assert run.n_samples(ft.TASK) == row["trials"] == 12
         assert 0.0 <= row["acc_ci_low"] <= row["acc"] <= row["acc_ci_high"] <= 1.0
         peft = run.model_args.get("peft")
@@ -321,7 +322,7 @@ def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tm
     said: list[str] = []
     summary = _run(tiny_llama_dir, one_play, tmp_path, said, booksort_finetune_method="full", booksort_finetune_epochs=1)
     book = next(r for r in summary["rows"] if r["arm"] == "book")
-    run = load_run(Path(book["results"]))
+    run = load_run(tmp_path / book["results"])
     assert run.model_args["pretrained"].endswith("checkpoints/book/epoch-1") and "peft" not in run.model_args
     assert (tmp_path / "checkpoints" / "book" / "epoch-1" / "tokenizer_config.json").is_file()
 
@@ -344,3 +345,32 @@ def test_smollm2_one_play_end_to_end(smollm2_dir, one_play, tmp_path):
     assert all(r["trials"] == 16 for r in summary["rows"])
     test = summary["epoch_matched"][0]
     assert test["pairs"] == 16 and 0.0 <= test["p_value"] <= 1.0
+
+
+# --- the summary as the report reads it ---------------------------------------------------------------------
+
+
+def test_summary_reader_names_a_damaged_file(first_run, tmp_path):
+    out, _, _ = first_run
+    assert ft.read_summary(out / ft.SUMMARY) == json.loads((out / ft.SUMMARY).read_text())
+    bad = tmp_path / ft.SUMMARY
+    bad.write_text('{"model": "m", "rows": [{"arm": "book"}], "epoch_matched": []}')
+    with pytest.raises(UsageError, match="not a summary of `lm-eval-longmem booksort finetune`"):
+        ft.read_summary(bad)
+    other = tmp_path / "copy" / "elsewhere" / "results_x.json"
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+    (tmp_path / "copy" / ft.SUMMARY).write_text((out / ft.SUMMARY).read_text())
+    assert ft.summary_of(other) is None  # a summary above it that does not name it
+
+
+def test_figure_draws_both_arms_by_epoch(first_run):
+    from lm_eval_longmem.plots.booksort_finetune import figure
+
+    out, _, _ = first_run
+    summary = ft.read_summary(out / ft.SUMMARY)
+    acc_ax, loss_ax = figure(summary).axes
+    lines = {line.get_label(): list(line.get_xdata()) for line in acc_ax.get_lines()}
+    epochs = list(range(summary["options"]["epochs"] + 1))
+    assert lines["with book chunks"] == epochs and lines["control (instructions only)"] == epochs
+    assert [line.get_label() for line in loss_ax.get_lines()] == ["with book chunks", "control (instructions only)"]
