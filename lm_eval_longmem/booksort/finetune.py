@@ -333,6 +333,14 @@ def _optimizer(model: Any, options: FinetuneOptions) -> Any:
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=options.lr, weight_decay=0.0)
 
 
+def _pad_id(tokenizer: Any) -> int:
+    """Padding never carries loss or attention, so any id works: the tokenizer's pad, else its EOS."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad is None:
+        raise UsageError("the tokenizer has neither a pad nor an EOS token: pass --model_args tokenizer=NAME of one that has")
+    return int(pad)
+
+
 def _batch(examples: Sequence[Example], pad_id: int, device: str) -> dict[str, Any]:
     """Right-padded input ids, attention mask and labels (-100 on padding and unscored prompt tokens)."""
     import torch
@@ -495,7 +503,7 @@ def train_arm(
     key = train_key(spec, options, arm, examples)
     folder = root / arm
     _remove_partials(folder)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = _pad_id(tokenizer)
     model = optimizer = None
     at_epoch: int | None = None
     paths, records = [], []
@@ -544,8 +552,7 @@ def base_probe_loss(spec: ModelSpec, options: FinetuneOptions, probe: Sequence[E
             return record["book_chunk_loss"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    loss = mean_loss(spec.load().to(device), probe, batch_size=options.batch_size, pad_id=pad_id, device=device)
+    loss = mean_loss(spec.load().to(device), probe, batch_size=options.batch_size, pad_id=_pad_id(tokenizer), device=device)
     _write_json_atomic(path, {"key": key, "book_chunk_loss": loss})
     return loss
 

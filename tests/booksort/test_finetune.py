@@ -335,16 +335,16 @@ def test_smollm2_one_play_end_to_end(smollm2_dir, one_play, tmp_path):
     """SmolLM2-135M-Instruct with its chat template: both arms, one epoch, through the command line's function."""
     summary = ft.run_finetune(
         {"pretrained": str(smollm2_dir), "dtype": "float32"},
-        {"booksort_data": str(one_play), "booksort_finetune_epochs": 1, "booksort_finetune_chunk_words": 120,
-         "booksort_finetune_chunks": 8, "booksort_finetune_instruction_samples": 8, "booksort_finetune_batch_size": 4},
-        tmp_path, device="cpu", limit=16, apply_chat_template=True, say=lambda line: None,
+        {"booksort_data": str(one_play), "booksort_finetune_epochs": 1, "booksort_finetune_chunk_words": 60,
+         "booksort_finetune_chunks": 4, "booksort_finetune_instruction_samples": 4, "booksort_finetune_batch_size": 4},
+        tmp_path, device="cpu", limit=8, apply_chat_template=True, say=lambda line: None,
     )  # fmt: skip
     loss = {(r["arm"], r["epoch"]): r["book_chunk_loss"] for r in summary["rows"]}
     assert loss[("book", 1)] < loss[("base", 0)]  # it has begun to learn the text
     assert loss[("book", 1)] < loss[("control", 1)]
-    assert all(r["trials"] == 16 for r in summary["rows"])
+    assert all(r["trials"] == 8 for r in summary["rows"])
     test = summary["epoch_matched"][0]
-    assert test["pairs"] == 16 and 0.0 <= test["p_value"] <= 1.0
+    assert test["pairs"] == 8 and 0.0 <= test["p_value"] <= 1.0
 
 
 # --- the summary as the report reads it ---------------------------------------------------------------------
