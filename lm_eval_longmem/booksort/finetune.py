@@ -15,7 +15,8 @@ it in one output folder:
    one checkpoint per epoch under ``checkpoints/<arm>/epoch-<k>/``. Every draw is seeded (adapter
    initialisation: the same for both arms; the order of examples: per arm and epoch), and the
    learning rate does not depend on the number of epochs, so a run asked for more epochs later
-   continues from the last checkpoint and gets exactly the checkpoints a longer run would have.
+   continues from the last checkpoint and gets the checkpoints a longer run would have (to float
+   rounding: BLAS kernels may sum in another order).
 3. **Resuming.** A checkpoint is written to a temporary folder and renamed into place, with a
    ``checkpoint.json`` that holds the digest of its files and the key of everything that shaped it
    (model, data, options). A verified checkpoint is never retrained; a damaged one (missing files,

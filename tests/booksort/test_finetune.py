@@ -288,20 +288,33 @@ def test_a_rerun_retrains_nothing_and_reuses_every_evaluation(first_run, tiny_ll
 
 
 def test_a_damaged_checkpoint_is_retrained_to_the_same_weights_and_half_written_ones_are_dropped(first_run, tiny_llama_dir, one_play):
-    """Resuming from epoch 1 gives exactly the epoch-2 checkpoint the uninterrupted run wrote."""
+    """Resuming from epoch 1 gives the epoch-2 weights the uninterrupted run wrote (to float rounding:
+    BLAS kernels may sum in another order for differently aligned buffers)."""
+    from safetensors.torch import load_file
+
     out, _, _ = first_run
     epoch2 = out / "checkpoints" / "control" / "epoch-2"
-    digest = json.loads((epoch2 / "checkpoint.json").read_text())["digest"]
     weights = epoch2 / "adapter_model.safetensors"
+    before = load_file(weights)
     weights.write_bytes(weights.read_bytes()[:-7])  # a cut-off copy
     partial = out / "checkpoints" / "book" / ".epoch-3.partial-x1"
     partial.mkdir()
     said: list[str] = []
     _run(tiny_llama_dir, one_play, out, said)
     assert [line.split(" in ")[0] for line in said if "trained in" in line] == ["control arm: epoch 2/2 trained"]
-    assert json.loads((epoch2 / "checkpoint.json").read_text())["digest"] == digest
+    after = load_file(weights)
+    assert before.keys() == after.keys()
+    assert all(torch_allclose(before[k], after[k]) for k in before)
     assert not partial.exists()
-    assert not any(line.startswith("evaluated") for line in said)  # same weights, same digest: its evaluation stands
+    evaluated = [line for line in said if line.startswith("evaluated")]
+    # identical bytes keep the digest and so the evaluation; otherwise only the retrained checkpoint is evaluated again
+    assert len(evaluated) <= 1 and all(line.startswith(f"evaluated {epoch2} ") for line in evaluated)
+
+
+def torch_allclose(a, b) -> bool:
+    import torch
+
+    return bool(torch.allclose(a, b, rtol=0.0, atol=1e-6))
 
 
 def test_more_epochs_continue_from_the_last_checkpoint(first_run, tiny_llama_dir, one_play):
