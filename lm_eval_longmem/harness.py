@@ -38,6 +38,13 @@ R9 lm_eval's command line lets an exception from task loading reach the top of t
 R10 ``lm_eval.utils.setup_logging`` configures the ``lm_eval`` logger (level from ``--verbosity``
    / ``LMEVAL_LOG_LEVEL``); this module logs as a child of it so its lines show with the harness's.
    -> test_r10_notice_logger_is_under_lm_eval
+R11 ``lm_eval.evaluator_utils._collect_results`` calls the module-level
+   ``_compute_task_aggregations(task, raw_metrics, bootstrap_iters)`` (looked up at call time) and
+   takes its ``(row, sample count)``; ``raw_metrics[(key, filter)]`` holds each doc's value of
+   ``key`` in the order ``evaluator.evaluate`` called ``process_results``, and with several ranks
+   every key's list is the ranks' lists chained in rank order (for the keys rank 0 has). So when
+   every doc returns the same keys, the values at one position of every list belong to one doc.
+   -> test_r11_task_aggregation_hook_and_payload_order
 
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
 ``activate`` applies all of them; ``install`` (request type) runs when a task module of ours is
@@ -426,6 +433,35 @@ def request_cache_tokenizer_name(tokenizer_name: str, fingerprint: str) -> str:
     through here: any change of options or data gives a new cache entry instead of stale requests.
     """
     return f"{tokenizer_name}-longmem-{fingerprint}"
+
+
+# ---------------------------------------------------------------- aggregation of our tasks (R11)
+
+
+def install_aggregation() -> None:
+    """Let a task build its own results row from the per-doc payloads of every rank (idempotent).
+
+    lm_eval aggregates each raw metric key on its own (R11), which cannot turn one payload per doc
+    (scores, cells, summary item) into one metric per cell. A task with a method
+    ``aggregate_payloads(raw_metrics, harness_default)`` returns its ``(row, sample count)`` itself;
+    ``harness_default(raw_metrics)`` is the harness's own aggregation, for keys it should keep. Any
+    other task is aggregated by the harness, unchanged. Installed when our task base is imported.
+    """
+    from lm_eval import evaluator_utils
+
+    original = evaluator_utils._compute_task_aggregations
+    if getattr(original, MARK, False):
+        return
+
+    @functools.wraps(original)
+    def compute(task: Any, raw_metrics: dict, bootstrap_iters: int | None = 100000) -> tuple[dict, int]:
+        ours = getattr(task, "aggregate_payloads", None)
+        if ours is None:
+            return original(task, raw_metrics, bootstrap_iters)
+        return ours(raw_metrics, lambda raw: original(task, raw, bootstrap_iters))
+
+    setattr(compute, MARK, True)
+    evaluator_utils._compute_task_aggregations = compute
 
 
 # ---------------------------------------------------------------- the harness's BABILong texts (R8)

@@ -13,7 +13,9 @@ task of the same files with its main metric, so our tasks can be compared with o
 alongside. Figures are written as PNG (for the page) and PDF (for a paper) under `DIR/figures/`;
 the HTML page embeds the PNGs, so it can be mailed or archived as one file.
 
-BABILong is read in its one-task shape: `acc@{LEN}`, `acc@{qa}_{LEN}`, `effective_context@{qa}`.
+Every metric name is read through `common/metric_names.py`, and the summaries the tasks stored
+(memory lengths and their intervals, per-length intervals, effective context, skip reasons) are
+shown as stored, never recomputed.
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from lm_eval_longmem.common.lengths import format_length, parse_length
+from lm_eval_longmem.babilong import report as babilong_report
+from lm_eval_longmem.babilong.options import length_name
+from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.results import Run, run_labels
-from lm_eval_longmem.forgetting_curve.analysis import curve_from_data, forgetting_curve_task, summarize
+from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
 from lm_eval_longmem.plots import babilong as babilong_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
@@ -55,10 +59,6 @@ HEADLINES = (
 """One headline metric per evaluation; every one is higher-is-better."""
 
 BABILONG_TASK = "babilong"
-_BABILONG_CELL = re.compile(r"^acc@(qa\d+)_(\d+[kM])$")
-_BABILONG_LENGTH = re.compile(r"^acc@(\d+[kM])$")
-_BOOKSORT_LE = re.compile(r"^acc@LE(\d+)$")
-_OUR_PREFIXES = ("forgetting_curve", "booksort", "babilong")
 _RUN_COLORS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
 
 
@@ -105,7 +105,7 @@ class ReportFiles(NamedTuple):
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return None if isinstance(value, bool) else metric_names.number(value)
 
 
 def _pct(value: Any, low: Any = None, high: Any = None) -> str:
@@ -131,10 +131,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
-def _length_key(name: str) -> int:
-    return parse_length(name)
-
-
 # ---- reading our evaluations out of a run -----------------------------------------------------------
 
 
@@ -150,14 +146,13 @@ def booksort_headline_task(run: Run) -> str | None:
 
 
 def babilong_metrics(run: Run) -> dict[str, Any] | None:
-    """The metrics of the one-task BABILong (`acc@qa1_4k`-style cells), or None when the run has none."""
-    metrics = run.metrics(BABILONG_TASK)
-    return metrics if any(_BABILONG_CELL.match(key) for key in metrics) else None
+    """The metrics of the one-task BABILong (`acc@qa1_4096`-style cells), or None when the run has none."""
+    return run.metrics(BABILONG_TASK) if run.evaluation(BABILONG_TASK) == "babilong" else None
 
 
-def is_ours(task: str) -> bool:
-    """True for our tasks and groups (and their per-cell names)."""
-    return task.startswith(_OUR_PREFIXES)
+def is_ours(run: Run, task: str) -> bool:
+    """True for our tasks and groups (`Run.evaluation`); the harness's own `babilong_qa1` is not ours."""
+    return run.evaluation(task) is not None
 
 
 def main_metric(run: Run, task: str) -> tuple[str, float, float | None, bool | None] | None:
@@ -270,8 +265,7 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
     summaries = []
     rows = []
     for run, label, task in found:
-        curve = curve_from_data(run.data, path=run.path)
-        summary = summarize(curve)
+        summary = stored_summary(run.data, task, path=run.path)
         summaries.append((label, summary))
         metrics = run.metrics(task)
         rows.append([
@@ -289,9 +283,8 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
     )
     section.blocks.append(Table(["model", "fine_memory_length", "coarse_memory_length", "claimed window", "lengths tested", "samples per length", "skipped lengths"], rows))
     section.blocks.append(FigureBlock("forgetting_curve_overlay", "Copy accuracy of every model, with its memory lengths (95% bands).", copy_overlay_figure(summaries)))
-    for (run, label, _), (_, summary) in zip(found, summaries):
-        curve = curve_from_data(run.data, path=run.path)
-        fig = fc_plot.figure(curve, f"Forgetting curve: {label}")
+    for (_, label, _), (_, summary) in zip(found, summaries):
+        fig = fc_plot.figure(summary, f"Forgetting curve: {label}")
         section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", f"Copy and LM accuracy of {label}.", fig))
     return section
 
@@ -299,7 +292,7 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
 def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     lines: dict[str, dict[str, Any]] = {}
     rows = []
-    lengths = sorted({int(m[1]) for run in runs for task in booksort_rows(run) for key in run.metrics(task) if (m := _BOOKSORT_LE.match(key))})
+    lengths = sorted({le for run in runs for row in booksort_rows(run).values() for le in booksort_plot.excerpt_lengths(row)})
     for run, label in zip(runs, labels):
         tasks = booksort_rows(run)
         for task, row in tasks.items():
@@ -308,7 +301,7 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             metrics = run.metrics(task)
             rows.append(
                 [name, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-                + [_pct(metrics.get(f"acc@LE{le}"), metrics.get(f"acc@LE{le}_ci_low"), metrics.get(f"acc@LE{le}_ci_high")) for le in lengths]
+                + [_pct(*(metrics.get(metric_names.name("acc", f"LE{le}", stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:
@@ -325,38 +318,45 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     if not found:
         return None
     section = Section("BABILong")
-    lengths = sorted({m[1] for _, _, metrics in found for key in metrics if (m := _BABILONG_LENGTH.match(key))}, key=_length_key)
-    tasks = sorted({m[1] for _, _, metrics in found for key in metrics if (m := _BABILONG_CELL.match(key))}, key=lambda qa: int(qa[2:]))
+    cells = {run.path: babilong_report.read_cells(run.data) for run, _, _ in found}
+    names = {n: s for run, _, _ in found for n, s in babilong_report.length_names(run.data).items()}
+    lengths = sorted({n for run, _, _ in found for n in babilong_report.read_length_means(run.data)})
+    tasks = sorted({c.qa for run_cells in cells.values() for c in run_cells}, key=lambda qa: int(qa[2:]))
     section.blocks.append(
         "Mean accuracy (%) over the selected bAbI tasks per context length (authors' answer check; 95% intervals), "
         "and each task's effective context: the longest length up to which its accuracy stays at or above 85%."
     )
     rows = []
     for run, label, metrics in found:
+        effective = babilong_report.read_effective_context(run.data)
         rows.append(
             [label, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-            + [_pct(metrics.get(f"acc@{ln}"), metrics.get(f"acc@{ln}_ci_low"), metrics.get(f"acc@{ln}_ci_high")) for ln in lengths]
-            + [", ".join(f"{qa} {metrics.get(f'effective_context@{qa}', '-')}" for qa in tasks)]
+            + [_pct(*(metrics.get(metric_names.name("acc", ln, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for ln in lengths]
+            + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks)]
         )  # fmt: skip
-    section.blocks.append(Table(["model", "acc"] + [f"acc@{ln}" for ln in lengths] + ["effective context"], rows))
-    for run, label, metrics in found:
-        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(metrics, label)))
+    section.blocks.append(Table(["model", "acc"] + [f"acc@{names.get(ln, length_name(ln))}" for ln in lengths] + ["effective context"], rows))
+    for run, label, _ in found:
+        section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(run.data, label)))
     return section
+
+
+def _length_label(effective: dict[str, int | None], qa: str, names: dict[int, str]) -> str:
+    """A task's effective context as the authors name lengths ("1k"), "none" below threshold, "-" not reported."""
+    if qa not in effective:
+        return "-"
+    length = effective[qa]
+    return "none" if length is None else names.get(length, length_name(length))
 
 
 def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     rows = []
     for run, label in zip(runs, labels):
         for task in run.tasks:
-            metrics = run.metrics(task)
-            skipped = _number(metrics.get("skipped"))
-            if is_ours(task) and skipped:
-                reasons = metrics.get("skip_reasons")
-                detail = (
-                    "; ".join(f"{cell}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
-                    if isinstance(reasons, dict)
-                    else ""
-                )
+            skipped = _number(run.metrics(task).get("skipped"))
+            if is_ours(run, task) and skipped:
+                reasons = run.skip_reasons(task)
+                names = babilong_report.length_names(run.data) if run.evaluation(task) == "babilong" else {}
+                detail = "; ".join(f"{babilong_report.cell_label(cell, names)}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
                 rows.append([label, task, str(int(skipped)), detail or "-"])
     if not rows:
         return None
@@ -370,7 +370,7 @@ def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section 
     rows = []
     for run, label in zip(runs, labels):
         for task in run.tasks:
-            if is_ours(task):
+            if is_ours(run, task):
                 continue
             main = main_metric(run, task)
             if main is None:

@@ -56,7 +56,9 @@ def bad_inputs(folder):
         "binary": folder / "binary.json",
         "directory": folder / "a_folder",
         "empty_results_folder": folder / "no_results",
+        "results_not_a_mapping": folder / "results_list.json",
     }
+    made["results_not_a_mapping"].write_text('{"results": [1, 2]}')  # JSON, with "results" a list
     made["zero_byte"].write_bytes(b"")
     made["not_csv"].write_text("just a sentence of prose, no header row\n")
     made["binary"].write_bytes(bytes(range(256)) * 4)
@@ -67,11 +69,11 @@ def bad_inputs(folder):
 
 
 SUBCOMMANDS = {
-    "plot": (("plot", "{}"), ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder")),
-    "report": (("report", "{}", "--out", "report_out"), ("missing", "zero_byte", "binary", "empty_results_folder")),
+    "plot": (("plot", "{}"), ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping")),
+    "report": (("report", "{}", "--out", "report_out"), ("missing", "zero_byte", "binary", "empty_results_folder", "results_not_a_mapping")),
     "summarize": (
         ("forgetting-curve", "summarize", "{}"),
-        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder"),
+        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping"),
     ),
     "babilong score": (
         ("babilong", "score", "{}", "--task", "qa1"),
@@ -79,7 +81,7 @@ SUBCOMMANDS = {
     ),
     "babilong report": (
         ("babilong", "report", "{}"),
-        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder"),
+        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping"),
     ),
     "booksort build": (
         ("booksort", "build", "--books", "{}", "--out", "built"),

@@ -424,3 +424,35 @@ def test_hook_activates_the_harness_patches_on_first_import():
     )
     assert on == {"tm": True, "lm": True, "hook": True, "armed": False}  # the finder retired itself
     assert off == {"tm": False, "lm": False, "hook": False, "armed": False}
+
+
+def test_r11_task_aggregation_hook_and_payload_order():
+    """`_collect_results` calls the module's `_compute_task_aggregations` at call time (so our hook is
+    used), and `evaluate` appends each doc's payload key by key and chains ranks key by key."""
+    from lm_eval import evaluator, evaluator_utils
+
+    harness.install_aggregation()
+    harness.install_aggregation()  # idempotent
+    assert getattr(evaluator_utils._compute_task_aggregations, harness.MARK, False)
+
+    class Stub:
+        VERSION, eval_docs = 1, [0, 1]
+
+        def aggregate_payloads(self, raw_metrics, harness_default):
+            return {"acc@1,none": sum(raw_metrics["acc", "none"])} | harness_default({("n", "none"): [1, 2]})[0], 2
+
+        def aggregation(self):  # what the harness's own aggregation (harness_default) uses
+            return {"n": lambda values: sum(values) / len(values)}
+
+        def dump_config(self):
+            return {"task": "stub"}
+
+        def higher_is_better(self):
+            return {"acc@1": True}
+
+    accumulated = {"stub": {"task": Stub(), "raw_metrics": {("acc", "none"): [1, 0]}, "logged_samples": []}}
+    metrics = evaluator_utils._collect_results(accumulated, {}, 0).metrics["stub"]
+    assert metrics["acc@1,none"] == 1 and metrics["n,none"] == 1.5 and metrics["sample_len"] == 2
+    source = inspect.getsource(evaluator.evaluate)
+    assert 'acc["raw_metrics"][(metric, filter_key)].append(value)' in source  # one value per doc and key, in doc order
+    assert "rank_data[task_name][metric_key]" in source and 'for metric_key in acc["raw_metrics"]' in source  # keys of rank 0

@@ -75,6 +75,7 @@ def write_run(folder, model, *, fine, coarse, scale=1.0, extra=None):
             "babilong": babilong_metrics(scale),
             **(extra or {}),
         },
+        "group_subtasks": {"booksort": ["booksort_in_context"]},
         "higher_is_better": {"hellaswag": {"acc": True, "acc_norm": True}},
         "n-samples": {"booksort_in_context": {"original": 48, "effective": 48}},
         "config": {"model": "hf", "model_args": f"pretrained=/models/{model},dtype=float32"},
@@ -93,7 +94,10 @@ def close_figures():
 
 @pytest.fixture
 def two_runs(tmp_path):
-    hellaswag = {"hellaswag": {"alias": "hellaswag", "acc,none": 0.41, "acc_stderr,none": 0.01, "acc_norm,none": 0.52}}
+    hellaswag = {
+        "hellaswag": {"alias": "hellaswag", "acc,none": 0.41, "acc_stderr,none": 0.01, "acc_norm,none": 0.52},
+        "babilong_qa1": {"alias": "babilong_qa1", "acc,none": 0.3, "acc_stderr,none": 0.02},  # the harness's, not ours
+    }
     a = write_run(tmp_path / "a", "small-model", fine=128, coarse=512, extra=hellaswag)
     b = write_run(tmp_path / "b", "big-model", fine=512, coarse=1024, scale=0.8)
     return load_runs([a, b])
@@ -179,7 +183,10 @@ def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two
 
 def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs):
     table = blocks(build_report(two_runs), Table, "Other harness tasks in the same runs")[0]
-    assert table.rows == [["small-model", "hellaswag", "acc", "0.41", "0.01", "higher"]]
+    assert table.rows == [
+        ["small-model", "hellaswag", "acc", "0.41", "0.01", "higher"],
+        ["small-model", "babilong_qa1", "acc", "0.3", "0.02", "?"],  # a built-in whose name starts like ours
+    ]
 
 
 def test_skips_are_reported_per_task_and_reason(two_runs):

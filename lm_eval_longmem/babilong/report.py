@@ -2,9 +2,11 @@
 
 The `babilong` task computes its summary metrics with these functions (`task.py`), and
 `lm-eval-longmem babilong report`, the heatmap and `lm-eval-longmem report` read them back from a
-results file (`read_cells`, `read_length_means`), so they work on runs made elsewhere.
+results file (`read_cells`, `read_length_means`, `read_effective_context`; names through
+`common/metric_names.py`), so they work on runs made elsewhere.
 
-* Cell: one (task, length) that ran, with a Wilson 95% interval of its accuracy.
+* Cell: one (task, length) that ran, with a Wilson 95% interval of its accuracy. Lengths are
+  token counts (0 for "0k"); `length_names` gives the authors' names ("4k") for display.
 * Mean over tasks (per length, or over every cell): the unweighted mean of cell accuracies, as the
   paper averages qa1-qa5 (Table 2), with an interval from the cells' binomial variances.
 * Effective context of a task: the longest length L such that accuracy is at least the threshold
@@ -14,58 +16,66 @@ results file (`read_cells`, `read_length_means`), so they work on runs made else
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
-from lm_eval_longmem.babilong.options import DEFAULT_TASKS, STANDARD_LENGTHS
-from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.babilong.options import DEFAULT_TASKS, length_name
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.results import facts, skip_reasons, task_metrics
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval
 
 Metric = Literal["acc", "acc_corrected"]
-_CELL_METRIC = re.compile(r"^acc@(qa\d+)_(\w+),")
-_LENGTH_METRIC = re.compile(r"^(acc|acc_corrected)@(\d+[kM]),")
 DEFAULT_THRESHOLD = 0.85
 """The paper's "satisfactory" accuracy (section 3.1)."""
+EFFECTIVE = {"acc": "effective_context", "acc_corrected": "effective_context_corrected"}
+"""The summary metric holding each check's effective context (at `DEFAULT_THRESHOLD`)."""
 
 
 class Cell(NamedTuple):
     """One (task, length) that ran."""
 
     qa: str
-    length: str
+    length: int
+    """Tokens of haystack (0 for "0k")."""
     n: int
     """Docs evaluated (0 when read back from a results file, which holds the intervals instead)."""
     acc: Interval
     acc_corrected: Interval
 
 
-def _length_key(length: str) -> int:
-    return parse_length(length)
-
-
 def ordered(cells: Iterable[Cell]) -> list[Cell]:
     """Cells by task number, then length."""
-    return sorted(cells, key=lambda c: (int(c.qa[2:]), _length_key(c.length)))
+    return sorted(cells, key=lambda c: (int(c.qa[2:]), c.length))
 
 
 def mean_interval(cells: Sequence[Cell], metric: Metric) -> Interval:
     """Unweighted mean of the cells' accuracies with its 95% interval (`stats.mean_of_proportions_interval`)."""
-    return mean_of_proportions_interval(
-        [(round(getattr(c, metric).estimate * c.n), c.n) for c in cells]
-    )
+    return mean_of_proportions_interval([(round(getattr(c, metric).estimate * c.n), c.n) for c in cells])
+
+
+def _task_cells(metrics: dict[str, Any]) -> list[tuple[str, int]]:
+    """(qa, length) of every `acc@qaN_LEN` mean among canonical metric names."""
+    return [
+        (qa, int(length))
+        for qa, length in (c for c in metric_names.cells_of(metrics, "acc") if len(c) == 2)
+        if qa.startswith("qa") and qa[2:].isdigit() and length.isdigit()
+    ]
 
 
 def babilong_task(results: dict[str, Any]) -> str | None:
     """Name of the (first) task in a results dict that reports BABILong cells (`acc@qaN_LEN`)."""
-    for name, metrics in results.get("results", {}).items():
-        if any(_CELL_METRIC.match(key) for key in metrics):
+    for name in results.get("results") or {}:
+        if _task_cells(task_metrics(results, name)):
             return name
     return None
 
 
-def _interval(metrics: dict[str, Any], name: str) -> Interval:
-    get = lambda suffix: float(metrics.get(f"{name}{suffix},none", float("nan")))  # noqa: E731
+def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interval:
+    def get(stat: str) -> float:
+        value = metric_names.number(metrics.get(metric_names.name(score, *parts, stat=stat)))
+        return math.nan if value is None else value
+
     return Interval(get(""), get("_ci_low"), get("_ci_high"))
 
 
@@ -74,36 +84,53 @@ def read_cells(results: dict[str, Any]) -> list[Cell]:
     task = babilong_task(results)
     if task is None:
         return []
-    metrics = results["results"][task]
-    cells = []
-    for key in metrics:
-        if match := _CELL_METRIC.match(key):
-            if key.endswith(("_ci_low,none", "_ci_high,none")) or "_stderr" in key:
-                continue
-            cell = f"{match[1]}_{match[2]}"
-            cells.append(Cell(match[1], match[2], 0, _interval(metrics, f"acc@{cell}"), _interval(metrics, f"acc_corrected@{cell}")))
-    return ordered(cells)
+    metrics = task_metrics(results, task)
+    return ordered(
+        Cell(qa, length, 0, _interval(metrics, "acc", qa, length), _interval(metrics, "acc_corrected", qa, length))
+        for qa, length in _task_cells(metrics)
+    )
 
 
-def read_length_means(results: dict[str, Any], metric: Metric = "acc") -> dict[str, Interval]:
-    """Per length, the run's mean over tasks (`acc@LEN`) with its interval."""
+def read_length_means(results: dict[str, Any], metric: Metric = "acc") -> dict[int, Interval]:
+    """Per length (tokens), the run's mean over tasks (`acc@LEN`) with its interval."""
     task = babilong_task(results)
-    metrics = results["results"][task] if task else {}
-    found = {m[2] for key in metrics if (m := _LENGTH_METRIC.match(key)) and m[1] == metric}
-    return {length: _interval(metrics, f"{metric}@{length}") for length in sorted(found, key=_length_key)}
+    metrics = task_metrics(results, task) if task else {}
+    found = {int(c[0]) for c in metric_names.cells_of(metrics, metric) if len(c) == 1 and c[0].isdigit()}
+    return {length: _interval(metrics, metric, length) for length in sorted(found)}
+
+
+def read_effective_context(results: dict[str, Any], metric: Metric = "acc") -> dict[str, int | None]:
+    """Per task, the effective context (tokens, None: not even the shortest) the run stored."""
+    task = babilong_task(results)
+    metrics = task_metrics(results, task) if task else {}
+    out = {}
+    for key, value in metrics.items():
+        parsed = metric_names.parse(key)
+        if parsed and parsed.score == EFFECTIVE[metric] and len(parsed.cell) == 1 and not parsed.stat:
+            number = metric_names.number(value)
+            out[parsed.cell[0]] = None if number is None else int(number)
+    return dict(sorted(out.items(), key=lambda item: int(item[0][2:])))
+
+
+def length_names(results: dict[str, Any]) -> dict[int, str]:
+    """The authors' name of every length of the run ({4096: "4k"}): stored with the run, else `options.length_name`."""
+    task = babilong_task(results)
+    stored = facts(results, task).get("length_names") or {} if task else {}
+    lengths = {c.length for c in read_cells(results)}
+    return {n: str(stored.get(str(n)) or length_name(n)) for n in sorted(lengths)}
 
 
 def effective_context(
     cells: Iterable[Cell], *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = "acc"
-) -> dict[str, str | None]:
+) -> dict[str, int | None]:
     """Per task, the longest length up to which accuracy stays >= `threshold` (None: not even the shortest)."""
     by_task: dict[str, list[Cell]] = {}
     for cell in cells:
         by_task.setdefault(cell.qa, []).append(cell)
-    result: dict[str, str | None] = {}
+    result: dict[str, int | None] = {}
     for qa, task_cells in by_task.items():
         best = None
-        for cell in sorted(task_cells, key=lambda c: _length_key(c.length)):
+        for cell in sorted(task_cells, key=lambda c: c.length):
             if getattr(cell, metric).estimate < threshold:
                 break
             best = cell.length
@@ -112,15 +139,20 @@ def effective_context(
 
 
 def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = "acc") -> str:
-    """A plain-text report: task x length accuracies, the mean per length, effective context per task."""
+    """A plain-text report: task x length accuracies, the mean per length, effective context per task.
+
+    The effective context is the one the run stored when `threshold` is the paper's 85%, and is
+    computed from the cells for any other threshold.
+    """
     cells = read_cells(results)
     if not cells:
         raise ValueError("the results hold no BABILong cells (acc@qaN_LEN): run lm_eval --tasks babilong first")
-    lengths = [ln for ln in STANDARD_LENGTHS if any(c.length == ln for c in cells)]
+    names = length_names(results)
+    lengths = list(names)
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     table = {(c.qa, c.length): c for c in cells}
     lines = [f"BABILong {metric} (%), 95% Wilson interval"]
-    lines.append("task   " + "".join(f"{ln:>18}" for ln in lengths))
+    lines.append("task   " + "".join(f"{names[ln]:>18}" for ln in lengths))
     for qa in tasks:
         row = f"{qa:<7}"
         for ln in lengths:
@@ -136,22 +168,32 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     lines.append("")
     lines.append(f"mean over tasks per length ({which}), 95% interval:")
     for length, value in means.items():
-        lines.append(f"  {length:>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
+        lines.append(f"  {names.get(length, length_name(length)):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
     task = babilong_task(results)
-    metrics = results["results"][task]
-    overall = _interval(metrics, metric)
+    overall = _interval(task_metrics(results, task), metric)
     lines.append(
         f"overall (mean of all {len(cells)} task x length cells): "
         f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
     )
     lines.append("")
     lines.append(f"effective context ({metric} >= {100 * threshold:g}% at this and every shorter length):")
-    for qa, length in effective_context(cells, threshold=threshold, metric=metric).items():
-        lines.append(f"  {qa:<5}: {length if length is not None else 'none (below threshold at the shortest length run)'}")
-    skipped = metrics.get("skip_reasons,none")
-    if isinstance(skipped, dict) and skipped:
+    stored = read_effective_context(results, metric) if threshold == DEFAULT_THRESHOLD else {}
+    found = stored if set(stored) == set(tasks) else effective_context(cells, threshold=threshold, metric=metric)
+    for qa in tasks:
+        length = found.get(qa)
+        lines.append(f"  {qa:<5}: {names.get(length, length_name(length)) if length is not None else 'none (below threshold at the shortest length run)'}")
+    skipped = skip_reasons(results, task)
+    if skipped:
         lines.append("")
         lines.append("docs skipped (never truncated):")
         for cell, reasons in skipped.items():
-            lines.append(f"  {cell}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
+            lines.append(f"  {cell_label(cell, names)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
     return "\n".join(lines)
+
+
+def cell_label(cell: str, names: dict[int, str]) -> str:
+    """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`); any other cell as it is."""
+    parts = metric_names.cell_parts(cell)
+    if len(parts) == 2 and parts[1].isdigit():
+        return f"{parts[0]}_{names.get(int(parts[1]), length_name(int(parts[1])))}"
+    return cell

@@ -8,22 +8,29 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
 * `acc@LEN`, `acc_corrected@LEN` with intervals: the unweighted mean over the tasks run at that
   length (with the default tasks, the paper's qa1-qa5 headline, Table 2);
 * `acc`, `acc_corrected` with intervals: the unweighted mean over every cell (the headline number);
-* `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length up to which
-  the task's accuracy stays at or above 85% (the paper's "satisfactory"), "none" if not even the
-  shortest; see `report.effective_context`.
+* `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length (tokens) up
+  to which the task's accuracy stays at or above 85% (the paper's "satisfactory"), null if not
+  even the shortest; see `report.effective_context`.
+
+LEN is the length in tokens (`acc@qa1_4096`; "0k" is 0), as for every metric name of ours
+(`common/metric_names.py`); the authors' names of the lengths ("4k") are in the results'
+`configs.babilong.longmem.length_names`.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from lm_eval_longmem.babilong import report
 from lm_eval_longmem.babilong.metrics import check
-from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
+from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import labels_for_simulated
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.metric_names import cell, cell_parts
 from lm_eval_longmem.common.stats import proportion_interval
 from lm_eval_longmem.common.task import LongmemTask, Summary
 
@@ -32,13 +39,13 @@ CHECKS = ("acc", "acc_corrected")
 
 def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
     """`report.Cell`s (accuracy with Wilson interval per check) from the docs' [qa, length, acc, acc_corrected] items."""
-    grouped: dict[tuple[str, str], list[Sequence[Any]]] = defaultdict(list)
+    grouped: dict[tuple[str, int], list[Sequence[Any]]] = defaultdict(list)
     for qa, length, *scores in items:
-        grouped[qa, length].append(scores)
+        grouped[qa, int(length)].append(scores)
     cells = []
     for (qa, length), rows in grouped.items():
         n = len(rows)
-        acc, corrected = (proportion_interval(int(sum(r[k] for r in rows)), n) for k in (0, 1))
+        acc, corrected = (proportion_interval(round(math.fsum(r[k] for r in rows)), n) for k in (0, 1))
         cells.append(report.Cell(qa, length, n, acc, corrected))
     return report.ordered(cells)
 
@@ -59,7 +66,7 @@ class BabilongTask(LongmemTask):
         return doc.get("skip_reason") or super().fit_reason(doc)
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
-        return (f"{doc['qa']}_{doc['length_name']}",)
+        return (cell(doc["qa"], int(doc["length"])),)
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
         """Both checks on the answer (stripped first)."""
@@ -70,33 +77,47 @@ class BabilongTask(LongmemTask):
         return {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [doc["qa"], doc["length_name"], scores["acc"], scores["acc_corrected"]]
+        return [doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"]]
 
     def summaries(self) -> dict[str, Summary]:
         """Means over cells (all, and per length) with intervals, and effective context per task."""
-        lengths = list(dict.fromkeys(cell.split("_", 1)[1] for cell in self.cells))
-        tasks = list(dict.fromkeys(cell.split("_", 1)[0] for cell in self.cells))
+        parts = [cell_parts(c) for c in self.cells]
+        lengths = list(dict.fromkeys(int(length) for _, length in parts))
+        tasks = list(dict.fromkeys(qa for qa, _ in parts))
 
-        def mean_of(check_name: str, bound: int, length: str | None) -> Callable[[Sequence[Any]], float]:
+        grouped: dict[int, list[report.Cell]] = {}
+
+        def cells_of(items: Sequence[Any]) -> list[report.Cell]:
+            """The cells of the docs' items, grouped once for all summaries of one aggregation (same list)."""
+            if id(items) not in grouped:
+                grouped.clear()
+                grouped[id(items)] = cells_from_items(items)
+            return grouped[id(items)]
+
+        def mean_of(check_name: str, bound: int, length: int | None) -> Callable[[Sequence[Any]], float]:
             def fn(items: Sequence[Any]) -> float:
-                cells = [c for c in cells_from_items(items) if length is None or c.length == length]
+                cells = [c for c in cells_of(items) if length is None or c.length == length]
                 return report.mean_interval(cells, check_name)[bound]
 
             return fn
 
-        def effective(check_name: str, qa: str) -> Callable[[Sequence[Any]], str]:
-            def fn(items: Sequence[Any]) -> str:
-                found = report.effective_context(cells_from_items(items), metric=check_name).get(qa)
-                return found or "none"
+        def effective(check_name: str, qa: str) -> Callable[[Sequence[Any]], int | None]:
+            def fn(items: Sequence[Any]) -> int | None:
+                return report.effective_context(cells_of(items), metric=check_name).get(qa)
 
             return fn
 
         out: dict[str, Summary] = {}
         for check_name in CHECKS:
             for length in (None, *lengths):
-                name = check_name if length is None else f"{check_name}@{length}"
+                on = () if length is None else (length,)
                 for bound, suffix in enumerate(("", "_ci_low", "_ci_high")):
-                    out[name + suffix] = (mean_of(check_name, bound, length), True)
+                    out[metric_names.name(check_name, *on, stat=suffix)] = (mean_of(check_name, bound, length), True)
             label = "effective_context" if check_name == "acc" else "effective_context_corrected"
-            out.update({f"{label}@{qa}": (effective(check_name, qa), None) for qa in tasks})
+            out.update({metric_names.name(label, qa): (effective(check_name, qa), True) for qa in tasks})
         return out
+
+    def result_facts(self) -> dict[str, Any]:
+        """The task base's facts, and the authors' name of every length that ran ({"4096": "4k"})."""
+        lengths = dict.fromkeys(int(cell_parts(c)[1]) for c in self.cells)
+        return super().result_facts() | {"length_names": {str(n): length_name(n) for n in lengths}}

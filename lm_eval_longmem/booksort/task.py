@@ -25,6 +25,7 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ import numpy as np
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
 from lm_eval_longmem.common.stats import above_chance, mean_of_proportions_above_chance, mean_of_proportions_interval
+from lm_eval_longmem.common.metric_names import ScoreSpec
 from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
 
 CHANCE = 0.5
@@ -70,7 +72,7 @@ def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]
     groups: dict[str, list[float]] = defaultdict(list)
     for key, correct in items:
         groups[key].append(float(correct))
-    return [(round(sum(groups[key])), len(groups[key])) for key in sorted(groups)]
+    return [(round(math.fsum(groups[key])), len(groups[key])) for key in sorted(groups)]
 
 
 def paper_acc(items: Sequence[tuple[str, float]]) -> float:
@@ -91,7 +93,7 @@ def paper_acc_p_above_chance(items: Sequence[tuple[str, float]]) -> float:
 
 
 def binomial_p_above_chance(items: Sequence[float]) -> float:
-    return above_chance(int(sum(items)), len(items), chance=CHANCE)[0]
+    return above_chance(round(math.fsum(items)), len(items), chance=CHANCE)[0]
 
 
 _PAPER_ACC = {
@@ -112,8 +114,8 @@ class BooksortTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = ("acc",)
 
-    def cell_stats(self) -> dict[str, CellStat]:
-        return super().cell_stats() | {"_p_above_chance": (binomial_p_above_chance, False)}
+    def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
+        return super().cell_stats(spec) | {"_p_above_chance": (binomial_p_above_chance, False)}
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return tuple(factor_cells(doc))

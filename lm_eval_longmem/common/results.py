@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.metric_names import CONFIG_KEY, NO_FILTER
 
 RESULTS_GLOB = "results_*.json"
-NO_FILTER = "none"
-"""The filter name lm_eval appends to metrics of tasks without a filter pipeline (`acc,none`)."""
+EVALUATIONS = ("forgetting_curve", "booksort", "babilong")
 
 
 class ResultsFileError(UsageError):
@@ -126,12 +127,20 @@ class Run:
         return list(self.data.get("results") or {})
 
     def metrics(self, task: str) -> dict[str, Any]:
-        """`task`'s metrics without lm_eval's filter suffix (`acc,none` -> `acc`); only unfiltered ones
-        when the task has them, else those of its first filter (`exact_match,strict-match`)."""
-        row = (self.data.get("results") or {}).get(task) or {}
-        filters = [key.split(",", 1)[1] for key in row if "," in key]
-        chosen = NO_FILTER if NO_FILTER in filters else (filters[0] if filters else None)
-        return {key.split(",", 1)[0]: value for key, value in row.items() if "," in key and key.split(",", 1)[1] == chosen}
+        """`task`'s metrics under today's names (`task_metrics`)."""
+        return task_metrics(self.data, task)
+
+    def facts(self, task: str) -> dict[str, Any]:
+        """`task`'s non-metric facts (`facts`)."""
+        return facts(self.data, task)
+
+    def skip_reasons(self, task: str) -> dict[str, dict[str, int]]:
+        """{cell: {reason: count}} of `task`'s skipped docs (`skip_reasons`)."""
+        return skip_reasons(self.data, task)
+
+    def evaluation(self, task: str) -> str | None:
+        """Which of our evaluations `task` is (`evaluation_of`), None for any other task or group."""
+        return evaluation_of(self.data, task)
 
     def n_samples(self, task: str) -> int | None:
         """Docs the run evaluated for `task` (after `--limit`), when lm_eval recorded it."""
@@ -152,6 +161,54 @@ class Run:
                 f"{self.path}: no samples_{task}_{self.date}.jsonl beside it; rerun lm_eval with --log_samples"
             )
         return read_samples_file(path)
+
+
+def task_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """`task`'s metrics in an lm_eval results dict, without the filter suffix (`acc,none` -> `acc`) and under
+    today's names (`metric_names.canonical_row`): the unfiltered ones when the task has them, else
+    those of its first filter (`exact_match,strict-match`)."""
+    table = results.get("results")
+    row = table.get(task) if isinstance(table, dict) else None
+    return metric_names.canonical_row(row) if isinstance(row, dict) else {}
+
+
+def facts(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """Our non-metric facts about `task` (`configs.<task>.longmem`: skip reasons, length names ...), or {}."""
+    configs = results.get("configs")
+    config = configs.get(task) if isinstance(configs, dict) else None
+    found = config.get(CONFIG_KEY) if isinstance(config, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def skip_reasons(results: dict[str, Any], task: str) -> dict[str, dict[str, int]]:
+    """{cell: {reason: count}} of `task`'s skipped docs: from its facts, or (older files) from its metrics."""
+    found = facts(results, task).get("skip_reasons")
+    if found is None:
+        found = task_metrics(results, task).get("skip_reasons")
+    return found if isinstance(found, dict) else {}
+
+
+def evaluation_of(results: dict[str, Any], task: str) -> str | None:
+    """Which of our evaluations `task` of a results dict is, from what it reports, else None.
+
+    A task of ours stores its facts in `configs.<task>.longmem`; older files are recognised by
+    their metric names (`copy_acc@L`; Book-SORT's `acc@LE<words>`; BABILong's `acc@qaN_LEN`). A
+    group (`booksort`) is ours when all its tasks are ours. A harness task whose name merely
+    starts like ours (`babilong_qa1`) is not.
+    """
+    groups = results.get("group_subtasks")
+    subtasks = groups.get(task) if isinstance(groups, dict) else None
+    if isinstance(subtasks, list) and subtasks:
+        kinds = {evaluation_of(results, sub) for sub in subtasks}
+        return kinds.pop() if len(kinds) == 1 and None not in kinds else None
+    names = [parsed for key in task_metrics(results, task) if (parsed := metric_names.parse(key))]
+    if any(n.score == "copy_acc" and n.cell for n in names):
+        return "forgetting_curve"
+    if any(n.score == "acc" and len(n.cell) == 1 and n.cell[0].startswith("LE") for n in names):
+        return "booksort"
+    if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in names):
+        return "babilong"
+    return None
 
 
 def read_samples_file(path: Path) -> list[dict[str, Any]]:

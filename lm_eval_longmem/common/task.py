@@ -13,19 +13,21 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   dataset is never changed: `doc_iterator` passes over skipped docs, so `--limit N` means "the
   first N docs that run", `--samples` indices are the dataset's own, and `--cache_requests` /
   `--use_cache` see the same docs in every run. The skips are computed the same way whether the
-  requests come from the harness's cache or not, and reported in two results fields that every
-  evaluation has: `skipped` (count) and `skip_reasons` ({cell: {reason: count}}).
+  requests come from the harness's cache or not, and reported for every evaluation: `skipped` (count, a
+  metric) and `skip_reasons` ({cell: {reason: count}}, in `configs.<task>.longmem`).
 * **Request cache key.** lm_eval keys `--cache_requests` by task name, shots, rank, chat template
   and tokenizer, not by `--metadata` nor by the content of local inputs. The key gets a
   fingerprint of the metadata, the window and the *content* of every local file or folder an
   option names (`OptionSpec.local_input`), so replacing a corpus in place builds new requests.
-* **Metrics per cell, on every doc.** `score(doc, results)` gives a doc's scores (e.g. `acc`);
-  for every score and every cell of the run (`doc_cells`: a length, a condition, a (task, length))
-  the results get `score@cell` (mean) and `score@cell_ci_low/_ci_high` (Wilson interval for 0/1
-  scores, Student t otherwise, `common/stats.py`). Every doc reports every metric name (None
-  outside its cells), so the harness sees equally many values per metric and each value is one
-  number in `--log_samples`. Whole-run summaries (memory lengths, the paper's averages) come from
-  `summaries()`.
+* **Metrics per cell, computed at aggregation.** `score(doc, results)` gives a doc's scores (the
+  names in `SCORES`, each a `metric_names.ScoreSpec`); `doc_cells` the cells it counts in (a
+  length, a condition, a (task, length)); `summary_item` its item for the whole-run `summaries()`.
+  `process_results` returns just those (a fixed handful of keys per doc, whatever the sweep), and
+  `aggregate_payloads`, called through the harness hook (`harness.install_aggregation`), turns
+  every doc's payload into `score@cell` (mean) and `score@cell_ci_low/_ci_high` (95% interval,
+  `cell_interval`) for every score and cell of the run, the summaries and `skipped`; names come
+  from `common/metric_names.py`. Every value under `results` is a number or None; the skip
+  reasons (and other non-metric facts) go to the results' `configs.<task>.longmem` (`result_facts`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
@@ -43,13 +46,15 @@ from lm_eval import utils
 from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_longmem import harness
-from lm_eval_longmem.common import stats
+from lm_eval_longmem.common import metric_names, stats
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.fingerprint import content_digest
+from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
 log = logging.getLogger(__name__)
+harness.install_aggregation()
 
 Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
 """A whole-run metric: (function of every doc's item, higher_is_better)."""
@@ -63,11 +68,14 @@ def metadata_fingerprint(metadata: dict[str, Any] | None) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
-def cell_interval(values: Sequence[float], bound: int, *, binary: bool) -> float:
-    """One bound of a cell's 95% interval: Wilson for 0/1 scores, Student t (clipped to [0, 1]) for fractions."""
-    if binary:
-        return stats.proportion_interval(int(sum(values)), len(values))[1 + bound]
-    return min(1.0, max(0.0, stats.mean_interval(values)[1 + bound]))
+def cell_interval(values: Sequence[float], spec: ScoreSpec) -> stats.Interval:
+    """A cell's mean with its 95% interval: Wilson for 0/1 scores, `stats.bounded_mean_interval` for
+    fractions in [0, 1] (never collapsing), Student t for unbounded real scores."""
+    if spec.binary:
+        return stats.proportion_interval(round(math.fsum(values)), len(values))
+    if spec.bounded:
+        return stats.bounded_mean_interval(values)
+    return stats.mean_interval(values)
 
 
 CellStat = tuple[Callable[[Sequence[float]], float], bool | None]
@@ -81,10 +89,8 @@ class LongmemTask(ConfigurableTask):
     """The evaluation's option dataclass (None: the task takes no options of ours)."""
     PREFIX: ClassVar[str] = ""
     """Prefix of its `--metadata` keys."""
-    SCORES: ClassVar[tuple[str, ...]] = ()
-    """Per-doc scores that get `score@cell` metrics; every score is an accuracy in [0, 1]."""
-    BINARY_SCORES: ClassVar[bool] = True
-    """Scores are 0/1 per doc (Wilson intervals); False for fractions (Student t intervals)."""
+    SCORES: ClassVar[tuple[str | ScoreSpec, ...]] = ()
+    """Per-doc scores that get `score@cell` metrics: a `ScoreSpec`, or a bare name for a binary accuracy."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # lm_eval hands a `class:` task its whole YAML, `class` key included, which TaskConfig rejects.
@@ -93,6 +99,7 @@ class LongmemTask(ConfigurableTask):
         self._fit: dict[int, str] = {}
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
+        self.docs_per_cell: dict[str, int] = {}
         super().__init__(config=config, **kwargs)
 
     # --- options and model facts ---------------------------------------------------------------
@@ -245,7 +252,7 @@ class LongmemTask(ConfigurableTask):
     # --- metrics -------------------------------------------------------------------------------
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
-        """The cells a doc counts in (suffixes of its `score@cell` metrics); default none."""
+        """The cells a doc counts in (the CELL of its `score@cell` metrics, `metric_names.cell`); default none."""
         return ()
 
     def score(self, doc: dict[str, Any], results: list[Any]) -> dict[str, float]:
@@ -257,25 +264,29 @@ class LongmemTask(ConfigurableTask):
         return None
 
     def summaries(self) -> dict[str, Summary]:
-        """Whole-run metrics: name -> (function of every doc's `summary_item`, higher_is_better)."""
+        """Whole-run metrics: name -> (function of every doc's `summary_item`, higher_is_better).
+
+        The items arrive in the order the harness gathered them (rank by rank), so a summary must not
+        depend on their order (group, sort or count them), for one process and N ranks to agree.
+        """
         return {}
 
-    def cell_stats(self) -> dict[str, CellStat]:
-        """Suffix -> statistic of every `score@cell<suffix>` metric: the mean and its 95% interval."""
-        binary = self.BINARY_SCORES
-        return {
-            "": (lambda values: sum(values) / len(values), True),
-            "_ci_low": (lambda values: cell_interval(values, 0, binary=binary), True),
-            "_ci_high": (lambda values: cell_interval(values, 1, binary=binary), True),
-        }
+    @classmethod
+    def score_specs(cls) -> tuple[ScoreSpec, ...]:
+        """`SCORES` as specs (a bare name is a binary accuracy)."""
+        return tuple(score_spec(s) for s in cls.SCORES)
 
-    def cell_metrics(self) -> dict[str, tuple[str, str, str]]:
-        """`score@cell<suffix>` -> (score, cell, suffix) for every score, cell and statistic of this run."""
+    def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
+        """Statistic suffix -> (statistic of a cell's values, higher_is_better) of `spec`'s `score@cell` metrics.
+
+        The mean and its 95% interval (`cell_interval`); a cell's values arrive sorted, and sums
+        are `math.fsum`, so the numbers do not depend on the order in which docs or ranks came.
+        """
+        better = spec.higher_is_better
         return {
-            f"{score}@{cell}{suffix}": (score, cell, suffix)
-            for score in self.SCORES
-            for cell in self.cells
-            for suffix in self.cell_stats()
+            "": (lambda values: math.fsum(values) / len(values), better),
+            "_ci_low": (lambda values: cell_interval(values, spec).low, better),
+            "_ci_high": (lambda values: cell_interval(values, spec).high, better),
         }
 
     @property
@@ -284,36 +295,102 @@ class LongmemTask(ConfigurableTask):
         return type(self).score is not LongmemTask.score
 
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        """The doc's payload: its scores, its cells and its summary item; the same few keys for every doc.
+
+        Nothing here depends on the run's other cells, so a `--log_samples` line stays small however
+        large the sweep, and every rank returns the same keys (the harness gathers ranks by the keys
+        rank 0 has). The per-cell metrics are computed from these at aggregation (`aggregate_payloads`).
+        """
         if not self.scored_by_cells:
-            return super().process_results(doc, results) | {"skipped": None, "skip_reasons": None}
+            return super().process_results(doc, results)
         scores = self.score(doc, results)
-        mine = set(self.doc_cells(doc))
-        out: dict[str, Any] = {
-            name: (scores[score] if cell in mine else None) for name, (score, cell, _) in self.cell_metrics().items()
-        }
-        item = self.summary_item(doc, scores)
-        out.update({name: item for name in self.summaries()})
-        return out | {"skipped": None, "skip_reasons": None}
-
-    def aggregation(self) -> dict[str, Callable[[Sequence[Any]], Any]]:
-        def cell_stat(suffix: str) -> Callable[[Sequence[Any]], Any]:
-            statistic = self.cell_stats()[suffix][0]
-            return lambda items: statistic([v for v in items if v is not None])
-
-        if self.scored_by_cells:
-            out = {name: cell_stat(suffix) for name, (_, _, suffix) in self.cell_metrics().items()}
-            out.update({name: fn for name, (fn, _) in self.summaries().items()})
-        else:
-            out = dict(super().aggregation())
-        out["skipped"] = lambda items: sum(sum(r.values()) for r in self.skips.values())
-        out["skip_reasons"] = lambda items: self.skips
+        out: dict[str, Any] = {spec.name: scores[spec.name] for spec in self.score_specs()}
+        out[CELLS_KEY] = list(self.doc_cells(doc))
+        if type(self).summaries is not LongmemTask.summaries:
+            out[SUMMARY_KEY] = self.summary_item(doc, scores)
         return out
 
+    def aggregate_payloads(
+        self, raw_metrics: dict[tuple[str, str], list[Any]], harness_default: Callable[[dict], tuple[dict[str, Any], int]]
+    ) -> tuple[dict[str, Any], int]:
+        """This task's results row (`name,filter` -> number or None) and its doc count, from every doc's payload.
+
+        Called by the harness hook (`harness.install_aggregation`, R11) with the per-doc payloads of
+        every rank: `raw_metrics[(key, filter)]` lists each doc's value of `key`, and since every doc
+        returns the same keys, the values at one position belong to one doc. A plain task (no
+        `score`) gets the harness's own aggregation (`harness_default`) plus `skipped`.
+        """
+        skipped = sum(sum(reasons.values()) for reasons in self.skips.values())
+        filters = list(dict.fromkeys(f for _, f in raw_metrics))
+        if not self.scored_by_cells:
+            row, count = harness_default(raw_metrics)
+            return row | {f"skipped,{f}": skipped for f in filters}, count
+        row, count = {}, 0
+        for f in filters:
+            columns = {key: values for (key, g), values in raw_metrics.items() if g == f}
+            metrics, count = self.aggregate_columns(columns)
+            row.update({f"{key},{f}": value for key, value in metrics.items()})
+            row[f"skipped,{f}"] = skipped
+        return row, count
+
+    def aggregate_columns(self, columns: dict[str, list[Any]]) -> tuple[dict[str, Any], int]:
+        """Metrics of one filter from the payload columns: per score, cell and statistic, then the summaries."""
+        cells_column = columns.get(CELLS_KEY, [])
+        count = len(cells_column)
+        uneven = {key: len(values) for key, values in columns.items() if len(values) != count}
+        if uneven:
+            raise RuntimeError(
+                f"{self.config.task}: per-doc payloads of unequal length ({CELLS_KEY}: {count}, {uneven}); "
+                "every doc must return the same keys from process_results"
+            )
+        specs = self.score_specs()
+        by_cell: dict[str, dict[str, list[Any]]] = {}
+        for i, doc_cells in enumerate(cells_column):
+            for c in doc_cells:
+                bucket = by_cell.setdefault(c, {spec.name: [] for spec in specs})
+                for spec in specs:
+                    bucket[spec.name].append(columns[spec.name][i])
+        order = [c for c in self.cells if c in by_cell] + [c for c in by_cell if c not in self.cells]
+        self.docs_per_cell = {c: len(next(iter(by_cell[c].values()), [])) for c in order}
+        out: dict[str, Any] = {}
+        for spec in specs:
+            statistics = self.cell_stats(spec)
+            for c in order:
+                values = sorted(v for v in by_cell[c][spec.name] if v is not None)
+                for suffix, (statistic, _) in statistics.items():
+                    out[metric_names.name(spec.name, c, stat=suffix)] = statistic(values) if values else None
+        items = columns.get(SUMMARY_KEY, [])
+        out.update({name: fn(items) for name, (fn, _) in self.summaries().items()})
+        return out, count
+
+    def aggregation(self) -> dict[str, Callable[[Sequence[Any]], Any]]:
+        """The harness's per-key view, used only when our aggregation hook is absent: score means, nothing per cell."""
+        if not self.scored_by_cells:
+            return dict(super().aggregation())
+        out: dict[str, Callable[[Sequence[Any]], Any]] = {
+            spec.name: (lambda values: math.fsum(sorted(values)) / len(values) if values else None) for spec in self.score_specs()
+        }
+        return out | {CELLS_KEY: lambda items: None, SUMMARY_KEY: lambda items: None}
+
     def higher_is_better(self) -> dict[str, bool | None]:
-        if self.scored_by_cells:
-            better = {suffix: hib for suffix, (_, hib) in self.cell_stats().items()}
-            out = {name: better[suffix] for name, (_, _, suffix) in self.cell_metrics().items()}
-            out.update({name: better for name, (_, better) in self.summaries().items()})
-        else:
-            out = dict(super().higher_is_better())
-        return out | {"skipped": False, "skip_reasons": None}
+        """Direction of every metric this run reports (per score, cell and statistic; summaries; `skipped`)."""
+        if not self.scored_by_cells:
+            return dict(super().higher_is_better()) | {"skipped": False}
+        out: dict[str, bool | None] = {}
+        for spec in self.score_specs():
+            for suffix, (_, better) in self.cell_stats(spec).items():
+                out.update({metric_names.name(spec.name, c, stat=suffix): better for c in self.cells})
+        out.update({name: better for name, (_, better) in self.summaries().items()})
+        return out | {"skipped": False}
+
+    def result_facts(self) -> dict[str, Any]:
+        """Non-metric facts of the run, stored in the results' `configs.<task>.longmem` (not under `results`).
+
+        `skip_reasons`: {cell: {reason: count}} of the docs skipped (never truncated);
+        `docs_per_cell`: {cell: docs scored}; evaluations add their own (BABILong: length names).
+        """
+        return {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell}
+
+    def dump_config(self) -> dict[str, Any]:
+        """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts."""
+        return dict(super().dump_config()) | {CONFIG_KEY: self.result_facts()}

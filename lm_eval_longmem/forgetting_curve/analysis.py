@@ -15,8 +15,11 @@ percentile bootstrap interval that resamples the samples of every length indepen
 `lm_eval_longmem.common.stats`.
 
 Readers turn the three file kinds into one `Curve`: the original tool's JSON (a list of
-per-length records with `copy_accs`/`lm_accs`), lm_eval's `samples_*.jsonl` (per-doc metrics),
+per-length records with `copy_accs`/`lm_accs`), lm_eval's `samples_*.jsonl` (per-doc scores),
 and lm_eval's `results_*.json` (per-length means, with the samples file beside it when present).
+`stored_summary` gives what the task stored in a results file (per-length intervals, memory
+lengths with their bootstrap intervals) without recomputing anything; `report` and `plot` use it.
+Metric names are read through `common/metric_names.py`.
 """
 
 from __future__ import annotations
@@ -31,9 +34,19 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.results import find_results_file, read_json, read_samples_file
-from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test
+from lm_eval_longmem.common.results import (
+    Run,
+    evaluation_of,
+    facts,
+    find_results_file,
+    read_json,
+    read_samples_file,
+    skip_reasons,
+    task_metrics,
+)
+from lm_eval_longmem.common.stats import Interval, bootstrap_interval, bounded_mean_interval, mean_interval, paired_test
 
 Criterion = Literal["fine", "coarse"]
 FINE_THRESHOLD = 0.99
@@ -42,8 +55,8 @@ COARSE_MARGIN = 0.01
 """Coarse-grained memory: mean copy accuracy minus mean LM accuracy strictly above this."""
 _EPS = 1e-9
 """Float slack: a mean of token ratios exactly at a threshold (0.30 - 0.29) must not count as above it."""
-COPY_PREFIX = "copy_acc@"
-LM_PREFIX = "lm_acc@"
+COPY = "copy_acc"
+LM = "lm_acc"
 
 
 class CurvePoint(NamedTuple):
@@ -74,7 +87,9 @@ class Curve:
     intervals: dict[int, tuple[Interval, Interval]] = field(default_factory=dict)
     """Per length (copy, LM) 95% intervals as a run reported them, only for curves read from means (results JSON)."""
     reported: dict[str, Any] = field(default_factory=dict)
-    """Memory lengths as the run reported them (results JSON), kept for intervals."""
+    """Memory lengths as the run reported them (results JSON): `<criterion>_length`, `_censored`, `_interval`."""
+    counts: dict[int, int] = field(default_factory=dict)
+    """Per length, the samples behind a means-only curve's values (when the run says)."""
 
     @property
     def per_sample(self) -> bool:
@@ -192,11 +207,6 @@ def memory_interval(
     return int(round(low)), int(round(high))
 
 
-def _unit(interval: Interval) -> Interval:
-    """`interval` clipped to [0, 1]: a t-interval of an accuracy near 0 or 1 can overshoot."""
-    return Interval(interval.estimate, max(0.0, interval.low), min(1.0, interval.high))
-
-
 def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float = 0.95) -> LengthStats:
     """Mean, spread, interval, paired difference and paired t-test of one length's samples."""
     n = len(copy)
@@ -204,8 +214,8 @@ def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float 
     return LengthStats(
         length=length,
         n=n,
-        copy=_unit(mean_interval(copy, level)),
-        lm=_unit(mean_interval(lm, level)),
+        copy=bounded_mean_interval(copy, level),
+        lm=bounded_mean_interval(lm, level),
         copy_std=float(np.std(copy)),
         lm_std=float(np.std(lm)),
         difference=mean_interval(np.asarray(copy) - np.asarray(lm), level),
@@ -226,7 +236,7 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
             per_length.append(
                 LengthStats(
                     L,
-                    0,
+                    curve.counts.get(L, 0),
                     copy_iv,
                     lm_iv,
                     None,
@@ -238,6 +248,8 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
     found = {}
     for criterion in ("fine", "coarse"):
         value, censored = curve_memory(curve, criterion)
+        if not curve.per_sample and f"{criterion}_length" in curve.reported:  # as the run computed it from its samples
+            value, censored = curve.reported[f"{criterion}_length"], curve.reported[f"{criterion}_censored"]
         interval = memory_interval(curve, criterion, level=level, n_resamples=n_resamples, seed=seed)
         if interval is None and curve.reported.get(f"{criterion}_interval"):
             interval = curve.reported[f"{criterion}_interval"]
@@ -336,14 +348,11 @@ def read_samples(records: Iterable[dict[str, Any]]) -> Curve:
     for record in records:
         doc = record["doc"]
         L = int(doc["length"])
-        points.append(
-            CurvePoint(
-                L,
-                int(doc["sample"]),
-                float(record[f"{COPY_PREFIX}{L}"]),
-                float(record[f"{LM_PREFIX}{L}"]),
-            )
-        )
+        if COPY in record:
+            copy, lm = record[COPY], record[LM]
+        else:  # written before the per-doc payload: one key per length
+            copy, lm = record[metric_names.name(COPY, L)], record[metric_names.name(LM, L)]
+        points.append(CurvePoint(L, int(doc["sample"]), float(copy), float(lm)))
     if not points:
         raise ValueError("no forgetting-curve samples in the file")
     return curve_from_points(points)
@@ -351,59 +360,77 @@ def read_samples(records: Iterable[dict[str, Any]]) -> Curve:
 
 def forgetting_curve_task(results: dict[str, Any]) -> str | None:
     """Name of the (first) task in an lm_eval results dict that reports `copy_acc@L` metrics."""
-    for name, metrics in results.get("results", {}).items():
-        if any(key.startswith(COPY_PREFIX) for key in metrics):
+    table = results.get("results")
+    for name in table if isinstance(table, dict) else ():
+        if evaluation_of(results, name) == "forgetting_curve":
             return name
     return None
 
 
-def _metric(metrics: dict[str, Any], name: str) -> Any:
-    for key, value in metrics.items():
-        if key.split(",", 1)[0] == name:
-            return value
-    return None
+def tested_lengths(metrics: dict[str, Any]) -> list[int]:
+    """Every L with a `copy_acc@L` mean among metric names (canonical), ascending."""
+    return sorted(int(c[0]) for c in metric_names.cells_of(metrics, COPY) if len(c) == 1 and c[0].isdigit())
 
 
 def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
-    """A means-only curve from an lm_eval results dict (per-length means and intervals; reported memory lengths)."""
+    """A means-only curve from an lm_eval results dict: per-length means and intervals, skipped lengths,
+    claimed window, samples per length and the memory lengths as the task reported them."""
     task = task or forgetting_curve_task(results)
     if task is None:
         raise ValueError("the results file holds no forgetting-curve metrics (copy_acc@L)")
-    metrics = results["results"][task]
+    metrics = task_metrics(results, task)
 
-    def number(name: str) -> float:
-        value = _metric(metrics, name)
-        return float(value) if isinstance(value, (int, float)) else math.nan
+    def number(score: str, *parts: int, stat: str = "") -> float:
+        value = metric_names.number(metrics.get(metric_names.name(score, *parts, stat=stat)))
+        return math.nan if value is None else value
 
     copy, lm, intervals = {}, {}, {}
-    for key in metrics:
-        name = key.split(",", 1)[0]
-        suffix = name[len(COPY_PREFIX) :]
-        if name.startswith(COPY_PREFIX) and suffix.isdigit():
-            L = int(suffix)
-            copy[L] = np.array([number(name)])
-            lm[L] = np.array([number(f"{LM_PREFIX}{L}")])
-            intervals[L] = tuple(
-                Interval(number(f"{prefix}{L}"), number(f"{prefix}{L}_ci_low"), number(f"{prefix}{L}_ci_high"))
-                for prefix in (COPY_PREFIX, LM_PREFIX)
-            )
-    reasons = _metric(metrics, "skip_reasons")
-    skipped = tuple(sorted(int(cell) for cell in reasons)) if isinstance(reasons, dict) else ()
-    claimed = _metric(metrics, "claimed_length")
-    reported = {}
+    for L in tested_lengths(metrics):
+        copy[L] = np.array([number(COPY, L)])
+        lm[L] = np.array([number(LM, L)])
+        intervals[L] = tuple(
+            Interval(number(score, L), number(score, L, stat="_ci_low"), number(score, L, stat="_ci_high"))
+            for score in (COPY, LM)
+        )
+    skipped = tuple(sorted(int(cell) for cell in skip_reasons(results, task)))
+    claimed = metric_names.number(metrics.get("claimed_length"))
+    reported: dict[str, Any] = {}
     for criterion in ("fine", "coarse"):
-        low, high = _metric(metrics, f"{criterion}_memory_length_low"), _metric(metrics, f"{criterion}_memory_length_high")
-        if isinstance(low, (int, float)) and isinstance(high, (int, float)) and not math.isnan(low):
+        length = metric_names.number(metrics.get(f"{criterion}_memory_length"))
+        if length is not None:
+            reported[f"{criterion}_length"] = int(length)
+            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(f"{criterion}_memory_censored")))
+        low = metric_names.number(metrics.get(f"{criterion}_memory_length_low"))
+        high = metric_names.number(metrics.get(f"{criterion}_memory_length_high"))
+        if low is not None and high is not None:
             reported[f"{criterion}_interval"] = (int(low), int(high))
+    counts = {int(cell): int(n) for cell, n in (facts(results, task).get("docs_per_cell") or {}).items() if str(cell).isdigit()}
     return Curve(
         tuple(sorted(copy)),
         copy,
         lm,
         skipped,
-        int(claimed) if isinstance(claimed, (int, float)) and claimed else None,
+        int(claimed) if claimed else None,
         intervals,
         reported,
+        counts,
     )
+
+
+def stored_summary(results: dict[str, Any], task: str | None = None, *, path: Path | None = None) -> Summary:
+    """The curve's statistics as the task stored them in a results dict (nothing recomputed, no bootstrap).
+
+    Samples per length come from the run's facts; for a file written before they were stored,
+    from the samples file beside `path` when there is one.
+    """
+    task = task or forgetting_curve_task(results)
+    curve = read_results(results, task)
+    if not curve.counts and path is not None:
+        samples = Run(Path(path), results).samples_file(task)
+        if samples is not None:
+            lengths = [int(record["doc"]["length"]) for record in read_samples_file(samples)]
+            curve = replace(curve, counts={L: lengths.count(L) for L in curve.lengths})
+    return summarize(curve)
 
 
 def samples_file_for(results_path: Path, task: str) -> Path | None:
@@ -429,6 +456,11 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
     folder) is used when present, so per-sample statistics are available; otherwise the
     per-length means are used.
     """
+    if isinstance(data, dict) and "results" in data and not isinstance(data["results"], dict):
+        raise UsageError(
+            f"{path or 'the data'}: its \"results\" is a {type(data['results']).__name__}, not an object of tasks: "
+            "pass the results_*.json lm_eval wrote for the forgetting_curve task"
+        )
     if is_reference(data):
         curve = read_reference(data, claimed=claimed)
     elif is_samples(data):

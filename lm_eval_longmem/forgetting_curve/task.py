@@ -4,12 +4,12 @@ Each doc (one sample of one length L, built by `data.build_dataset`) sends two
 `loglikelihood_accuracy` requests, copy first: `[bos] S [bos] S` and `[bos] I [bos] S`, scoring
 the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of scored tokens
 the model predicts greedily); the task base turns them into `copy_acc@L`, `lm_acc@L` and their
-`_ci_low`/`_ci_high` (Student t over samples) for every tested length.
+`_ci_low`/`_ci_high` (`stats.bounded_mean_interval` over samples) for every tested length.
 
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
 `CurvePoint` (length, sample, copy, LM) to the whole-run summaries in `CURVE_METRICS`, each of
 which reads all points at once (`analysis.py`) and returns one number: the memory length, its
-censoring flag or a bootstrap interval bound. Lengths whose 2L+1 input positions the backend
+censoring flag (0/1) or a bootstrap interval bound. Lengths whose 2L+1 input positions the backend
 cannot run are skipped before any request is built (`fit_reason`) and listed in `skip_reasons`;
 memory lengths that reach the last tested length are then censored.
 """
@@ -28,6 +28,7 @@ import numpy as np
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
+from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
@@ -56,8 +57,8 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     OPTIONS = SweepOptions
     PREFIX = PREFIX
-    SCORES = ("copy_acc", "lm_acc")
-    BINARY_SCORES = False
+    SCORES = (ScoreSpec("copy_acc", binary=False), ScoreSpec("lm_acc", binary=False))
+    """Shares of the scored tokens predicted greedily: fractions in [0, 1], not 0/1 per doc."""
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
     model cannot physically run are skipped up front, never truncated."""
@@ -101,10 +102,10 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return ""
 
     def skip_cell(self, doc: dict[str, Any]) -> str:
-        return str(int(doc["length"]))
+        return cell(int(doc["length"]))
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
-        return (str(int(doc["length"])),)
+        return (cell(int(doc["length"])),)
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
@@ -136,12 +137,24 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def summaries(self) -> dict[str, Summary]:
         """Memory lengths, their censoring flags and bootstrap bounds, and the claimed window."""
 
+        built: dict[int, analysis.Curve] = {}
+        intervals: dict[str, tuple[int, int] | None] = {}
+
         def on_curve(fn: Callable[[analysis.Curve], Any]) -> Callable[[Sequence[Any]], Any]:
-            return lambda points: fn(self.curve(points))
+            def summary(points: Sequence[Any]) -> Any:
+                if id(points) not in built:  # one curve (and one bootstrap per criterion) for all summaries
+                    built.clear()
+                    intervals.clear()
+                    built[id(points)] = self.curve(points)
+                return fn(built[id(points)])
+
+            return summary
 
         def bound(criterion: analysis.Criterion, which: int) -> Callable[[analysis.Curve], int | None]:
             def fn(curve: analysis.Curve) -> int | None:
-                interval = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
+                if criterion not in intervals:
+                    intervals[criterion] = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
+                interval = intervals[criterion]
                 return None if interval is None else interval[which]
 
             return fn
@@ -149,7 +162,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         out: dict[str, Summary] = {}
         for c in ("fine", "coarse"):
             out[f"{c}_memory_length"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[0]), True)
-            out[f"{c}_memory_censored"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[1]), None)
+            out[f"{c}_memory_censored"] = (on_curve(lambda curve, c=c: int(analysis.curve_memory(curve, c)[1])), None)
             out[f"{c}_memory_length_low"] = (on_curve(bound(c, 0)), True)
             out[f"{c}_memory_length_high"] = (on_curve(bound(c, 1)), True)
         out["claimed_length"] = (lambda points: self.claimed, None)

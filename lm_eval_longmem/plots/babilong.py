@@ -2,26 +2,17 @@
 
 Two panels, the authors' check (`acc`) and ours (`acc_corrected`); a cell that did not run is blank.
 A bottom row gives the run's mean over tasks per length (with the default tasks, the paper's qa1-qa5
-headline), and each task's effective context (accuracy >= 85% up to that length) is outlined.
-`figure` draws from one run's `babilong` metrics (names without lm_eval's `,none`); `lm-eval-longmem
-plot` and `lm-eval-longmem report` both use it.
+headline), and each task's effective context (accuracy >= 85% up to that length, as the run stored
+it) is outlined. `figure` draws from one run's results dict (names read through
+`common/metric_names.py`); `lm-eval-longmem plot` and `lm-eval-longmem report` both use it.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.babilong.report import babilong_task
-from lm_eval_longmem.common.lengths import parse_length
-
-_CELL = re.compile(r"^acc@(qa\d+)_(\d+[kM])$")
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+from lm_eval_longmem.babilong.report import babilong_task, length_names, read_cells, read_effective_context, read_length_means
 
 
 def _model_name(results: dict) -> str:
@@ -38,11 +29,11 @@ def can_plot(results: dict | list) -> bool:
     return isinstance(results, dict) and babilong_task(results) is not None
 
 
-def figure(metrics: dict[str, Any], title: str) -> Any:
+def figure(results: dict[str, Any], title: str) -> Any:
     """Accuracy per bAbI task (rows) and length (columns), authors' check and corrected check side by side.
 
-    The bottom row is the mean over the selected tasks at each length (`acc@{LEN}`); each task's
-    effective context (`effective_context@{qa}`: the longest length up to which it stays at or
+    The bottom row is the mean over the selected tasks at each length (`acc@LEN`); each task's
+    effective context (`effective_context@qaN`: the longest length up to which it stays at or
     above the paper's 85%) is outlined on both panels. A cell that did not run is blank.
     """
     import matplotlib
@@ -52,29 +43,29 @@ def figure(metrics: dict[str, Any], title: str) -> Any:
     import numpy as np
     from matplotlib.patches import Rectangle
 
-    cells = {(m[1], m[2]) for key in metrics if (m := _CELL.match(key))}
-    tasks = sorted({qa for qa, _ in cells}, key=lambda qa: int(qa[2:]))
-    lengths = sorted({ln for _, ln in cells}, key=parse_length)
+    cells = read_cells(results)
+    names = length_names(results)
+    tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
+    lengths = sorted({c.length for c in cells})
+    effective = read_effective_context(results)
     rows = tasks + ["mean"]
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
     for ax, metric, panel in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' answer check)", "acc_corrected")):
         grid = np.full((len(rows), len(lengths)), np.nan)
-        for (qa, ln) in cells:
-            value = _number(metrics.get(f"{metric}@{qa}_{ln}"))
-            grid[tasks.index(qa), lengths.index(ln)] = np.nan if value is None else 100 * value
-        for j, ln in enumerate(lengths):
-            value = _number(metrics.get(f"{metric}@{ln}"))
-            grid[len(rows) - 1, j] = np.nan if value is None else 100 * value
+        for cell in cells:
+            grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate
+        for ln, value in read_length_means(results, metric).items():
+            if ln in lengths:
+                grid[len(rows) - 1, lengths.index(ln)] = 100 * value.estimate
         image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if not np.isnan(value):
                 ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9)
         for qa in tasks:
-            effective = str(metrics.get(f"effective_context@{qa}", "none"))
-            if effective in lengths:
-                ax.add_patch(Rectangle((lengths.index(effective) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
+            if effective.get(qa) in lengths:
+                ax.add_patch(Rectangle((lengths.index(effective[qa]) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
         ax.axhline(len(tasks) - 0.5, color="black", lw=1.0)
-        ax.set_xticks(range(len(lengths)), lengths)
+        ax.set_xticks(range(len(lengths)), [names[ln] for ln in lengths])
         ax.set_yticks(range(len(rows)), rows)
         ax.set_xlabel("context length (tokens)")
         ax.set_title(panel, fontsize=10)
@@ -84,17 +75,11 @@ def figure(metrics: dict[str, Any], title: str) -> Any:
     return fig
 
 
-# ---- sections ---------------------------------------------------------------------------------------
-
-
-
 def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
     """Write `{out_prefix}_babilong.{fmt}` for each format; returns the paths."""
     import matplotlib.pyplot as plt
 
-    task = babilong_task(results)
-    metrics = {key.split(",", 1)[0]: value for key, value in results["results"][task].items() if key.endswith(",none")}
-    fig = figure(metrics, _model_name(results) or task)
+    fig = figure(results, _model_name(results) or babilong_task(results))
     written = []
     for fmt in formats:
         path = Path(f"{out_prefix}_babilong.{fmt}")

@@ -5,29 +5,52 @@ bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over 
 (``acc@bin<k>``) when the run has no 2500-word trials. Error bars are the Wilson 95% intervals
 the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly above chance
 (one-sided binomial p < 0.05, ``_p_above_chance``). One line per Book-SORT task in the file
-(in-context, memory-less, generation). Reads results files only.
+(in-context, memory-less, generation). Reads results files only; names through
+`common/metric_names.py`.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.results import task_metrics
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CHANCE = 0.5
 PAPER_BIN_LENGTH = 2500
-_LE = re.compile(r"^acc@LE(\d+),")
-_LE_BIN = re.compile(r"^acc@LE(\d+)_bin(\d+),")
-_BIN = re.compile(r"^acc@bin(\d+),")
+
+
+def _factor(part: str, tag: str) -> int | None:
+    """The number of a factor part (`LE250` -> 250 for tag "LE"), None for another part."""
+    rest = part[len(tag) :] if part.startswith(tag) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def excerpt_lengths(row: dict[str, Any]) -> list[int]:
+    """L_E (words) of every `acc@LE<words>` cell of a metric row (canonical names), ascending."""
+    return sorted({n for c in metric_names.cells_of(row, "acc") if len(c) == 1 and (n := _factor(c[0], "LE")) is not None})
+
+
+def distance_bins(row: dict[str, Any], excerpt_length: int | None = None) -> list[int]:
+    """Distance bins of the `acc@bin<k>` cells, or of the `acc@LE<words>_bin<k>` cells at `excerpt_length`."""
+    found = set()
+    for c in metric_names.cells_of(row, "acc"):
+        if excerpt_length is None and len(c) == 1 and (k := _factor(c[0], "bin")) is not None:
+            found.add(k)
+        elif excerpt_length is not None and len(c) == 2 and _factor(c[0], "LE") == excerpt_length and (k := _factor(c[1], "bin")) is not None:
+            found.add(k)
+    return sorted(found)
 
 
 def booksort_tasks(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The per-task metric dicts of every Book-SORT task in an lm_eval results dict."""
+    """The metric rows (canonical names, no filter suffix) of every Book-SORT task in an lm_eval results dict."""
     per_task = (results.get("results") or {}) if isinstance(results, dict) else {}
-    return {name: row for name, row in per_task.items() if any(_LE.match(key) for key in row)}
+    rows = {name: task_metrics(results, name) for name in per_task}
+    return {name: row for name, row in rows.items() if excerpt_lengths(row)}
 
 
 def can_plot(results: Any) -> bool:
@@ -36,10 +59,10 @@ def can_plot(results: Any) -> bool:
 
 
 def _point(row: dict[str, Any], cell: str) -> tuple[float, float, float, bool]:
-    value = row[f"acc@{cell},none"]
-    low = row.get(f"acc@{cell}_ci_low,none", value)
-    high = row.get(f"acc@{cell}_ci_high,none", value)
-    p = row.get(f"acc@{cell}_p_above_chance,none", 1.0)
+    value = row[metric_names.name("acc", cell)]
+    low = row.get(metric_names.name("acc", cell, stat="_ci_low"), value)
+    high = row.get(metric_names.name("acc", cell, stat="_ci_high"), value)
+    p = row.get(metric_names.name("acc", cell, stat="_p_above_chance"), 1.0)
     return value, value - low, high - value, p < 0.05
 
 
@@ -68,32 +91,26 @@ def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = (
 
 
 def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
-    """Both panels, one line per entry of `tasks` (label -> an lm_eval metric row); the caller saves and closes it."""
+    """Both panels, one line per entry of `tasks` (label -> a metric row, `booksort_tasks`); the caller saves and closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    all_lengths = sorted({int(m.group(1)) for row in tasks.values() for key in row if (m := _LE.match(key))})
+    all_lengths = sorted({le for row in tasks.values() for le in excerpt_lengths(row)})
     position = {le: i for i, le in enumerate(all_lengths)}
-    paper_bins = any(
-        int(m.group(1)) == PAPER_BIN_LENGTH for row in tasks.values() for key in row if (m := _LE_BIN.match(key))
-    )
-    bin_pattern, bin_source = (
-        (_LE_BIN, f"L_E = {PAPER_BIN_LENGTH} words") if paper_bins else (_BIN, "pooled over excerpt lengths")
-    )
+    paper_bins = any(distance_bins(row, PAPER_BIN_LENGTH) for row in tasks.values())
+    bin_source = f"L_E = {PAPER_BIN_LENGTH} words" if paper_bins else "pooled over excerpt lengths"
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
-        lengths = sorted({int(m.group(1)) for key in row if (m := _LE.match(key))})
+        lengths = excerpt_lengths(row)
         _draw(ax_a, [position[le] for le in lengths], [_point(row, f"LE{le}") for le in lengths], name)
         if paper_bins:
-            bins = sorted(
-                {int(m.group(2)) for key in row if (m := _LE_BIN.match(key)) and int(m.group(1)) == PAPER_BIN_LENGTH}
-            )
-            cells = [f"LE{PAPER_BIN_LENGTH}_bin{k}" for k in bins]
+            bins = distance_bins(row, PAPER_BIN_LENGTH)
+            cells = [metric_names.cell(f"LE{PAPER_BIN_LENGTH}", f"bin{k}") for k in bins]
         else:
-            bins = sorted({int(m.group(1)) for key in row if (m := bin_pattern.match(key))})
+            bins = distance_bins(row)
             cells = [f"bin{k}" for k in bins]
         _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
         all_bins |= set(bins)

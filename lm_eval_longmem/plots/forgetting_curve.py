@@ -1,13 +1,13 @@
 """The forgetting curve in the style of Liu et al.'s Figure 1.
 
 Copy accuracy and LM accuracy against the length L of the copied text, each with its 95%
-interval over samples as a band (from the samples file when available; from the harness's
-stderr otherwise). Background regions: green up to the fine-grained memory length (copy > 99%),
+interval over samples as a band (as the task stored them in the results file; computed from the
+samples for the original tool's files). Background regions: green up to the fine-grained memory length (copy > 99%),
 blue up to the coarse-grained memory length (copy beats LM by more than 1 point), red beyond it
 (amnesia: the model ignores the prefix). A censored memory length (">L") has no region after it:
 the sweep stopped before the memory did. The claimed window is a dashed vertical line.
 
-Reads lm_eval results (with their samples file beside them) and the original tool's JSON.
+Reads lm_eval results (`analysis.stored_summary`) and the original tool's JSON.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.forgetting_curve.analysis import (
-    Curve,
+    Summary,
     curve_from_data,
     forgetting_curve_task,
     is_reference,
+    stored_summary,
     summarize,
 )
 
@@ -52,8 +53,13 @@ def _title(results: Any) -> str:
 
 def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg"), *, claimed: int | None = None) -> list[Path]:
     """Draw the figure; writes `<out_prefix>_forgetting_curve.<fmt>` for each format and returns the paths."""
-    source = results.get("_source_path") if isinstance(results, dict) else None
-    fig = figure(curve_from_data(results, path=Path(source) if source else None, claimed=claimed), _title(results))
+    if isinstance(results, dict):
+        source = results.get("_source_path")
+        summary = stored_summary(results, path=Path(source) if source else None)
+        summary = summary._replace(claimed=claimed) if claimed is not None else summary
+    else:
+        summary = summarize(curve_from_data(results, claimed=claimed))
+    fig = figure(summary, _title(results))
     import matplotlib.pyplot as plt
 
     out_prefix = Path(out_prefix)
@@ -67,14 +73,13 @@ def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg
     return written
 
 
-def figure(curve: Curve, title: str = "Forgetting curve") -> Figure:
-    """The figure of one curve (the caller saves and closes it)."""
+def figure(summary: Summary, title: str = "Forgetting curve") -> Figure:
+    """The figure of one curve's statistics (`analysis.summarize`/`stored_summary`; the caller saves and closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    summary = summarize(curve)
     x = [s.length for s in summary.per_length]
     swept = max(x + list(summary.skipped))
     # The claimed window sets the scale when the sweep reaches near it (the paper's grid ends at it);

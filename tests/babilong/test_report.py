@@ -20,53 +20,75 @@ ACC = {  # (task, length) -> accuracy
 }  # fmt: skip
 
 
-def _results() -> dict:
-    """A results dict shaped as the `babilong` task writes it (values made up, intervals around them)."""
+TOKENS = {"0k": 0, "4k": 4096, "8k": 8192, "16k": 16384}
+
+
+def _results(*, legacy: bool = False) -> dict:
+    """A results dict shaped as the `babilong` task writes it (values made up, intervals around them).
+
+    `legacy`: as files written before the metric schema: lengths named "4k", skip reasons among the metrics.
+    """
+    spell = (lambda length: length) if legacy else (lambda length: TOKENS[length])  # noqa: E731
     metrics: dict = {"alias": "babilong"}
     for (qa, length), acc in ACC.items():
         for check, value in (("acc", acc), ("acc_corrected", min(1.0, acc + 0.05))):
-            name = f"{check}@{qa}_{length}"
+            name = f"{check}@{qa}_{spell(length)}"
             metrics |= {f"{name},none": value, f"{name}_ci_low,none": value * 0.9, f"{name}_ci_high,none": min(1.0, value * 1.1)}
     for length in ("0k", "4k", "8k", "16k"):
         values = [acc for (qa, ln), acc in ACC.items() if ln == length]
         mean = sum(values) / len(values)
-        metrics |= {f"acc@{length},none": mean, f"acc@{length}_ci_low,none": mean - 0.05, f"acc@{length}_ci_high,none": mean + 0.05}
+        name = f"acc@{spell(length)}"
+        metrics |= {f"{name},none": mean, f"{name}_ci_low,none": mean - 0.05, f"{name}_ci_high,none": mean + 0.05}
     overall = sum(ACC.values()) / len(ACC)
-    metrics |= {"acc,none": overall, "acc_ci_low,none": overall - 0.03, "acc_ci_high,none": overall + 0.03}
-    metrics |= {"skipped,none": 3, "skip_reasons,none": {"qa4_16k": {"prompt + answer exceed the window (16384 tokens)": 3}}}
-    return {"results": {"babilong": metrics, "hellaswag": {"acc,none": 0.3}}, "config": {"model_args": "pretrained=x"}}
+    metrics |= {"acc,none": overall, "acc_ci_low,none": overall - 0.03, "acc_ci_high,none": overall + 0.03, "skipped,none": 3}
+    reasons = {f"qa4_{spell('16k')}": {"prompt + answer exceed the window (16384 tokens)": 3}}
+    config: dict = {"task": "babilong"}
+    if legacy:
+        metrics["skip_reasons,none"] = reasons
+    else:
+        config["longmem"] = {"skip_reasons": reasons, "length_names": {str(n): name for name, n in TOKENS.items()}}
+    return {
+        "results": {"babilong": metrics, "hellaswag": {"acc,none": 0.3}},
+        "configs": {"babilong": config},
+        "config": {"model_args": "pretrained=x"},
+    }
 
 
-def test_cells_are_read_back_with_their_intervals():
-    cells = read_cells(_results())
+@pytest.mark.parametrize("legacy", [False, True])
+def test_cells_are_read_back_with_their_intervals(legacy):
+    cells = read_cells(_results(legacy=legacy))
     assert len(cells) == len(ACC)
     first = cells[0]
-    assert (first.qa, first.length) == ("qa1", "0k") and first.acc == Interval(1.0, 0.9, 1.0)
-    assert [c.length for c in cells if c.qa == "qa2"] == ["0k", "4k", "8k", "16k"]
-    means = read_length_means(_results())
-    assert list(means) == ["0k", "4k", "8k", "16k"]
-    assert means["4k"].estimate == pytest.approx((0.9 + 0.5 + 0.85 + 1.0 + 0.9) / 5)
+    assert (first.qa, first.length) == ("qa1", 0) and first.acc == Interval(1.0, 0.9, 1.0)
+    assert [c.length for c in cells if c.qa == "qa2"] == [0, 4096, 8192, 16384]
+    means = read_length_means(_results(legacy=legacy))
+    assert list(means) == [0, 4096, 8192, 16384]
+    assert means[4096].estimate == pytest.approx((0.9 + 0.5 + 0.85 + 1.0 + 0.9) / 5)
+
+
+def test_old_and_new_files_give_the_same_report():
+    assert format_report(_results(legacy=True)) == format_report(_results())
 
 
 def test_effective_context_is_the_longest_length_that_stays_above_threshold():
     cells = read_cells(_results())
-    assert effective_context(cells) == {"qa1": "4k", "qa2": None, "qa3": "4k", "qa4": "8k", "qa5": "16k"}
+    assert effective_context(cells) == {"qa1": 4096, "qa2": None, "qa3": 4096, "qa4": 8192, "qa5": 16384}
     # qa1 recovers at 16k, but "stays" means every shorter length must pass too
-    assert effective_context(cells, threshold=0.75)["qa1"] == "16k"
-    assert effective_context(cells, metric="acc_corrected")["qa1"] == "16k"  # 0.85 at 8k
+    assert effective_context(cells, threshold=0.75)["qa1"] == 16384
+    assert effective_context(cells, metric="acc_corrected")["qa1"] == 16384  # 0.85 at 8k
 
 
 def test_task_summaries_from_doc_items():
-    items = [["qa1", "0k", 1.0, 1.0], ["qa1", "0k", 0.0, 1.0], ["qa2", "0k", 1.0, 0.0], ["qa1", "1k", 0.0, 0.0]]
+    items = [["qa1", 0, 1.0, 1.0], ["qa1", 0, 0.0, 1.0], ["qa2", 0, 1.0, 0.0], ["qa1", 1024, 0.0, 0.0]]
     cells = cells_from_items(items)
-    assert [(c.qa, c.length, c.n) for c in cells] == [("qa1", "0k", 2), ("qa1", "1k", 1), ("qa2", "0k", 1)]
+    assert [(c.qa, c.length, c.n) for c in cells] == [("qa1", 0, 2), ("qa1", 1024, 1), ("qa2", 0, 1)]
     assert cells[0].acc.estimate == 0.5 and cells[0].acc_corrected.estimate == 1.0
 
 
 def test_mean_interval_does_not_collapse_with_two_docs():
     # defect 9: every qa1-qa5 cell 0 of 2 right printed the interval [0.0, 0.0]
     zero = Interval(0.0, 0.0, 0.0)
-    cells = [Cell(qa, "0k", 2, zero, Interval(1.0, 1.0, 1.0)) for qa in ("qa1", "qa2", "qa3", "qa4", "qa5")]
+    cells = [Cell(qa, 0, 2, zero, Interval(1.0, 1.0, 1.0)) for qa in ("qa1", "qa2", "qa3", "qa4", "qa5")]
     acc = mean_interval(cells, "acc")
     assert acc.estimate == 0.0 == acc.low < acc.high
     corrected = mean_interval(cells, "acc_corrected")

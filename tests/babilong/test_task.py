@@ -12,6 +12,7 @@ from kit import babilong_simulated as simulated
 from kit import read_results, run_lm_eval
 
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.common.results import skip_reasons
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +52,17 @@ def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     metrics = tiny_results["results"]["babilong"]
     assert list(tiny_results["results"]) == ["babilong"]  # one task, no per-length groups
     for check in ("acc", "acc_corrected"):
-        cells = [metrics[f"{check}@{qa}_0k,none"] for qa in ("qa1", "qa2")]
-        assert metrics[f"{check}@0k,none"] == pytest.approx(sum(cells) / 2)
+        cells = [metrics[f"{check}@{qa}_0,none"] for qa in ("qa1", "qa2")]  # "0k": 0 tokens of haystack
+        assert metrics[f"{check}@0,none"] == pytest.approx(sum(cells) / 2)
         assert metrics[f"{check},none"] == pytest.approx(sum(cells) / 2)  # only 0k ran
-        assert metrics[f"{check}@qa1_0k_ci_low,none"] <= cells[0] <= metrics[f"{check}@qa1_0k_ci_high,none"]
-        assert f"{check}@2k,none" not in metrics and f"{check}@qa1_2k,none" not in metrics
+        assert metrics[f"{check}@qa1_0_ci_low,none"] <= cells[0] <= metrics[f"{check}@qa1_0_ci_high,none"]
+        assert f"{check}@2048,none" not in metrics and f"{check}@qa1_2048,none" not in metrics
     assert metrics["skipped,none"] == 6
-    reasons = metrics["skip_reasons,none"]
-    assert set(reasons) == {"qa1_2k", "qa2_2k"}
+    reasons = skip_reasons(tiny_results, "babilong")
+    assert set(reasons) == {"qa1_2048", "qa2_2048"}
     assert all(sum(r.values()) == 3 and "exceed the window (2100 tokens" in next(iter(r)) for r in reasons.values())
-    assert metrics["effective_context@qa1,none"] in ("0k", "none")
+    assert metrics["effective_context@qa1,none"] in (0, None)  # tokens; None: below 85% even at the shortest
+    assert tiny_results["configs"]["babilong"]["longmem"]["length_names"] == {"0": "0k"}
     assert tiny_results["n-samples"]["babilong"]["effective"] == 6
 
 
@@ -71,7 +73,8 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     assert prompt.startswith("S" * 150)
     assert prompt.endswith(build_prompt(doc["qa"], doc["input"], doc["question"]))
     assert sample["arguments"][0][1]["max_gen_toks"] == 20 and sample["arguments"][0][1]["do_sample"] is False
-    assert sample["acc@qa1_0k"] in (0.0, 1.0, None)  # every doc reports every metric: one number or None
+    assert sample["metrics"] == ["acc", "acc_corrected", "cells", "summary"]  # its own scores and cell, nothing per run cell
+    assert sample["acc"] in (0.0, 1.0) and sample["cells"] == [f"{doc['qa']}_{doc['length']}"]
 
 
 def test_skip_counts_are_the_same_from_the_request_cache(tiny_llama_dir, books, tmp_path):
@@ -87,8 +90,8 @@ def test_skip_counts_are_the_same_from_the_request_cache(tiny_llama_dir, books, 
              "--system_instruction", "S" * 150, "--metadata", __import__("json").dumps(metadata)],
             out, env={"LM_HARNESS_CACHE_PATH": str(tmp_path / "harness-cache"), "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "c")},
         )  # fmt: skip
-        metrics = read_results(out)["results"]["babilong"]
-        counts.append((metrics["skipped,none"], metrics["skip_reasons,none"]))
+        data = read_results(out)
+        counts.append((data["results"]["babilong"]["skipped,none"], skip_reasons(data, "babilong")))
     assert list((tmp_path / "harness-cache").glob("requests-babilong*"))  # the second run was a cache hit
     assert counts[0] == counts[1] and counts[0][0] == 1  # --limit 2: 0k, 2k (skipped), 0k
 
@@ -146,7 +149,7 @@ def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
     )
     kept = [i.doc_id for i in chat.instances]
     assert longest not in kept
-    assert sum(chat.skips["qa1_0k"].values()) == 3 - len(kept)
+    assert sum(chat.skips["qa1_0"].values()) == 3 - len(kept)
     assert len(chat.eval_docs) == 3  # the dataset is never changed
     for instance in chat.instances:  # what is sent is the chat-rendered prompt, and it fits
         assert instance.args[0].startswith("<|im_start|>")

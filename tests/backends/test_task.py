@@ -62,8 +62,8 @@ def test_default_request_is_prompt_and_target():
     (inst,) = task.construct_requests(doc, "Hello", metadata=("unit", 0, 1), apply_chat_template=False)
     assert inst.request_type == OUTPUT_TYPE and inst.args == ("Hello", " world")
     scores = task.process_results(doc, [TokenAccuracy("0110", -3.5)])
-    assert scores == {"token_acc": 0.5, "logprob": -3.5, "skipped": None, "skip_reasons": None}  # skips: task base
-    assert set(task.aggregation()) == {"token_acc", "logprob", "skipped", "skip_reasons"}
+    assert scores == {"token_acc": 0.5, "logprob": -3.5}  # `skipped` is added at aggregation (task base)
+    assert set(task.aggregation()) == {"token_acc", "logprob"}
     better = task.higher_is_better()
     assert better["token_acc"] and better["logprob"] and better["skipped"] is False
 
@@ -86,7 +86,7 @@ def test_token_ids_and_the_beyond_option_reach_the_request():
 
 def test_yaml_metric_list_is_honoured_without_registry_lookups(caplog):
     task = make_task(metric_list=[{"metric": "token_acc", "aggregation": "median", "higher_is_better": True}])
-    assert list(task.aggregation()) == ["token_acc", "skipped", "skip_reasons"]
+    assert list(task.aggregation()) == ["token_acc"]
     assert "Could not find registered metric" not in caplog.text
     with pytest.raises(ValueError, match="emits loglikelihood_accuracy requests"):
         make_task(output_type="loglikelihood")

@@ -13,6 +13,7 @@ from scipy import stats
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
 from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, parse_label
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.results import skip_reasons
 from lm_eval_longmem.common.task import cell_interval
 from lm_eval_longmem.paths import task_configs_dir
 
@@ -85,8 +86,9 @@ def test_parse_label_is_strict(generated, label):
 def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
-    assert BooksortTask.BINARY_SCORES  # a trial is right or wrong: Wilson intervals per cell
-    interval = cell_interval(items, 0, binary=True), cell_interval(items, 1, binary=True)
+    (spec,) = BooksortTask.score_specs()
+    assert spec.binary  # a trial is right or wrong: Wilson intervals per cell
+    interval = cell_interval(items, spec)[1:]
     assert interval == pytest.approx((ci.low, ci.high))
     assert binomial_p_above_chance(items) == pytest.approx(stats.binomtest(15, 20, 0.5, alternative="greater").pvalue)
     assert binomial_p_above_chance(items) < 0.05 < binomial_p_above_chance([1.0] * 12 + [0.0] * 8)
@@ -247,9 +249,10 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
     )
     row = out["results"]["booksort_in_context"]
     assert row["skipped,none"] == skipped
-    ((reason, count),) = row["skip_reasons,none"]["LE250"].items()
+    reasons = skip_reasons(out, "booksort_in_context")
+    ((reason, count),) = reasons["LE250"].items()
     assert count == skipped and f"exceed the window ({window} tokens" in reason
-    assert set(row["skip_reasons,none"]) == {"LE250"}
+    assert set(reasons) == {"LE250"}
     assert [s["doc"]["trial_id"] for s in out["samples"]["booksort_in_context"]] == fits
     for sample in out["samples"]["booksort_in_context"]:
         ctx, cont = sample["arguments"][0]
@@ -336,12 +339,13 @@ def test_request_cache_serves_any_later_limit(tiny_llama_dir, built_dir, tmp_pat
         expected = fitting[:limit] if limit else fitting
         samples = read_samples(out, "booksort_in_context")
         assert sorted(s["doc"]["trial_id"] for s in samples) == sorted(rows[i] for i in expected)
-        row = read_results(out)["results"]["booksort_in_context"]
+        data = read_results(out)
+        row = data["results"]["booksort_in_context"]
         # --limit counts trials that run; the unfit trials before the last of them are skipped and counted
         considered = expected[-1] + 1 if limit else len(tokens)
         assert row["skipped,none"] == considered - len(expected)
         assert row["skipped,none"] > 0 or limit == 2
-        reasons = row["skip_reasons,none"]
+        reasons = skip_reasons(data, "booksort_in_context")
         assert set(reasons) == ({"LE250"} if row["skipped,none"] else set())
         assert sum(sum(counts.values()) for counts in reasons.values()) == row["skipped,none"]
 
@@ -360,10 +364,10 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     right = task.process_results(doc, [f" {gold}. It is first."])
     wrong = task.process_results(doc, [" The first one"])
     cell = f"LE{doc['excerpt_length']}"
-    assert right["acc"] == ["250x20", 1.0, 0.0] and right[f"acc@{cell}"] == 1.0
-    assert wrong["acc"] == ["250x20", 0.0, 1.0] and wrong[f"acc@{cell}"] == 0.0
-    aggregation = task.aggregation()
-    assert aggregation["invalid"]([right["invalid"], wrong["invalid"]]) == 1.0
-    assert aggregation["acc"]([right["acc"], wrong["acc"]]) == 0.5
-    assert aggregation[f"acc@{cell}"]([right[f"acc@{cell}"], wrong[f"acc@{cell}"], None]) == 0.5
-    assert aggregation[f"acc@{cell}_p_above_chance"]([1.0, 1.0, None]) == pytest.approx(0.25)  # exact binomial
+    assert right["acc"] == 1.0 and right["summary"] == ["250x20", 1.0, 0.0] and cell in right["cells"]
+    assert wrong["acc"] == 0.0 and wrong["summary"] == ["250x20", 0.0, 1.0]
+    raw = {(key, "none"): [right[key], wrong[key], right[key]] for key in right}  # two right, one invalid
+    row, count = task.aggregate_payloads(raw, harness_default=None)
+    assert count == 3 and row["invalid,none"] == 1.0 and row[f"acc@{cell},none"] == pytest.approx(2 / 3)
+    assert row["acc,none"] == pytest.approx(2 / 3)  # one L_E x L_S condition: the paper's mean is the plain share
+    assert row[f"acc@{cell}_p_above_chance,none"] == pytest.approx(0.5)  # exact binomial: 2 of 3 at chance 0.5

@@ -113,3 +113,16 @@ def test_paired_and_binomial_tests():
     p, significant = above_chance(60, 100)
     assert p == pytest.approx(sps.binomtest(60, 100, 0.5, alternative="greater").pvalue) and significant
     assert above_chance(50, 100)[1] is False
+
+
+def test_bounded_mean_interval_never_collapses_when_samples_agree():
+    """Issue 21 defect 6: two forgetting-curve samples that agree gave the interval [x, x]."""
+    for value in (0.0, 0.5, 1.0):
+        iv = stats.bounded_mean_interval([value, value])
+        assert iv.low < iv.high and iv.low <= value <= iv.high and 0.0 <= iv.low and iv.high <= 1.0
+    two_of_two = stats.bounded_mean_interval([1.0, 1.0])
+    assert two_of_two == pytest.approx(stats.proportion_interval(2, 2))  # what 2 agreeing 0/1 trials get
+    spread = [0.2, 0.4, 0.9, 0.5]  # values that spread: the Student t interval, clipped to [0, 1]
+    t = mean_interval(spread)
+    assert stats.bounded_mean_interval(spread) == pytest.approx((t.estimate, max(0.0, t.low), min(1.0, t.high)))
+    assert stats.bounded_mean_interval(spread) == stats.bounded_mean_interval(spread[::-1])  # order-free, bit for bit

@@ -28,3 +28,101 @@ def test_changed_metadata_is_not_served_from_the_request_cache(tiny_llama_dir, t
     assert "apple" in str(first) and str(again) == str(first)
     assert "pear" in str(other) and "apple" not in str(other)
     assert len(list(cache.glob("requests-longmem_test_metadata_echo*"))) == 2  # one per metadata
+
+
+# ---- per-doc payload and aggregation (issue 16: a payload independent of the run's cells) -------------
+
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+from collections import defaultdict  # noqa: E402
+
+from lm_eval import evaluator_utils  # noqa: E402
+
+from lm_eval_longmem.common import stats  # noqa: E402
+from lm_eval_longmem.common.metric_names import ScoreSpec, cell  # noqa: E402
+from lm_eval_longmem.common.task import LongmemTask  # noqa: E402
+
+QAS = [f"qa{n}" for n in range(1, 21)]
+LENGTHS = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
+
+
+class Toy(LongmemTask):
+    """A task of ours without data or model: a 0/1 score and a bounded fraction per doc."""
+
+    SCORES = ("acc", ScoreSpec("share", binary=False))
+
+    def doc_cells(self, doc):
+        return (cell(doc["qa"], doc["length"]),)
+
+    def score(self, doc, results):
+        return {"acc": results[0], "share": results[1]}
+
+    def summary_item(self, doc, scores):
+        return [doc["qa"], scores["acc"]]
+
+    def summaries(self):
+        return {"acc_all": (lambda items: math.fsum(a for _, a in items) / len(items), True)}
+
+
+def toy(cells):
+    task = Toy.__new__(Toy)  # aggregation reads only cells, skips and the class's declarations
+    task.cells, task.skips, task.docs_per_cell = list(cells), {"qa9_0": {"too long": 2}}, {}
+    return task
+
+
+def toy_docs(n):
+    return [
+        ({"qa": QAS[i % 20], "length": LENGTHS[(i // 20) % 12]}, [float(i % 3 == 0), (i % 7) / 7]) for i in range(n)
+    ]
+
+
+def gathered(task, docs, world_size):
+    """`raw_metrics` as `evaluator.evaluate` leaves it on rank 0 (R11): each rank takes every N-th doc,
+    appends each payload key's value in doc order, and rank 0 chains every key's lists in rank order."""
+    ranks = []
+    for rank in range(world_size):
+        raw = defaultdict(list)
+        for doc, results in docs[rank::world_size]:
+            for key, value in task.process_results(doc, results).items():
+                raw[key, "none"].append(value)
+        ranks.append(raw)
+    return {key: [v for raw in ranks for v in raw[key]] for key in ranks[0]}
+
+
+def test_payload_is_the_docs_own_scores_and_cell_whatever_the_sweep():
+    task = toy(cell(qa, length) for qa in QAS for length in LENGTHS)  # 240 cells
+    doc, results = toy_docs(1)[0]
+    payload = task.process_results(doc, results)
+    assert payload == {"acc": 1.0, "share": 0.0, "cells": ["qa1_0"], "summary": ["qa1", 1.0]}
+    logged = json.dumps(payload) + json.dumps(list(payload))  # what --log_samples writes for the metrics
+    assert len(logged.encode()) <= 1024
+
+
+def test_per_cell_metrics_are_computed_at_aggregation(caplog):
+    docs = toy_docs(480)
+    task = toy(cell(qa, length) for qa in QAS for length in LENGTHS)
+    with caplog.at_level(logging.WARNING):
+        row, count = evaluator_utils._compute_task_aggregations(task, gathered(task, docs, 1), 100000)  # our hook
+    assert count == 480 and "not scored on the same number" not in caplog.text
+    assert all(value is None or isinstance(value, (int, float)) for value in row.values())  # numbers only
+    assert not any("_stderr" in key for key in row)
+    values = sorted(r[0] for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024))
+    wilson = stats.proportion_interval(round(sum(values)), len(values))
+    assert (row["acc@qa2_1024,none"], row["acc@qa2_1024_ci_low,none"], row["acc@qa2_1024_ci_high,none"]) == wilson
+    shares = sorted(r[1] for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024))
+    assert row["share@qa2_1024_ci_low,none"] == stats.bounded_mean_interval(shares).low
+    assert row["acc_all,none"] == sum(r[0] for _, r in docs) / 480 and row["skipped,none"] == 2
+    assert {key.split(",")[0] for key in row} == set(task.higher_is_better())  # a direction for every metric
+    assert task.docs_per_cell["qa2_1024"] == 2 and task.result_facts()["skip_reasons"] == {"qa9_0": {"too long": 2}}
+
+
+def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
+    """Every doc returns the same keys, so rank 0's keys lose nothing; sorted cells and fsum make the
+    numbers independent of the order the ranks' docs arrive in. A cell only rank 1 saw is kept."""
+    docs = toy_docs(23 * 20) + [({"qa": "qa5", "length": 7}, [1.0, 0.5])]  # the last doc: rank 1 of 2, its own cell
+    task = toy([cell(qa, length) for qa in QAS for length in LENGTHS] + ["qa5_7"])
+    one = evaluator_utils._compute_task_aggregations(task, gathered(task, docs, 1), 0)
+    for world_size in (2, 3):
+        assert evaluator_utils._compute_task_aggregations(task, gathered(task, docs, world_size), 0) == one
+    assert one[0]["acc@qa5_7,none"] == 1.0

@@ -188,3 +188,12 @@ def test_paired_values_survive_json_round_trip():
     points = [CurvePoint(8, k, float(c), float(m), (16,), 16) for k, (c, m) in enumerate(np.random.default_rng(0).random((3, 2)))]
     again = curve_from_points(json.loads(json.dumps(points)))
     assert again.skipped == (16,) and again.claimed == 16 and np.allclose(again.copy[8], [p.copy for p in points])
+
+
+def test_per_length_interval_of_agreeing_samples_does_not_collapse():
+    """Issue 21 defect 6: with forgetting_curve_samples=2 and both samples alike, the 95% interval was [1, 1]."""
+    from lm_eval_longmem.forgetting_curve.analysis import length_stats
+
+    stats_ = length_stats(64, np.array([1.0, 1.0]), np.array([0.25, 0.25]))
+    assert stats_.copy.low < stats_.copy.estimate == stats_.copy.high == 1.0
+    assert stats_.lm.low < 0.25 < stats_.lm.high

@@ -1,0 +1,61 @@
+"""`common/metric_names.py`: one grammar, formatted and parsed in one place, old spellings read."""
+
+import pytest
+
+from lm_eval_longmem.common.metric_names import Name, ScoreSpec, canonical_row, cell, cell_parts, cells_of, name, parse, score_spec
+
+
+@pytest.mark.parametrize(
+    "key, parsed",
+    [
+        ("copy_acc@1024,none", Name("copy_acc", ("1024",), "")),
+        ("acc@qa1_4096_ci_low,none", Name("acc", ("qa1", "4096"), "_ci_low")),
+        ("acc@qa1_4k_ci_high", Name("acc", ("qa1", "4096"), "_ci_high")),  # an old file's length name
+        ("acc@LE250_bin2_p_above_chance,none", Name("acc", ("LE250", "bin2"), "_p_above_chance")),
+        ("acc_ci_low,none", Name("acc", (), "_ci_low")),  # a summary's interval bound, no cell
+        ("fine_memory_length_low,none", Name("fine_memory_length_low", (), "")),  # not a statistic suffix
+        ("effective_context@qa3,none", Name("effective_context", ("qa3",), "")),
+        ("acc_stderr,none", None),  # the harness's own
+        ("alias", None),
+        ("acc@,none", None),
+    ],
+)
+def test_parse(key, parsed):
+    assert parse(key) == parsed
+
+
+def test_format_and_parse_are_inverse():
+    for parts, stat in [((1024,), ""), (("qa7", 0), "_ci_low"), (("LE2500", "bin3"), "_p_above_chance"), ((), "_ci_high")]:
+        text = name("acc", *parts, stat=stat)
+        assert parse(f"{text},none") == Name("acc", cell_parts(cell(*parts)), stat)
+        assert str(parse(text)) == text
+    assert name("acc", "qa1", 4096) == "acc@qa1_4096" and cell("qa1", 0) == "qa1_0"
+    with pytest.raises(ValueError, match="unknown statistic"):
+        name("acc", stat="_stderr")
+
+
+def test_canonical_row_rewrites_old_files_and_keeps_other_names():
+    row = {
+        "alias": "babilong",
+        "acc@qa1_4k,none": 0.5,
+        "acc@4k_ci_low,none": 0.2,
+        "effective_context@qa1,none": "4k",
+        "effective_context@qa2,none": "none",
+        "acc_stderr,none": "N/A",
+        "acc@qa1_4k,strict": 0.1,  # another filter: left out
+    }
+    assert canonical_row(row) == {
+        "acc@qa1_4096": 0.5,
+        "acc@4096_ci_low": 0.2,
+        "effective_context@qa1": 4096,
+        "effective_context@qa2": None,
+        "acc_stderr": "N/A",
+    }
+    assert canonical_row(row, "strict") == {"acc@qa1_4096": 0.1}
+    assert cells_of(canonical_row(row), "acc") == [("qa1", "4096")]
+
+
+def test_a_bare_score_is_a_binary_accuracy():
+    assert score_spec("acc") == ScoreSpec("acc", binary=True, bounded=True, higher_is_better=True)
+    ppl = ScoreSpec("ppl", binary=False, bounded=False, higher_is_better=False)
+    assert score_spec(ppl) is ppl
