@@ -15,8 +15,7 @@ it in one output folder:
    one checkpoint per epoch under ``checkpoints/<arm>/epoch-<k>/``. Every draw is seeded (adapter
    initialisation: the same for both arms; the order of examples: per arm and epoch), and the
    learning rate does not depend on the number of epochs, so a run asked for more epochs later
-   continues from the last checkpoint and gets the checkpoints a longer run would have (to float
-   rounding: BLAS kernels may sum in another order).
+   continues from the last checkpoint and gets the checkpoints a longer run would have.
 3. **Resuming.** A checkpoint is written to a temporary folder and renamed into place, with a
    ``checkpoint.json`` that holds the digest of its files and the key of everything that shaped it
    (model, data, options). A verified checkpoint is never retrained; a damaged one (missing files,
@@ -50,6 +49,7 @@ import numpy as np
 
 from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
 from lm_eval_longmem.booksort.instructions import GENERATED, Conversation, load_instructions
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import cache_key
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.fingerprint import content_digest
@@ -642,12 +642,10 @@ def _correct_by_doc(run: Run) -> dict[int, float]:
 def arm_row(run: Run, epoch: int, record: dict[str, Any] | None, base_loss: float | None, root: Path) -> dict[str, Any]:
     """One (arm, epoch) row of the summary, from the results the task stored (`results`: relative to `root`)."""
     metrics = run.metrics(TASK)
+    stats = {metric_names.name("acc", stat=stat): metrics.get(metric_names.name("acc", stat=stat)) for stat in ("", *metric_names.STATS)}
     return {
         "epoch": epoch,
-        "acc": metrics.get("acc"),
-        "acc_ci_low": metrics.get("acc_ci_low"),
-        "acc_ci_high": metrics.get("acc_ci_high"),
-        "acc_p_above_chance": metrics.get("acc_p_above_chance"),
+        **stats,
         "trials": run.n_samples(TASK),
         "train_loss": record["train_loss"] if record else None,
         "book_chunk_loss": record["book_chunk_loss"] if record else base_loss,

@@ -288,14 +288,13 @@ def test_a_rerun_retrains_nothing_and_reuses_every_evaluation(first_run, tiny_ll
 
 
 def test_a_damaged_checkpoint_is_retrained_to_the_same_weights_and_half_written_ones_are_dropped(first_run, tiny_llama_dir, one_play):
-    """Resuming from epoch 1 gives the epoch-2 weights the uninterrupted run wrote (to float rounding:
-    BLAS kernels may sum in another order for differently aligned buffers)."""
-    from safetensors.torch import load_file
+    """Resuming from epoch 1 gives the epoch-2 weights the uninterrupted run wrote."""
+    from safetensors.torch import load, load_file
 
     out, _, _ = first_run
     epoch2 = out / "checkpoints" / "control" / "epoch-2"
     weights = epoch2 / "adapter_model.safetensors"
-    before = load_file(weights)
+    before = load(weights.read_bytes())  # a copy: load_file maps the file, which is cut below
     weights.write_bytes(weights.read_bytes()[:-7])  # a cut-off copy
     partial = out / "checkpoints" / "book" / ".epoch-3.partial-x1"
     partial.mkdir()
@@ -387,3 +386,23 @@ def test_figure_draws_both_arms_by_epoch(first_run):
     epochs = list(range(summary["options"]["epochs"] + 1))
     assert lines["with book chunks"] == epochs and lines["control (instructions only)"] == epochs
     assert [line.get_label() for line in loss_ax.get_lines()] == ["with book chunks", "control (instructions only)"]
+
+
+def test_report_shows_the_run_in_its_own_section(first_run, tmp_path):
+    """`lm-eval-longmem report FOLDER` on a finetune output: one section with the table and figure,
+    and the checkpoints are not listed as separate models in the other sections."""
+    from lm_eval_longmem.common.results import load_runs
+    from lm_eval_longmem.report import headline_lines, write_report
+
+    out, _, _ = first_run
+    runs = load_runs([out])
+    summary = ft.read_summary(out / ft.SUMMARY)
+    assert len(runs) == len(summary["rows"])
+    written = write_report(runs, tmp_path)
+    text = written.markdown.read_text()
+    assert "## Book-SORT fine-tuned memory" in text and "## Book-SORT\n" not in text and "## Headline numbers" not in text
+    for row in ft.summary_table(summary):
+        assert "| " + " | ".join(row) + " |" in text
+    assert ft.verdict(summary) in text
+    assert any(p.name.startswith("booksort_finetune_") and p.suffix == ".png" for p in written.figures)
+    assert headline_lines(runs) == []
