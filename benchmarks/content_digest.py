@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from lm_eval_longmem.booksort.build import load_books
-from lm_eval_longmem.common.fingerprint import content_digest, input_files
+from lm_eval_longmem.common.cache import content_digest, input_files
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""`lm-eval-longmem report RESULTS... [--out DIR]`: one Markdown summary and one self-contained HTML page
+"""`lm-eval-longmem report RESULTS... [--output_path DIR]`: one Markdown summary and one self-contained HTML page
 comparing every run (model) in the given results files or folders.
 
 The report leads with one headline number per evaluation (what a leaderboard reads; all higher

@@ -224,7 +224,7 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     empty = tmp_path / "results_2026-01-02T00-00-00.1.json"
     empty.write_bytes(b"")
     proc = subprocess.run(
-        [CLI, "report", str(two_runs[0].path), str(empty), str(tmp_path / "b"), "--out", str(tmp_path / "r")],
+        [CLI, "report", str(two_runs[0].path), str(empty), str(tmp_path / "b"), "--output_path", str(tmp_path / "r")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 1

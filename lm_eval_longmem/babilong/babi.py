@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_longmem.common.errors import UsageError
+
 _TASK_FILE = re.compile(r"^qa(?P<num>\d+)_.*_test\.txt$")
 
 
@@ -31,32 +33,58 @@ class BabiSample:
     """Index of the story in the file (0-based); questions of one story share facts."""
 
 
+_GET_BABI = (
+    "set --metadata babilong_babi_dir=PATH to a folder with the bAbI test files "
+    "(qa1_single-supporting-fact_test.txt, ...), e.g. the en/ folder of tasks_1-20_v1-2 from "
+    "https://research.facebook.com/downloads/babi/, or use babilong_facts=simulated"
+)
+
+
 def read_babi(path: str | Path) -> list[BabiSample]:
-    """All questions of a bAbI task file, in file order."""
+    """All questions of a bAbI task file, in file order.
+
+    A file that is not bAbI text (not UTF-8, a line that is not `N text` or `N question<TAB>answer<TAB>ids`,
+    a supporting id that names no statement of its story, no question at all) is a `UsageError`
+    naming the file and line: a damaged download must not silently give fewer or other samples.
+    """
     path = Path(path)
+
+    def malformed(line_no: int, what: str) -> UsageError:
+        return UsageError(f"{path}, line {line_no}: {what}; the file is not a bAbI task file: {_GET_BABI}")
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read this bAbI file ({err.strerror or err}): {_GET_BABI}") from err
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}), so not a bAbI task file: {_GET_BABI}") from err
     samples: list[BabiSample] = []
     facts: list[str] = []
     fact_index: dict[int, int] = {}  # line number in the story -> index into `facts`
     story = -1
-    for line_no, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_no, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         number_text, _, rest = raw.partition(" ")
         if not number_text.isdigit():
-            raise ValueError(f"{path}:{line_no}: not a bAbI line (expected 'N text'): {raw!r}")
+            raise malformed(line_no, f"expected 'N text', got {raw[:60]!r}")
         number = int(number_text)
         if number == 1:
             story += 1
             facts, fact_index = [], {}
+        elif story < 0:
+            raise malformed(line_no, "the first story does not start at line number 1")
         if "\t" in rest:
             question, answer, *support = rest.split("\t")
-            ids = [int(x) for x in " ".join(support).split()]
+            ids = " ".join(support).split()
+            if not answer.strip() or not all(i.isdigit() and int(i) in fact_index for i in ids):
+                raise malformed(line_no, f"expected 'N question<TAB>answer<TAB>supporting statement numbers', got {raw[:80]!r}")
             samples.append(
                 BabiSample(
                     facts=tuple(facts),
                     question=question.strip(),
                     answer=answer.strip(),
-                    supporting=tuple(fact_index[i] for i in ids if i in fact_index),
+                    supporting=tuple(fact_index[int(i)] for i in ids),
                     story=story,
                 )
             )
@@ -64,7 +92,7 @@ def read_babi(path: str | Path) -> list[BabiSample]:
             fact_index[number] = len(facts)
             facts.append(rest.strip())
     if not samples:
-        raise ValueError(f"{path} holds no bAbI questions")
+        raise UsageError(f"{path} holds no bAbI questions: {_GET_BABI}")
     return samples
 
 
@@ -72,15 +100,10 @@ def task_file(babi_dir: str | Path, qa: str) -> Path:
     """The test file of task `qa` ("qa1") in a bAbI folder such as `tasks_1-20_v1-2/en/`."""
     folder = Path(babi_dir).expanduser()
     if not folder.is_dir():
-        raise FileNotFoundError(
-            f"bAbI folder {str(folder)!r} not found: set --metadata babilong_babi_dir=PATH to a folder "
-            "with the bAbI test files (qa1_single-supporting-fact_test.txt, ...), e.g. the en/ folder "
-            "of tasks_1-20_v1-2 from https://research.facebook.com/downloads/babi/"
-        )
+        raise UsageError(f"bAbI folder {str(folder)!r} not found: {_GET_BABI}")
     number = int(qa.lower().removeprefix("qa"))
     matches = [p for p in sorted(folder.iterdir()) if (m := _TASK_FILE.match(p.name)) and int(m["num"]) == number]
     if len(matches) != 1:
-        raise FileNotFoundError(
-            f"expected one file qa{number}_*_test.txt in {folder}, found {[p.name for p in matches]}"
-        )
+        found = f"found {[p.name for p in matches]}" if matches else "found none"
+        raise UsageError(f"expected one file qa{number}_*_test.txt in the bAbI folder {folder}, {found}: {_GET_BABI}")
     return matches[0]

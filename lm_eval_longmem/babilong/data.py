@@ -26,7 +26,7 @@ from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)

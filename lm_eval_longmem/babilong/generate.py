@@ -25,7 +25,6 @@ Where we differ from the authors' generator, on purpose:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -39,8 +38,7 @@ import numpy as np
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
 from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
-from lm_eval_longmem.common.cache import cache_key, load_or_build
-from lm_eval_longmem.common.fingerprint import content_digest
+from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build, sha256_hex, texts_digest
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 
 GENERATOR_VERSION = 1
@@ -109,10 +107,6 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-def _text_digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _cached_sentences(text: str) -> list[str]:
     """`split_sentences(text)`, cached on disk by the text's hash (splitting is the slow step)."""
 
@@ -122,7 +116,7 @@ def _cached_sentences(text: str) -> list[str]:
     def load(path: Path) -> list[str]:
         return json.loads(path.read_text(encoding="utf-8"))
 
-    key = cache_key(text=_text_digest(text), splitter="pysbd-en-paragraphs", v=1)
+    key = cache_key(text=sha256_hex(text), splitter="pysbd-en-paragraphs", v=1)
     return load_or_build("babilong-sentences", key, lambda: split_sentences(text), dump=dump, load=load, suffix=".json")
 
 
@@ -135,7 +129,7 @@ def build_background(texts: Sequence[str], tokenizer: Any) -> Background:
         sentences.extend(_cached_sentences(text))
     if not sentences:
         raise ValueError("the background texts hold no sentences")
-    digest = hashlib.sha256("".join(_text_digest(t) for t in texts).encode()).hexdigest()
+    digest = texts_digest(texts)
 
     def build() -> np.ndarray:
         counts = np.empty(len(sentences), dtype=np.int32)
@@ -365,11 +359,11 @@ def generated_docs(
         load_facts = lambda: simulate(spec.qa, spec.samples, spec.seed, wide_vocabulary=wide_vocabulary)  # noqa: E731
     else:
         path = task_file(babi_dir, spec.qa)
-        facts_key = _text_digest(path.read_text(encoding="utf-8"))
+        facts_key = sha256_hex(path.read_bytes())
         load_facts = lambda: read_babi(path)  # noqa: E731
     parts = harness_prompt_parts(spec.qa)
     texts = _corpus_texts(corpus) if spec.length > 0 else ()
-    corpus_digest = hashlib.sha256("".join(_text_digest(t) for t in texts).encode()).hexdigest()
+    corpus_digest = texts_digest(texts)
     key = cache_key(
         spec=asdict(spec),
         facts=facts_key,

@@ -1,26 +1,23 @@
 """BABILong's answer check: the authors' rule reproduced exactly (`acc`) and a corrected one (`acc_corrected`).
 
-Both checks read only the first sentence of the model's output and look for the task's answer
+The authors' check reads the first sentence of the model's output and looks for the task's answer
 labels in it (e.g. the six rooms of qa1). Labels that also occur in the question are ignored
 ("Where was the apple before the kitchen?" names the kitchen, so "kitchen" in the answer does not
 count). A single-item target is correct when it is the only label left; a comma list ("apple,milk",
-qa8) is correct when exactly its items are left.
+qa8) is correct when exactly its items are left. It finds labels by substring, which has known
+defects: "none" also contains "one" (qa7's correct "none" scores 0), "not" contains "no" ("It is
+not known." is "no"), a target list written with spaces never matches.
 
-`acc` (official) finds labels by plain substring, as the authors do. That has known defects:
-
-* "none" also contains "one", so the correct qa7 answer "none" finds two labels and scores 0;
-* "not" contains "no", so "It is not known." counts as the answer "no" (qa6, qa9, qa10, ...);
-* a target list written with spaces ("football, apple") never matches, and the qa19 answer
-  written "n, w" is not found at all.
-
-`acc_corrected` (ours) keeps the authors' rule (labels in the first sentence, minus labels in the
-question; the target must be exactly what remains) but reads the answer soundly against the closed
-answer sets of the bAbI tasks: whole words only, the other written forms of each label from one
-explicit table (`WORD_FORMS`: "mice" for "mouse", "0" for "none", "it is not known" for "maybe"),
-negated mentions dropped ("not the apple", "no one", "No idea" is not "no"), list targets with or
-without spaces, and qa19 paths read as compass steps in order ("north, west" is "n,w"). `RULES`
-names each departure; `audit_rows` lists every answer on which the two checks disagree and which
-rule decided it. It is not a fuzzy matcher nor a model judge: a form not in the table is wrong.
+`acc_corrected` (v3) keeps the authors' rule but reads the answer as a careful reader does, by
+rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
+(`RULES`): it first finds the answer (`find_answer`: an "Answer:" line, the part before an
+explanation, a conclusion; not narration, not a question), then finds labels as whole words, with
+the forms of `WORD_FORMS` ("mice" for "mouse"), without negated mentions, reads qa19 paths as
+compass steps, a yes/no answer given as a statement by its polarity, the asked part of a give or
+fear statement, and the last clause of an answer naming several labels. `audit_rows` lists every
+answer on which the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a
+model judge: an answer the rules do not read is wrong. The card (task_configs/babilong/README.md)
+shows every rule with a real row and the rate of wrong verdicts on hand-judged real answers.
 """
 
 from __future__ import annotations
@@ -28,14 +25,15 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from functools import cache
+from collections.abc import Callable, Iterable, Mapping
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
+from lm_eval_longmem.babilong import words
 from lm_eval_longmem.common.errors import UsageError
 
-_ROOMS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
+_ROOMS = words.ROOMS
 _YES_NO = ("no", "yes")
 _DIRECTIONS = ("e,e", "e,n", "e,s", "n,e", "n,n", "n,w", "s,e", "s,s", "s,w", "w,n", "w,s", "w,w")
 
@@ -44,22 +42,22 @@ TASK_LABELS: dict[str, tuple[str, ...]] = {
     "qa2": _ROOMS,
     "qa3": _ROOMS,
     "qa4": _ROOMS,
-    "qa5": ("Bill", "Fred", "Jeff", "Mary", "apple", "football", "milk"),
+    "qa5": tuple(sorted(words.GIVERS + words.OBJECTS)),
     "qa6": _YES_NO,
-    "qa7": ("none", "one", "three", "two"),
-    "qa8": ("apple", "football", "milk", "nothing"),
+    "qa7": tuple(sorted(words.COUNTS)),
+    "qa8": (*words.OBJECTS, "nothing"),
     "qa9": _YES_NO,
     "qa10": ("maybe", "no", "yes"),
     "qa11": _ROOMS,
     "qa12": _ROOMS,
     "qa13": _ROOMS,
-    "qa14": ("bedroom", "cinema", "kitchen", "office", "park", "school"),
-    "qa15": ("cat", "mouse", "sheep", "wolf"),
-    "qa16": ("gray", "green", "white", "yellow"),
+    "qa14": words.PLACES,
+    "qa15": tuple(words.ANIMALS),
+    "qa16": words.COLOURS,
     "qa17": _YES_NO,
     "qa18": _YES_NO,
     "qa19": _DIRECTIONS,
-    "qa20": ("bedroom", "bored", "garden", "hungry", "kitchen", "thirsty", "tired"),
+    "qa20": tuple(sorted({*words.MOTIVES, *(place for place, _ in words.MOTIVES.values())})),
 }
 """The answer labels of each bAbI task, as in the authors' `TASK_LABELS`."""
 
@@ -70,7 +68,7 @@ class Check(NamedTuple):
     acc: bool
     """The authors' check (substring matching)."""
     acc_corrected: bool
-    """The corrected check (`corrected_correct`: whole words, word forms, negation, lists, paths)."""
+    """The corrected check (`corrected_correct`: the answer found and read by `RULES`)."""
 
 
 class Score(NamedTuple):
@@ -130,9 +128,9 @@ WORD_FORMS: dict[str, tuple[str, ...]] = {
     "apple": ("apples",),
     "football": ("footballs",),
     # qa15: the animals, in the plural ("sheep" is its own plural)
-    "cat": ("cats",),
-    "mouse": ("mice",),
-    "wolf": ("wolves",),
+    **{kind: (plural,) for kind, plural in words.ANIMALS.items() if plural != kind},
+    # rooms and places, in the plural ("The gardens are north of the bathroom")
+    **{place: (place + "s",) for place in sorted({*words.ROOMS, *words.PLACES})},
     # qa16: the other spelling of a colour
     "gray": ("grey",),
     # qa20: the motive as a noun ("because of boredom")
@@ -189,30 +187,25 @@ WORD_FORMS: dict[str, tuple[str, ...]] = {
 Keyed by label: a task uses the entries of its own labels only, so "none" means the label "none"
 in qa7 and the label "nothing" in qa8. Forms are written as `normalize_answer` leaves text (lower
 case, no articles, "can't" as "cannot"). Synonyms are deliberately absent ("movie theater" is not
-"cinema", "fatigue" is not "tired"): only forms of the label word itself, digits, and for qa7, qa8
-and qa10 the fixed phrasings of their answers. A form not listed here is not recognised.
+"cinema", "fatigue" is not "tired"): only forms of the label word itself (plurals, the motive as a
+noun), digits, and for qa7, qa8 and qa10 the fixed phrasings of their answers. A form not listed
+here is not recognised. Forms are looked for in the answer only (rule `answer`), never in an
+explanation after it: "...to quench his thirst" below an answer "kitchen" adds no "thirsty".
 """
 
-COMPASS: dict[str, str] = {
-    "north": "n",
-    "south": "s",
-    "east": "e",
-    "west": "w",
-    "n": "n",
-    "s": "s",
-    "e": "e",
-    "w": "w",
-}
+COMPASS: dict[str, str] = {**words.DIRECTIONS, **{letter: letter for letter in words.DIRECTIONS.values()}}
 """Compass words and letters as the qa19 steps they name (rule `path`)."""
 
 NEGATORS = frozenset({"not", "no", "never", "neither", "nor", "without"})
 """Words that negate the label after them (rule `negation`): "not apple", "no one", "nor office"."""
 
 NEGATION_BRIDGE = frozenset(
-    {"in", "at", "on", "to", "into", "inside", "from", "of", "by", "with"}
-    | {"carrying", "holding", "afraid", "go", "going", "gone", "went"}
+    {"in", "at", "on", "to", "into", "inside", "from", "of", "by", "with", "longer", "currently", "located"}
+    | {"carrying", "holding", "afraid", "scared", "go", "going", "gone", "went", "be", "been"}
 )
-"""Words that may stand between a negator and the label it negates: "not in kitchen", "not afraid of cat".
+"""Words that may stand between a negator and the label it negates: "not in kitchen", "not afraid of cat",
+"no longer in bathroom". A negation also reaches labels joined to a negated one by "or"/"nor":
+"not gray or green" negates both colours.
 
 "only" and "just" are not here: "not only apple but also milk" negates nothing.
 """
@@ -228,40 +221,156 @@ one"), unless the word is in the question ("No Mary is not in the office" for "I
 office?").
 """
 
-RULES: tuple[str, ...] = ("whole-word", "word-form", "negation", "list", "path")
+RULES: tuple[str, ...] = ("answer", "whole-word", "word-form", "negation", "list", "path", "polarity", "role", "clause")
 """The corrected check's departures from the authors' check, by the names the audit reports.
 
+* `answer`: read the answer, not the first sentence (`find_answer`): the text of an "Answer:"
+  line; else the part before an explanation ("Explanation:", a blank line); its first sentence,
+  or a later one that concludes ("Therefore ..."); after the last conclusion marker in it
+  ("..., so Lily is white"); without a lead-in ("Based on the context, ..."), parentheses or
+  markdown emphasis ("_bathroom_", "**office**"). A full stop after an initial ("John M.") does
+  not end a sentence.
 * `whole-word`: a label is found only as a whole word, never inside a longer one ("none" is not
   also "one", "not" is not "no", "parking" is not "park").
 * `word-form`: the forms in `WORD_FORMS` count as their label ("mice" is "mouse", "0" is "none",
-  "it is not known" is "maybe").
+  "it is not known" is "maybe", "gardens" is "garden").
 * `negation`: a negated mention is not an answer ("not apple", "no one", "neither kitchen nor
-  office"), and "no" followed by a word is the determiner, not the answer "no" ("no idea").
+  office", "not gray or green"), and "no" followed by a word is the determiner, not the answer
+  "no" ("no idea").
 * `list`: a list target may have spaces after its commas ("football, apple").
 * `path`: a qa19 answer is the sequence of compass steps it names, letters or words, in order,
   whatever stands between them ("north, west", "n, w", "go north then west" are all "n,w").
+* `polarity`: a yes/no question (qa6, qa9, qa10, qa17, qa18) answered by a statement instead of
+  "yes"/"no" gets the statement's polarity: about the asked place ("Mary is not in the kitchen"
+  is "no", "Mary is in the kitchen" is "yes", "Mary is in the garden" is "no", "either in the park
+  or the school" is "maybe"), position ("the triangle is below the red square" for "above" is
+  "no") or size ("the suitcase does not fit inside the box" is "no").
+* `role`: where the question asks for one part of a statement, that part is the answer: the giver,
+  receiver or object of "X gave the Y to Z" (qa5: "Mary gave the apple to Fred" answers "Who gave
+  the apple?" with Mary), and what "... afraid of Y" names (qa15: "Gertrude is a sheep, and sheep
+  are afraid of cats" is "cat").
+* `clause`: an answer that still names several labels is read from its last clause naming one,
+  unless that clause is about another person or object ("Mary went to the kitchen, then she went
+  to the office" is "office").
 
 Before any rule, both the answer and the question are normalised (`normalize_answer`); the audit
-calls a verdict that none of the five rules changes `normalize`.
+calls a verdict that none of the rules changes `normalize`.
 """
 _ALL_RULES = frozenset(RULES)
 
 
+_NORMALIZE = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r"\bcan'?t\b|\bcan not\b", "cannot"),
+        (r"n't\b", " not"),
+        (r"'s\b", ""),
+        (r"[()\[\]{}\"*_`<>]", " "),
+        (r"[^\w\s,]", ","),
+        (r"\b(?:the|a|an)\b", " "),
+        (r"\s+", " "),
+    )
+)
+
+
+@lru_cache(maxsize=1 << 16)
 def normalize_answer(text: str) -> str:
     """`text` as the corrected check reads it: lower case, contractions spelled out, articles dropped.
 
     "can't" and "can not" become "cannot", other "n't" becomes " not" ("isn't" -> "is not"), a
     final "'s" is dropped ("Mary's" -> "mary"), punctuation other than commas becomes a comma
-    (a boundary: "No!" ends the answer "no" as "No," does), and runs of spaces become one space.
+    (a boundary: "No!" ends the answer "no" as "No," does) except brackets, quotes and markdown
+    emphasis, which become spaces, and runs of spaces become one space.
     """
     text = text.lower().replace("\u2019", "'")
-    text = re.sub(r"\bcan'?t\b|\bcan not\b", "cannot", text)
-    text = re.sub(r"n't\b", " not", text)
-    text = re.sub(r"'s\b", "", text)
-    text = re.sub(r"[^\w\s,]", ",", text)
-    text = re.sub(r"\b(?:the|a|an)\b", " ", text)
-    return re.sub(r"\s+", " ", text).strip()
+    for pattern, replacement in _NORMALIZE:
+        text = pattern.sub(replacement, text)
+    return text.strip()
 
+
+# ---------------------------------------------------------------- finding the answer (rule `answer`)
+
+_HAS_WORD = re.compile(r"\w")
+_WORDS = re.compile(r"\w+")
+_TAG = re.compile(r"<context>|<example>", re.IGNORECASE)
+_EMPHASIS = re.compile(r"[*`]+|(?<!\w)_+|_+(?!\w)|^[ \t]*#+[ \t]*", re.MULTILINE)
+_ANSWER_LINE = re.compile(r"^[ \t]*(final[ \t]+)?answer[ \t]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+_EXPLANATION = re.compile(r"\b(?:explanation|reasoning|rationale|justification)[ \t]*:", re.IGNORECASE)
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+_LIST_START = re.compile(r"^\s*1[.)\]]\s")
+_LIST_ITEM = re.compile(r"(?:^|\s)\d+[.)\]](?:\s|$)")
+_SENTENCE_END = re.compile(r"(?<![a-z] [A-Z])([.!?])(?=\s|$)")
+_CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|in conclusion|(?:the|my|final) answer is)\b", re.IGNORECASE)
+_CONCLUSION_MARKER = re.compile(
+    r"\b(?:therefore|thus|hence|in conclusion|which means|this means)\b(?: that)?|,\s*so\b|\b(?:the|my|final) answer is\b:?",
+    re.IGNORECASE,
+)
+_LEAD_IN = re.compile(r"^\s*(?:based on|according to|given|from)\b[^,:]*[,:]", re.IGNORECASE)
+_PARENTHESES = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
+
+
+def find_answer(output: str, names_label: Callable[[str, bool], bool] = lambda sentence, first: True) -> str:
+    """The part of `output` that answers the question, in its own case (rule `answer`).
+
+    The text of an "Answer:" line (the last "Final answer:" line if there is one; the next line
+    when the line is empty). Else the paragraphs before an explanation ("Explanation:",
+    "Reasoning:"; paragraphs are split at blank lines), or only the last one when the first opens
+    with a lead-in ("Based on the context, ...": reasoning first, answer last). A numbered list of
+    different items ("1. garden 2. kitchen") is several answers, so no answer; a list of one item
+    (or of one item repeated) is that item. Of the sentences, the first that is not a question and `names_label` (narration such as
+    "Daniel asked." is not an answer; `names_label(sentence, first)` is told whether the sentence
+    opens the answer), or a later one of its paragraph that concludes ("Therefore,
+    ...", "The answer is ..."); in it, what follows the last conclusion marker ("..., so Lily is
+    white"), without a lead-in, parentheses and markdown emphasis. A full stop after an initial
+    ("John M.") or before a closing quote does not end a sentence, nor does a line break. A model
+    imitating the prompt (`<context>`, `<example>`) is cut off, as in the authors' check.
+    """
+    text = _EMPHASIS.sub("", _TAG.split(output, maxsplit=1)[0])
+    answer_lines = [(m[1], m[2], m.end()) for m in _ANSWER_LINE.finditer(text)]
+    if answer_lines:
+        finals = [line for line in answer_lines if line[0]]
+        _, rest, end = finals[-1] if finals else answer_lines[0]
+        if not _HAS_WORD.search(rest):
+            rest = next((line for line in text[end:].splitlines() if _HAS_WORD.search(line)), "")
+        paragraphs = [rest]
+    else:
+        head = _EXPLANATION.split(text, maxsplit=1)[0]
+        if not _HAS_WORD.search(head):
+            head = text
+        paragraphs = [p for p in _PARAGRAPH.split(head) if _HAS_WORD.search(p)]
+        if len(paragraphs) > 1 and _LEAD_IN.match(paragraphs[0]):
+            paragraphs = paragraphs[-1:]
+    if paragraphs and _LIST_START.match(paragraphs[0]):
+        items = {normalize_answer(item) for item in _LIST_ITEM.split(" ".join(paragraphs)) if _HAS_WORD.search(item)}
+        if len(items) > 1:
+            return ""  # several different answers
+        paragraphs[0] = _LIST_START.sub("", paragraphs[0])
+    chosen = None
+    for paragraph in paragraphs:
+        pieces = _SENTENCE_END.split(paragraph)  # sentence, its end mark, sentence, ...
+        sentences = [s for s, end in zip(pieces[::2], [*pieces[1::2], ""]) if _HAS_WORD.search(s) and end != "?"]
+        labelled = [s for s in sentences if names_label(s, chosen is None and s is sentences[0])]
+        if chosen is None and sentences:
+            chosen = sentences[0]
+        if labelled:
+            chosen = labelled[0]
+            for later in sentences[sentences.index(chosen) + 1 :]:
+                if _CONCLUDES.search(later):
+                    chosen = later
+            break
+    if chosen is None:
+        return ""
+    tail = _CONCLUSION_MARKER.split(chosen)[-1]
+    if _HAS_WORD.search(tail):
+        chosen = tail
+    chosen = _PARENTHESES.sub(" ", chosen)
+    without_lead_in = _LEAD_IN.sub("", chosen)
+    if _HAS_WORD.search(without_lead_in):
+        chosen = without_lead_in
+    return chosen.strip()
+
+
+# ---------------------------------------------------------------- finding labels
 
 @cache
 def _forms_pattern(labels: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]] | None:
@@ -282,12 +391,18 @@ def _apply_forms(text: str, labels: tuple[str, ...]) -> str:
     return pattern.sub(lambda match: forms[match.group(0)], text)
 
 
-def _negated(text: str, start: int) -> bool:
-    """Whether the mention at `start` follows a negator, possibly across `NEGATION_BRIDGE` words."""
+def _negated(text: str, start: int, labels: tuple[str, ...]) -> bool:
+    """Whether the mention at `start` follows a negator, across `NEGATION_BRIDGE` words and "or"-joined labels."""
     before = re.findall(r"\w+|,", text[:start])
-    while before and before[-1] in NEGATION_BRIDGE:
-        before.pop()
-    return bool(before) and before[-1] in NEGATORS
+    while True:
+        while before and before[-1] in NEGATION_BRIDGE:
+            before.pop()
+        if len(before) >= 2 and before[-1] in ("or", "nor") and before[-2] in labels:
+            if before[-1] == "nor":
+                return True
+            del before[-2:]
+            continue
+        return bool(before) and before[-1] in NEGATORS
 
 
 def _determiner_no(text: str, end: int, question_words: frozenset[str]) -> bool:
@@ -296,36 +411,260 @@ def _determiner_no(text: str, end: int, question_words: frozenset[str]) -> bool:
     return following is not None and following[1] not in CLAUSE_STARTERS | question_words
 
 
-def _labels_found(text: str, labels: tuple[str, ...], rules: frozenset[str], question_words: frozenset[str]) -> set[str]:
-    """The labels that `text` (normalised) gives as its answer, under `rules`."""
-    if "word-form" in rules:
-        text = _apply_forms(text, labels)
-    if "path" in rules and all("," in label for label in labels):
-        path = ",".join(COMPASS[word] for word in re.findall(r"\w+", text) if word in COMPASS)
-        return {path} if path else set()
-    found = set()
-    for label in labels:
-        pattern = rf"(?<!\w){re.escape(label)}(?!\w)" if "whole-word" in rules else re.escape(label)
-        for match in re.finditer(pattern, text):
-            inside_word = bool(re.match(r"\w", text[match.end() :]))
-            if "negation" in rules and (
-                _negated(text, match.start())
-                or (label == "no" and not inside_word and _determiner_no(text, match.end(), question_words))
+@cache
+def _label_pattern(labels: tuple[str, ...], whole_word: bool) -> re.Pattern[str]:
+    """One regex finding every label of `labels` (longest first), as a whole word or anywhere."""
+    alternatives = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)" if whole_word else alternatives)
+
+
+def _mentions(text: str, labels: tuple[str, ...], rules: frozenset[str], question_words: frozenset[str]) -> list[tuple[int, str]]:
+    """(position, label) of each mention of a label in `text` that counts as given, under `rules`."""
+    found = []
+    if "whole-word" in rules:
+        matches = [(m.start(), m.end(), m.group(0)) for m in _label_pattern(labels, True).finditer(text)]
+    else:  # substring search, as the authors: each label on its own ("none" also finds "one")
+        matches = [(m.start(), m.end(), label) for label in labels for m in re.finditer(re.escape(label), text)]
+    for start, end, label in matches:
+        if "negation" in rules:
+            inside_word = bool(re.match(r"\w", text[end:]))
+            if _negated(text, start, labels) or (
+                label == "no" and not inside_word and _determiner_no(text, end, question_words)
             ):
                 continue
-            found.add(label)
-            break
+        found.append((start, label))
     return found
 
 
-def _corrected(target: str, output: str, question: str, labels: Iterable[str], rules: frozenset[str]) -> bool:
-    """The corrected check with only `rules` (a subset of `RULES`) on; all of them is `acc_corrected`."""
+def _path(text: str) -> set[str]:
+    """The qa19 path `text` names: its compass steps in order (rule `path`)."""
+    path = ",".join(COMPASS[word] for word in _WORDS.findall(text) if word in COMPASS)
+    return {path} if path else set()
+
+
+# ---------------------------------------------------------------- rule `polarity`: yes/no from a statement
+
+def _alternation(phrases: Iterable[str]) -> str:
+    """A regex alternation of normalised `phrases`, longest first."""
+    return "|".join(re.escape(normalize_answer(p)) for p in sorted(set(phrases), key=len, reverse=True))
+
+
+_PLACE_WORDS = _alternation(
+    [*words.ROOMS, *words.PLACES, *words.WIDE_ROOMS, *words.WIDE_PLACES]
+    + [place + "s" for place in (*words.ROOMS, *words.PLACES)]
+)
+_PERSON_WORDS = frozenset(
+    name.lower() for name in (*words.PEOPLE, *words.GIVERS, *words.VISITORS, *words.WIDE_NAMES)
+)
+_SHAPE = _alternation(words.SHAPES)
+_POSITION = _alternation(words.POSITIONS)
+_CONTAINER = _alternation(words.CONTAINERS)
+_PLACE = re.compile(rf"\b(?:{_PLACE_WORDS})\b")
+_EITHER_PLACE = re.compile(rf"\beither\b.*{_PLACE.pattern}.*\bor\b.*{_PLACE.pattern}")
+_IS_IN_QUESTION = re.compile(rf"is (\w+) in ({_PLACE_WORDS})")
+_POSITION_QUESTION = re.compile(rf"is ({_SHAPE}) ({_POSITION}) ({_SHAPE})")
+_BIGGER_QUESTION = re.compile(rf"is ({_CONTAINER}) bigger than ({_CONTAINER})")
+_FIT_QUESTION = re.compile(rf"does ({_CONTAINER}) fit in ({_CONTAINER})")
+_CLAUSE_BREAK = re.compile(r",|;|\b(?:but|and|so|because|since|while|whereas|then)\b")
+_NEGATION = re.compile(r"\b(?:not|no longer|never|no)\b")
+_SMALLER = r"(?:fits?|fitting) (?:in|inside|into)|is smaller than|smaller than"
+_BIGGER = r"is bigger than|is larger than|bigger than|larger than"
+_SIZE_STATEMENT = re.compile(
+    rf"({_CONTAINER})\b(.*?)\b({_SMALLER}|{_BIGGER}|fit)\b(?: (?:in|inside|into|than))? ({_CONTAINER})"
+)
+_POSITION_STATEMENT = re.compile(rf"({_SHAPE})\b(.*?)\b({_POSITION}) ({_SHAPE})")
+_OPPOSITE_POSITION = {normalize_answer(k): normalize_answer(v) for k, v in words.OPPOSITE_POSITION.items()}
+
+
+def _polarity(text: str, question: str) -> str | None:
+    """"yes", "no" or "maybe" as the statement `text` answers the yes/no `question` (both normalised), or None."""
+    if m := _IS_IN_QUESTION.fullmatch(question):
+        return _place_polarity(text, m[1], normalize_answer(m[2]))
+    if m := _POSITION_QUESTION.fullmatch(question):
+        return _position_polarity(text, m[1], m[2], m[3])
+    if m := _BIGGER_QUESTION.fullmatch(question):  # "is A bigger than B": yes when B < A
+        return _size_polarity(text, smaller=m[2], bigger=m[1])
+    if m := _FIT_QUESTION.fullmatch(question):  # "does A fit in B": yes when A < B
+        return _size_polarity(text, smaller=m[1], bigger=m[2])
+    return None
+
+
+def _place_polarity(text: str, person: str, place: str) -> str | None:
+    """Is `person` at `place`, by a statement naming places (qa6, qa9, qa10)."""
+    if _PERSON_WORDS & set(_WORDS.findall(text)) - {person}:
+        return None  # a statement about someone else
+    if _EITHER_PLACE.search(text):
+        return "maybe"
+    asked, elsewhere = [], False  # negated? for each mention of the asked place; another place affirmed?
+    for clause in _CLAUSE_BREAK.split(text):
+        for m in _PLACE.finditer(clause):
+            negated = bool(_NEGATION.search(clause[: m.start()]))
+            if m[0].rstrip("s") == place.rstrip("s"):
+                asked.append(negated)
+            elif not negated:
+                elsewhere = True
+    if any(asked):
+        return "no"
+    if asked:
+        return None if elsewhere else "yes"
+    return "no" if elsewhere else None
+
+
+def _position_polarity(text: str, shape: str, position: str, other: str) -> str | None:
+    """Is `shape` at `position` of `other`, by a statement placing the two shapes (qa17)."""
+    for m in _POSITION_STATEMENT.finditer(text):
+        first, between, said, second = m[1], m[2], m[3], m[4]
+        if {first, second} != {shape, other}:
+            continue
+        if first == other:  # "B is below A" says "A is above B"
+            said = _OPPOSITE_POSITION[said]
+        agrees = said == position
+        if said not in (position, _OPPOSITE_POSITION[position]):
+            return None  # another axis says nothing
+        if _NEGATION.search(between):
+            return "no" if agrees else None
+        return "yes" if agrees else "no"
+    return None
+
+
+def _size_polarity(text: str, smaller: str, bigger: str) -> str | None:
+    """Is `smaller` smaller than `bigger`, by a statement comparing the two things (qa18)."""
+    for m in _SIZE_STATEMENT.finditer(text):
+        first, between, said, second = m[1], m[2], m[3], m[4]
+        if {first, second} != {smaller, bigger}:
+            continue
+        first_smaller = not re.fullmatch(_BIGGER, said)
+        agrees = first_smaller == (first == smaller)
+        if _NEGATION.search(between) or _NEGATION.search(said):
+            return "no" if agrees else "yes"
+        return "yes" if agrees else "no"
+    return None
+
+
+# ---------------------------------------------------------------- rule `role`: the asked part of a statement
+
+_GIVE = r"(?:gave|handed|passed|gives|hands|passes|has given|had given|give)"
+_GIVE_STATEMENTS = (  # each: a regex and which of its groups is the giver, the object, the receiver
+    (re.compile(rf"(\w+) {_GIVE} (\w+) to (\w+)"), (1, 2, 3)),
+    (re.compile(rf"(\w+) received (\w+) from (\w+)"), (3, 2, 1)),
+    (re.compile(rf"(\w+) (?:was|were) (?:given|handed|passed) to (\w+) by (\w+)"), (3, 1, 2)),
+    (re.compile(rf"(\w+) {_GIVE} (\w+) (\w+)"), (1, 3, 2)),
+)
+_GIVE_QUESTIONS = (  # the question forms of qa5: what they tell (named groups) and which part they ask for
+    (re.compile(r"who gave (?P<thing>\w+)(?: to (?P<receiver>\w+))?"), "giver"),
+    (re.compile(r"who received (?P<thing>\w+)(?: from (?P<giver>\w+))?"), "receiver"),
+    (re.compile(r"who did (?P<giver>\w+) give (?P<thing>\w+) to"), "receiver"),
+    (re.compile(r"what did (?P<giver>\w+) give to (?P<receiver>\w+)"), "thing"),
+)
+_AFRAID = re.compile(r"\b(?:afraid of|scared of|frightened of|fears?) (\w+)")
+
+
+def _role(text: str, question: str, labels: tuple[str, ...], names: frozenset[str]) -> set[str] | None:
+    """The label in the part of a statement in `text` that `question` asks for (qa5, qa15), or None.
+
+    A give statement answers a qa5 question only when it agrees with what the question tells
+    ("What did Fred give to Mary?" is not answered by "Mary gave the milk to Bill"): one that
+    disagrees gives no label; a receiver followed by another name ("to Fred, Mary") is no statement.
+    """
+    if re.fullmatch(r"what is \w+ afraid of", question):
+        fears = [m for m in _AFRAID.finditer(text) if m[1] in labels and not _negated(text, m.start(), labels)]
+        return {fears[-1][1]} if fears else None
+    asked = next(((m, part) for pattern, part in _GIVE_QUESTIONS if (m := pattern.fullmatch(question))), None)
+    if asked is None:
+        return None
+    told = {key: value for key, value in asked[0].groupdict().items() if value}
+    parsed = False
+    for pattern, slots in _GIVE_STATEMENTS:
+        for m in pattern.finditer(text):
+            statement = dict(zip(("giver", "thing", "receiver"), (m[slot] for slot in slots)))
+            if not (statement["giver"] in names and statement["receiver"] in names
+                    and statement["thing"] in labels and statement["thing"] not in names):
+                continue
+            if _NEGATION.search(text[: m.start()].rsplit(",", 1)[-1]) or re.match(rf"(?:,| and) (?:{'|'.join(names)})\b", text[m.end():]):
+                continue
+            parsed = True
+            if all(statement[key] == value for key, value in told.items()):
+                return {statement[asked[1]]}
+    return set() if parsed else None
+
+
+# ---------------------------------------------------------------- rule `clause`: the last clause naming a label
+
+_LIST_QUESTION = re.compile(r"what is \w+ carrying")
+"""qa8's question: its answer may name several labels, so the clause rule leaves it alone."""
+_OTHER_ENTITIES = _PERSON_WORDS | {*words.OBJECTS, *words.WIDE_OBJECTS}
+_SUBJECT = re.compile(r"\b(?:is|was|will|did|does)\s+(\w+)")
+
+
+@cache
+def _clause_break(labels: tuple[str, ...]) -> re.Pattern[str]:
+    """Where a clause ends: a comma, "but", "so", "then", ... and "and" unless a place or label follows
+
+    ("north of kitchen and garden" is one clause naming two labels; "got it in kitchen and took it
+    to bedroom" is two).
+    """
+    joined = "|".join(re.escape(label) for label in (*labels, "in", "at", "to", "on", "into", "inside", "from"))
+    return re.compile(rf",|;|\b(?:but|so|because|since|while|whereas|then)\b|\band\b(?! (?:{joined})\b)")
+
+
+def _last_clause(text: str, question: str, labels: tuple[str, ...], rules: frozenset[str], question_words: frozenset[str]) -> set[str] | None:
+    """The labels of the last clause of `text` that names one and is not about someone else, or None."""
+    subject = _SUBJECT.search(question)
+    subject = subject[1] if subject else ""
+    chosen = None
+    for clause in _clause_break(labels).split(text):
+        named = {label for _, label in _mentions(clause, labels, rules, question_words)}
+        if not named:
+            continue
+        others = set(_WORDS.findall(clause)) & _OTHER_ENTITIES - {subject, *labels}
+        if others and subject not in clause.split():
+            continue
+        chosen = named
+    return chosen
+
+
+# ---------------------------------------------------------------- the corrected check
+
+def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]) -> set[str]:
+    """The labels the normalised answer `text` gives for the normalised `question`, under `rules`.
+
+    Labels the question names do not count (the authors' rule): "Where was the apple before the
+    kitchen?" makes "kitchen" no answer.
+    """
+    question_words = frozenset(_WORDS.findall(question))
+    if "word-form" in rules:
+        text = _apply_forms(text, labels)
+        question = _apply_forms(question, labels)
+    if "path" in rules and all("," in label for label in labels):
+        return _path(text) - _path(question)
+    in_question = {label for _, label in _mentions(question, labels, rules - {"negation"}, question_words)}
+    if "role" in rules and (role := _role(text, question, labels, names)) is not None:
+        return role - in_question
+    found = {label for _, label in _mentions(text, labels, rules, question_words)} - in_question
+    yes_no = {"yes", "no"} <= set(labels)
+    if "polarity" in rules and yes_no and not found & {"yes", "no", "maybe"}:
+        polarity = _polarity(text, question)
+        if polarity in labels:
+            return {polarity}
+    if "clause" in rules and not yes_no and len(found) > 1 and not _LIST_QUESTION.fullmatch(question):
+        found = (_last_clause(text, question, labels, rules, question_words) or found) - in_question
+    return found
+
+
+@lru_cache(maxsize=1 << 16)
+def _corrected(target: str, output: str, question: str, labels: tuple[str, ...], rules: frozenset[str]) -> bool:
+    """The corrected check with only `rules` (a subset of `RULES`) on; all of them is `acc_corrected`.
+
+    Cached: prediction files repeat the same answer to the same question many times.
+    """
     label_tuple = tuple(sorted({label.lower() for label in labels}))
-    text = normalize_answer(first_sentence(output))
-    question = normalize_answer(question)
-    question_words = frozenset(re.findall(r"\w+", question))
-    found = _labels_found(text, label_tuple, rules, question_words)
-    found -= _labels_found(question, label_tuple, rules - {"negation"}, question_words)
+    names = frozenset(label.lower() for label in labels if label[:1].isupper())
+    question = normalize_answer(question).strip(" ,")
+    if "answer" in rules:
+        answer = find_answer(output, _names_label(question, label_tuple, rules))
+    else:
+        answer = first_sentence(output)
+    found = _found(normalize_answer(answer), question, label_tuple, names, rules)
     target = target.lower()
     if "list" in rules:
         target = re.sub(r"\s*,\s*", ",", target.strip())
@@ -334,16 +673,56 @@ def _corrected(target: str, output: str, question: str, labels: Iterable[str], r
     return found == {target}
 
 
+_REFUSAL = re.compile(r"\b(?:i|we) (?:do not|did not|cannot) (?:know|tell|say)\b|\bno idea\b|\bnot sure\b")
+"""A sentence saying the speaker does not know: it is the answer, and what follows is not read."""
+_ABOUT = frozenset({"he", "she", "it", "they"})
+
+
+@lru_cache(maxsize=1 << 12)
+def _names_label(question: str, labels: tuple[str, ...], rules: frozenset[str]) -> Callable[[str, bool], bool]:
+    """Whether a sentence answers: names a label the question does not, or says the speaker does not know.
+
+    Past the answer's first sentence, a sentence must also be about the question's subject (name
+    it, or speak of "he", "she", "it", "they", or open with "in"/"at"): "Daniel asked. She is in
+    the garden." answers "Where is Sandra?", "I thought so. I am going to the garden." does not.
+    For yes/no questions the first sentence answers: a statement answers them without naming a label.
+    """
+    if {"yes", "no"} <= set(labels):
+        return lambda sentence, first: True
+    words_rules = rules - {"negation"}
+    question_words = frozenset(_WORDS.findall(question))
+    subject = _SUBJECT.search(question)
+    about = _ABOUT | ({subject[1]} if subject else set())
+    asked = {label for _, label in _mentions(_apply_forms(question, labels), labels, words_rules, question_words)}
+    path = all("," in label for label in labels)
+
+    def names_label(sentence: str, first: bool) -> bool:
+        text = normalize_answer(sentence)
+        if _REFUSAL.search(text):
+            return True
+        if not first and not (about & set(_WORDS.findall(text)) or text.lstrip(" ,").startswith(("in ", "at "))):
+            return False
+        if path:
+            return bool(set(_WORDS.findall(text)) & COMPASS.keys())
+        if "word-form" in rules:
+            text = _apply_forms(text, labels)
+        return any(label not in asked for _, label in _mentions(text, labels, words_rules, question_words))
+
+    return names_label
+
+
 def corrected_correct(target: str, output: str, question: str, labels: Iterable[str]) -> bool:
     """The authors' check made sound on the closed answer sets of the bAbI tasks (see `RULES`).
 
-    The first sentence of the answer and the question are normalised (`normalize_answer`); forms
-    in `WORD_FORMS` become their labels; labels are found as whole words, a negated mention does
-    not count, and a qa19 answer is read as its sequence of compass steps. Then the authors' rule:
-    labels also in the question are dropped, and the target must be exactly what remains (a
-    list target as a set, a path in order).
+    The answer is found in the output (`find_answer`) and it and the question are normalised
+    (`normalize_answer`); forms in `WORD_FORMS` become their labels; labels are found as whole
+    words, a negated mention does not count, a qa19 answer is read as its sequence of compass
+    steps, a yes/no question answered by a statement gets its polarity, a question about one part
+    of a statement gets that part, and an answer naming several labels is read from its last
+    clause. Then the authors' rule: labels also in the question are dropped, and the target must
+    be exactly what remains (a list target as a set, a path in order).
     """
-    return _corrected(target, output, question, labels, _ALL_RULES)
+    return _corrected(target, output, question, tuple(labels), _ALL_RULES)
 
 
 def deciding_rule(target: str, output: str, question: str, labels: Iterable[str]) -> str:
@@ -407,6 +786,8 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
         raise UsageError(f"{path}: no such file; {expected}")
     if path.stat().st_size == 0:
         raise UsageError(f"{path} is empty (0 bytes): {expected}")
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, path.stat().st_size))  # no cell is longer than the file (outputs can be long)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -414,21 +795,100 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
             if missing:
                 raise UsageError(f"{path} lacks the column(s) {', '.join(sorted(missing))}: {expected}")
             rows = [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise UsageError(f"{path} is not a UTF-8 CSV file ({type(err).__name__}): {expected}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {expected}") from None
+    except csv.Error as err:
+        raise UsageError(f"{path} is not a valid CSV file (line {reader.line_num}: {err}): {expected}") from None
+    finally:
+        csv.field_size_limit(limit)
     if not rows:
         raise UsageError(f"{path} holds no rows: {expected}")
     return rows
 
 
 def score_file(path: str | Path, qa: str) -> Score:
-    """Both accuracies (percent) of a predictions CSV of task `qa`."""
-    return score_rows(read_predictions(path), qa)
+    """Both accuracies (percent) of a predictions CSV of task `qa` (refused when it answers another task)."""
+    rows = read_predictions(path)
+    check_task_content(rows, qa, path)
+    return score_rows(rows, qa)
 
 
-def read_answer(output: str) -> str:
-    """The part of `output` that both checks read, in its own case (see `first_sentence`)."""
-    return re.split(r"<context>|<example>", output.split(".")[0], flags=re.IGNORECASE)[0]
+# ---------------------------------------------------------------- which task a file answers
+
+QUESTION_FORMS: dict[str, re.Pattern[str]] = {
+    qa: re.compile(form)
+    for qa, form in {
+        "qa1": r"where is \w+",
+        "qa2": r"where is \w+",
+        "qa3": r"where was \w+ before \w+",
+        "qa4": r"what is (?:north|south|east|west) of \w+|what is \w+ (?:north|south|east|west) of",
+        "qa5": r"who gave \w+(?: to \w+)?|who received \w+(?: from \w+)?|who did \w+ give \w+ to|what did \w+ give to \w+",
+        "qa6": r"is \w+ in \w+",
+        "qa7": r"how many objects is \w+ carrying",
+        "qa8": r"what is \w+ carrying",
+        "qa9": r"is \w+ in \w+",
+        "qa10": r"is \w+ in \w+",
+        "qa11": r"where is \w+",
+        "qa12": r"where is \w+",
+        "qa13": r"where is \w+",
+        "qa14": r"where was \w+ before \w+",
+        "qa15": r"what is \w+ afraid of",
+        "qa16": r"what colou?r is \w+",
+        "qa17": rf"is (?:{_SHAPE}) (?:{_POSITION}) (?:{_SHAPE})",
+        "qa18": rf"is (?:{_CONTAINER}) bigger than (?:{_CONTAINER})|does (?:{_CONTAINER}) fit in (?:{_CONTAINER})",
+        "qa19": r"how do you go from \w+ to \w+",
+        "qa20": r"where will \w+ go|why did \w+ (?:go to|get) \w+",
+    }.items()
+}
+"""The form of each task's questions, as `normalize_answer` writes them (bAbI asks nothing else)."""
+
+
+def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
+    """(share of targets in `qa`'s label set, share of questions in `qa`'s form) of `rows`."""
+    labels = {label.lower() for label in TASK_LABELS[qa]}
+    lists = qa == "qa8"  # qa8 targets may list several objects
+    in_labels = sum(
+        all(item in labels for item in re.split(r"\s*,\s*", row["target"].strip().lower())) if lists
+        else row["target"].strip().lower() in labels
+        for row in rows
+    )
+    in_form = sum(bool(QUESTION_FORMS[qa].fullmatch(normalize_answer(row["question"]).strip(" ,"))) for row in rows)
+    return in_labels / len(rows), in_form / len(rows)
+
+
+def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path) -> None:
+    """Refuse `rows` (of the file `path`) as answers of task `qa` when their content says another task.
+
+    A file's name can lie (a qa5 file renamed `preds5.csv` and scored as qa1 gets 0%). Every
+    target must be a label of `qa` (qa8: every item of its list), and at least half the questions
+    must have `qa`'s form (`QUESTION_FORMS`); otherwise a `UsageError` names the file and the
+    task(s) whose labels and questions fit best.
+    """
+    qa = task_name(qa)
+    targets, questions = _fit(rows, qa)
+    if targets == 1.0 and questions >= 0.5:
+        return
+    fits = {other: _fit(rows, other) for other in TASK_LABELS}
+    best = max(t * q for t, q in fits.values())
+    likely = [other for other, (t, q) in fits.items() if t * q == best and best > 0]
+    if targets < 1.0:
+        labels = {label.lower() for label in TASK_LABELS[qa]}
+        outside = sorted({row["target"] for row in rows if not set(re.split(r"\s*,\s*", row["target"].strip().lower())) <= labels})
+        what = f"targets such as {', '.join(repr(t) for t in outside[:3])} are not {qa} answers"
+    else:
+        what = f"only {questions:.0%} of its questions have the form of {qa}'s"
+    hint = f"it looks like {' or '.join(likely)}: pass --task {likely[0]}" if likely else "it answers none of qa1..qa20"
+    raise UsageError(f"{path}: {what}; {hint}")
+
+
+def corrected_answer(output: str, question: str, labels: Iterable[str]) -> str:
+    """The part of `output` that `acc_corrected` reads as the answer (`find_answer`), in its own case."""
+    label_tuple = tuple(sorted({label.lower() for label in labels}))
+    return find_answer(output, _names_label(normalize_answer(question).strip(" ,"), label_tuple, _ALL_RULES))
+
+
+CREDITED, FAILED = "credited", "failed"
+"""The two directions of a disagreement: `acc_corrected` credits an answer `acc` fails, or fails one it credits."""
 
 
 class Disagreement(NamedTuple):
@@ -440,38 +900,55 @@ class Disagreement(NamedTuple):
     output: str
     """The model's whole output."""
     answer: str
-    """The part of the output both checks read (`read_answer`)."""
+    """The part of the output `acc_corrected` reads (`corrected_answer`)."""
     acc: bool
     acc_corrected: bool
     rule: str
     """What decided the corrected verdict (`deciding_rule`)."""
+    question: str = ""
+
+    @property
+    def direction(self) -> str:
+        """`CREDITED` or `FAILED`."""
+        return CREDITED if self.acc_corrected else FAILED
 
 
 class Audit(NamedTuple):
-    """Both scores of a set of answers, and every answer on which the two checks disagree."""
+    """Both scores of a set of answers, every answer on which the two checks disagree, and those both fail."""
 
     score: Score
     disagreements: list[Disagreement]
     by_rule: dict[str, int]
     """Number of disagreements per deciding rule, most frequent first."""
+    by_direction: dict[str, dict[str, int]]
+    """Number of disagreements per direction (`CREDITED`, `FAILED`) and deciding rule."""
+    both_fail: list[int]
+    """Positions of the answers both checks fail (for a reader to judge a sample of them)."""
 
 
 def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
     """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
     labels = labels_for(qa)
-    verdicts, disagreements = [], []
+    verdicts, disagreements, both_fail = [], [], []
     for index, row in enumerate(rows):
         verdict = check(qa, row["target"], row["output"], row["question"])
         verdicts.append(verdict)
         if verdict.acc != verdict.acc_corrected:
             rule = deciding_rule(row["target"], row["output"], row["question"], labels)
-            disagreements.append(
-                Disagreement(index, row["target"], row["output"], read_answer(row["output"]), *verdict, rule)
-            )
+            answer = corrected_answer(row["output"], row["question"], labels)
+            disagreements.append(Disagreement(index, row["target"], row["output"], answer, *verdict, rule, row["question"]))
+        elif not verdict.acc:
+            both_fail.append(index)
     by_rule = Counter(d.rule for d in disagreements)
-    return Audit(_score(verdicts), disagreements, dict(by_rule.most_common()))
+    by_direction = {
+        direction: dict(Counter(d.rule for d in disagreements if d.direction == direction).most_common())
+        for direction in (CREDITED, FAILED)
+    }
+    return Audit(_score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail)
 
 
 def audit_file(path: str | Path, qa: str) -> Audit:
-    """`audit_rows` of a predictions CSV of task `qa`."""
-    return audit_rows(read_predictions(path), qa)
+    """`audit_rows` of a predictions CSV of task `qa` (refused when it answers another task)."""
+    rows = read_predictions(path)
+    check_task_content(rows, qa, path)
+    return audit_rows(rows, qa)

@@ -30,32 +30,43 @@ import numpy as np
 from lm_eval_longmem.babilong.babi import BabiSample
 from lm_eval_longmem.babilong.metrics import TASK_LABELS
 from lm_eval_longmem.babilong.verify import answer_from_story
+from lm_eval_longmem.babilong.words import (
+    AGENTS,
+    ANIMAL_NAMES,
+    ANIMALS,
+    COLOURS,
+    CONTAINERS,
+    COUNTS,
+    DIRECTIONS,
+    DROPS,
+    GIVERS,
+    GIVES,
+    LINKERS,
+    MOTIVES,
+    MOVES,
+    OBJECTS,
+    OPPOSITE,
+    PEOPLE,
+    PET_NAMES,
+    PLACES,
+    PRONOUN,
+    ROOMS,
+    SHAPES,
+    SPECIES,
+    TAKES,
+    TIMES,
+    VISITORS,
+    WIDE_NAMES,
+    WIDE_OBJECTS,
+    WIDE_PLACES,
+    WIDE_ROOMS,
+)
+from lm_eval_longmem.common.cache import atomic_write
 
 SIMULATOR_VERSION = 1
 """Bump when any task's output for a given seed changes (it is part of cache keys)."""
 
-# --- vocabulary -------------------------------------------------------------------------------
-
-ROOMS = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
-PLACES = ("bedroom", "cinema", "kitchen", "office", "park", "school")  # qa10, qa14
-OBJECTS = ("apple", "football", "milk")
-MOVES = ("travelled to", "went to", "journeyed to", "moved to", "went back to")
-TAKES = ("got", "took", "picked up", "grabbed")
-DROPS = ("dropped", "left", "put down", "discarded")
-GIVES = ("gave", "handed", "passed")
-LINKERS = ("Then", "After that", "Afterwards", "Following that")  # qa11, qa13
-
-# Extra words for wide_vocabulary. None contains a label of any task or another word as a
-# substring (the authors' check finds labels by substring); a test checks this.
-_WIDE_NAMES = {
-    "Alice": "she", "Oliver": "he", "Nina": "she", "Victor": "he", "Grace": "she", "Hugo": "he",
-    "Leah": "she", "Omar": "he", "Rosa": "she", "Tomas": "he", "Irene": "she", "Felix": "he",
-}
-_WIDE_ROOMS = ("attic", "cellar", "garage", "library", "pantry", "studio", "porch", "laundry")
-_WIDE_PLACES = ("museum", "library", "stadium", "market", "harbour", "bakery")
-_WIDE_OBJECTS = ("book", "key", "umbrella", "lamp", "scarf", "wallet")
-
-PRONOUN = {"John": "he", "Daniel": "he", "Mary": "she", "Sandra": "she", **_WIDE_NAMES}
+# --- vocabulary (the word lists live in words.py, shared with the verifier and the answer checks)
 
 DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
 """Tasks the simulator implements: all twenty."""
@@ -80,13 +91,12 @@ class Vocabulary:
 def vocabulary(qa: str, wide_vocabulary: bool = False) -> Vocabulary:
     """The people, places and objects task `qa` uses (the published ones, or the widened lists)."""
     number = _task_number(qa)
-    people = {5: ("Bill", "Fred", "Jeff", "Mary"), 10: ("Bill", "Fred", "Julie", "Mary"),
-              14: ("Bill", "Fred", "Julie", "Mary")}.get(number, ("John", "Mary", "Sandra", "Daniel"))
+    people = {5: GIVERS, 10: VISITORS, 14: VISITORS}.get(number, PEOPLE)
     places = PLACES if number in (10, 14) else ROOMS
     if not wide_vocabulary:
         return Vocabulary(people, places)
-    wide_places = _WIDE_PLACES if number in (10, 14) else _WIDE_ROOMS
-    return Vocabulary(people + tuple(_WIDE_NAMES), places + wide_places, OBJECTS + _WIDE_OBJECTS)
+    wide_places = WIDE_PLACES if number in (10, 14) else WIDE_ROOMS
+    return Vocabulary(people + tuple(WIDE_NAMES), places + wide_places, OBJECTS + WIDE_OBJECTS)
 
 
 def labels_for_simulated(qa: str, wide_vocabulary: bool = False) -> tuple[str, ...]:
@@ -442,18 +452,15 @@ def _ask_qa6(world: _World, dice: _Dice):
     return f"Is {p} in the {other}?", "no", (world.last_move[p],)
 
 
-_COUNTS = ("none", "one", "two", "three")
-
-
 def _holding_candidates(world: _World):
     return [(world.handled[p][-1], p) for p in world.vocab.people if world.handled[p]]
 
 
 def _ask_qa7(world: _World, dice: _Dice):
     p = world.recent(_holding_candidates(world))
-    if p is None or len(world.holding[p]) >= len(_COUNTS):
+    if p is None or len(world.holding[p]) >= len(COUNTS):
         return None
-    return f"How many objects is {p} carrying?", _COUNTS[len(world.holding[p])], tuple(world.handled[p])
+    return f"How many objects is {p} carrying?", COUNTS[len(world.holding[p])], tuple(world.handled[p])
 
 
 def _ask_qa8(world: _World, dice: _Dice):
@@ -604,25 +611,22 @@ def _story_qa12(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-_TIMES = ("yesterday", "this morning", "this afternoon", "this evening")
-
-
 def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
     """Each person's day (yesterday, morning, afternoon, evening) told in a random order; where before X."""
     while True:
         story = _Story()
         days = {p: [dice.pick(vocab.places)] for p in vocab.people}
         for route in days.values():
-            while len(route) < len(_TIMES):
+            while len(route) < len(TIMES):
                 route.append(dice.pick([r for r in vocab.places if r != route[-1]]))
-        untold = [(p, t) for p in vocab.people for t in range(len(_TIMES))]
+        untold = [(p, t) for p in vocab.people for t in range(len(TIMES))]
         shown: dict[tuple[str, int], int] = {}  # (person, time) -> fact
         while len(story.questions) < 5 and len(untold) >= 2:
             for _ in range(2):
                 # bAbI tells a day's times next to each other more often than chance would
                 near = [k for k, (p, t) in enumerate(untold) if (p, t - 1) in shown or (p, t + 1) in shown]
                 p, t = untold.pop(dice.pick(near) if near and dice.chance(0.5) else dice.below(len(untold)))
-                when, place, verb = _TIMES[t], days[p][t], dice.pick(MOVES)
+                when, place, verb = TIMES[t], days[p][t], dice.pick(MOVES)
                 if dice.chance(0.5):
                     text = f"{when[0].upper()}{when[1:]} {p} {verb} the {place}."
                 else:
@@ -640,30 +644,23 @@ def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
             return story
 
 
-_ANIMALS = (("cat", "Cats"), ("mouse", "Mice"), ("sheep", "Sheep"), ("wolf", "Wolves"))
-
-
 def _story_qa15(dice: _Dice, vocab: Vocabulary) -> _Story:
     """Each kind of animal fears one other kind; four named animals; what does one of them fear."""
     story = _Story()
-    names = ("Emily", "Gertrude", "Jessica", "Winona")
-    fears = {kind: dice.pick([k for k, _ in _ANIMALS if k != kind]) for kind, _ in _ANIMALS}
-    kind_of = {name: dice.pick([k for k, _ in _ANIMALS]) for name in names}
-    lines = [("fear", kind, plural) for kind, plural in _ANIMALS] + [("is", name, None) for name in names]
+    names = ANIMAL_NAMES
+    fears = {kind: dice.pick([k for k in ANIMALS if k != kind]) for kind in ANIMALS}
+    kind_of = {name: dice.pick(list(ANIMALS)) for name in names}
+    lines = [("fear", kind, ANIMALS[kind].capitalize()) for kind in ANIMALS] + [("is", name, None) for name in names]
     fact_of: dict[str, int] = {}
     for what, who, plural in dice.shuffled(lines):
         if what == "fear":
-            fact_of[who] = story.say(f"{plural} are afraid of {dict(_ANIMALS)[fears[who]].lower()}.")
+            fact_of[who] = story.say(f"{plural} are afraid of {ANIMALS[fears[who]]}.")
         else:
             fact_of[who] = story.say(f"{who} is a {kind_of[who]}.")
     for name in dice.shuffled(names):
         kind = kind_of[name]
         story.ask(f"What is {name.lower()} afraid of?", fears[kind], (fact_of[name], fact_of[kind]))
     return story
-
-
-_SPECIES = ("lion", "rhino", "frog", "swan")
-_COLOURS = ("gray", "green", "white", "yellow")
 
 
 def _interleave(dice: _Dice, sequences: Sequence[Sequence]) -> list:
@@ -681,14 +678,14 @@ def _interleave(dice: _Dice, sequences: Sequence[Sequence]) -> list:
 def _story_qa16(dice: _Dice, vocab: Vocabulary) -> _Story:
     """Five animals: a species and (but for one) a colour each; the unknown colour is the species' colour."""
     story = _Story()
-    names = dice.shuffled(("Lily", "Bernhard", "Greg", "Julius", "Brian"))
+    names = dice.shuffled(PET_NAMES)
     asked, twin = names[0], names[1]
-    species = dice.pick(_SPECIES)
+    species = dice.pick(SPECIES)
     kind = {asked: species, twin: species}
-    colour = {twin: dice.pick(_COLOURS)}
+    colour = {twin: dice.pick(COLOURS)}
     for name in names[2:]:  # whoever shares the asked one's species shares its colour too
-        kind[name] = dice.pick(_SPECIES)
-        colour[name] = colour[twin] if kind[name] == species else dice.pick(_COLOURS)
+        kind[name] = dice.pick(SPECIES)
+        colour[name] = colour[twin] if kind[name] == species else dice.pick(COLOURS)
     told = _interleave(dice, [[(n, "kind"), (n, "colour")] if n != asked else [(n, "kind")] for n in names])
     fact_of = {}
     for name, what in told:
@@ -699,8 +696,7 @@ def _story_qa16(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-_STEPS = {"north": (0, 1, "n"), "south": (0, -1, "s"), "east": (1, 0, "e"), "west": (-1, 0, "w")}
-_OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
+_STEPS = {"north": (0, 1), "south": (0, -1), "east": (1, 0), "west": (-1, 0)}
 
 
 def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
@@ -712,7 +708,7 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
         for place in places[1:]:
             from_cell = dice.pick(sorted(grid))
             direction = dice.pick(tuple(_STEPS))
-            dx, dy, _ = _STEPS[direction]
+            dx, dy = _STEPS[direction]
             cell = (from_cell[0] + dx, from_cell[1] + dy)
             if cell in grid:
                 break
@@ -726,9 +722,9 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
             if dice.chance(0.5):
                 fact = story.say(f"The {a} is {direction} of the {b}.")
             else:
-                fact = story.say(f"The {b} is {_OPPOSITE[direction]} of the {a}.")
+                fact = story.say(f"The {b} is {OPPOSITE[direction]} of the {a}.")
             steps.setdefault(b, []).append((direction, a, fact))
-            steps.setdefault(a, []).append((_OPPOSITE[direction], b, fact))
+            steps.setdefault(a, []).append((OPPOSITE[direction], b, fact))
         routes: dict[tuple[str, str], list] = {}
         for start, first_steps in steps.items():
             for s1, mid, f1 in first_steps:
@@ -739,11 +735,10 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
         if not unique:
             continue
         (start, end), (s1, s2, f1, f2) = dice.pick(unique)
-        story.ask(f"How do you go from the {start} to the {end}?", f"{_STEPS[s1][2]},{_STEPS[s2][2]}", (f1, f2))
+        story.ask(f"How do you go from the {start} to the {end}?", f"{DIRECTIONS[s1]},{DIRECTIONS[s2]}", (f1, f2))
         return story
 
 
-_SHAPES = ("red square", "triangle", "pink rectangle", "yellow square", "blue square", "red sphere")
 # relation -> (axis, sign): "A is to the left of B" puts A in B's row, at a smaller x
 _PLACEMENT = {"to the left of": (0, -1), "to the right of": (0, 1), "below": (1, -1), "above": (1, 1)}
 
@@ -757,7 +752,7 @@ def _story_qa17(dice: _Dice, vocab: Vocabulary) -> _Story:
         # same axis, opposite sides (left of B, B left of... reversed) leaves the outer two unordered
         if first[0] != second[0] or first[1] == second[1]:
             break
-    outer_a, middle, outer_c = dice.sample(_SHAPES, 3)
+    outer_a, middle, outer_c = dice.sample(SHAPES, 3)
     # outer_a is relations[0] of middle; middle is relations[1] of outer_c
     offset = [0, 0]  # outer_a's position minus outer_c's, in sign per axis
     offset[first[0]] += first[1]
@@ -777,9 +772,6 @@ def _story_qa17(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-_BOXES = ("box", "box of chocolates", "chocolate", "container", "chest", "suitcase")
-
-
 def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
     """Six things of hidden sizes, told pairwise five at a time; yes/no on pairs two steps apart."""
     while True:
@@ -788,7 +780,7 @@ def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
         containers = dice.shuffled(("box", "container", "chest", "suitcase"))
         size = {thing: k for k, thing in enumerate(("chocolate", "box of chocolates", *containers))}
         told: dict[tuple[str, str], int] = {}  # (smaller, bigger) -> fact
-        pairs = [(a, b) for a in _BOXES for b in _BOXES if size[a] < size[b]]
+        pairs = [(a, b) for a in CONTAINERS for b in CONTAINERS if size[a] < size[b]]
         while len(told) + 5 <= len(pairs):
             for small, big in dice.sample([p for p in pairs if p not in told], 5):
                 if dice.chance(0.5):
@@ -813,17 +805,13 @@ def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
                 return story
 
 
-_MOTIVES = {"thirsty": ("kitchen", "milk"), "hungry": ("kitchen", "apple"),
-            "bored": ("garden", "football"), "tired": ("bedroom", "pajamas")}
-
-
 def _story_qa20(dice: _Dice, vocab: Vocabulary) -> _Story:
     """Four people, each with a need, go where it is met and get what meets it; where/why questions."""
     story = _Story()
-    names = ("Jason", "Antoine", "Sumit", "Yann")
+    names = AGENTS
     plans = {}
     for name in names:
-        motive = dice.pick(tuple(_MOTIVES))
+        motive = dice.pick(tuple(MOTIVES))
         steps = ["feel", "go"] + (["get"] if dice.chance(0.85) else [])
         plans[name] = (motive, steps)
     told = {n: 0 for n in names}
@@ -833,7 +821,7 @@ def _story_qa20(dice: _Dice, vocab: Vocabulary) -> _Story:
         motive, steps = plans[name]
         step = steps[told[name]]
         told[name] += 1
-        place, thing = _MOTIVES[motive]
+        place, thing = MOTIVES[motive]
         who = name.lower()
         if step == "feel":
             motive_fact[name] = story.say(f"{name} is {motive}.")
@@ -927,5 +915,5 @@ def write_babi_file(samples: Sequence[BabiSample], path: str | Path) -> Path:
         number += 1
         support = " ".join(str(line_of[i]) for i in sample.supporting)
         lines.append(f"{number} {sample.question}\t{sample.answer}\t{support}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
     return path

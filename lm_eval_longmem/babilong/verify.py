@@ -19,30 +19,45 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lm_eval_longmem.babilong.babi import BabiSample
+from lm_eval_longmem.babilong.words import (
+    ANIMALS,
+    COUNTS,
+    DROPS,
+    GIVES,
+    MOTIVES,
+    MOVES,
+    OPPOSITE,
+    POSITIONS,
+    SHE,
+    TAKES,
+    TIMES,
+)
 
 
 class Unanswerable(ValueError):
     """The story's text does not determine one answer to the question."""
 
 
+def _any(words) -> str:
+    """A regex alternation of `words`, longest first ("went back" before "went")."""
+    return "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
+
+
 _WORD = r"([A-Za-z]+)"
+_TIME = _any(TIMES)
 _MOVE = re.compile(
-    r"^(.+?) (?:travelled|went back|went|journeyed|moved) to the ([a-z]+)"
-    r"(?: (yesterday|this morning|this afternoon|this evening))?\.$"
+    rf"^(.+?) (?:{_any(move.removesuffix(' to') for move in MOVES)}) to the ([a-z]+)(?: ({_TIME}))?\.$"
 )
-_TAKE = re.compile(rf"^{_WORD} (?:got|took|picked up|grabbed) the {_WORD}(?: there)?\.$")
-_DROP = re.compile(rf"^{_WORD} (?:dropped|left|put down|discarded) the {_WORD}(?: there)?\.$")
-_GIVE = re.compile(rf"^{_WORD} (?:gave|handed|passed) the {_WORD} to {_WORD}\.$")
+_TAKE = re.compile(rf"^{_WORD} (?:{_any(TAKES)}) the {_WORD}(?: there)?\.$")
+_DROP = re.compile(rf"^{_WORD} (?:{_any(DROPS)}) the {_WORD}(?: there)?\.$")
+_GIVE = re.compile(rf"^{_WORD} (?:{_any(GIVES)}) the {_WORD} to {_WORD}\.$")
 _IS_IN = re.compile(rf"^{_WORD} is in the {_WORD}\.$")
 _NOT_IN = re.compile(rf"^{_WORD} is (?:not|no longer) in the {_WORD}\.$")
 _EITHER = re.compile(rf"^{_WORD} is either in the {_WORD} or the {_WORD}\.$")
 _RELATION = re.compile(rf"^The {_WORD} is (north|south|east|west) of the {_WORD}\.$")
 _LINKER = re.compile(r"^(?:Then|After that|Afterwards|Following that) (he|she|they)$")
-_TIME_FIRST = re.compile(r"^(Yesterday|This morning|This afternoon|This evening) (.+)$")
+_TIME_FIRST = re.compile(rf"^({_any(time.capitalize() for time in TIMES)}) (.+)$")
 
-# Who "she" can be (everyone else named in a coreference story is "he").
-_SHE = {"Mary", "Sandra", "Alice", "Nina", "Grace", "Leah", "Rosa", "Irene"}
-_REVERSE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 
 
 def _parse_move(fact: str) -> tuple[str, str, str | None] | None:
@@ -92,7 +107,7 @@ def _places(facts: Sequence[str]) -> dict[str, frozenset[str] | tuple[str, str]]
             who, place, _ = move
             if link := _LINKER.match(who):
                 if not subjects or (link[1] == "they") != (len(subjects) == 2) or \
-                        (link[1] != "they" and (subjects[0] in _SHE) != (link[1] == "she")):
+                        (link[1] != "they" and (subjects[0] in SHE) != (link[1] == "she")):
                     raise Unanswerable(f"{link[1]!r} refers to no one in {fact!r}")
                 people = subjects
             else:
@@ -219,15 +234,12 @@ def _give_question(facts, question):
     raise Unanswerable(f"question not understood: {question!r}")
 
 
-_NUMBER_WORDS = ("none", "one", "two", "three")
-
-
 def _how_many(facts, question):
     who = re.fullmatch(r"How many objects is ([A-Za-z]+) carrying\?", question)[1]
     count = len(_read_objects(facts).carried.get(who, []))
-    if count >= len(_NUMBER_WORDS):
+    if count >= len(COUNTS):
         raise Unanswerable(f"{count} objects has no label")
-    return _NUMBER_WORDS[count]
+    return COUNTS[count]
 
 
 def _carrying(facts, question):
@@ -244,7 +256,7 @@ def _neighbours(facts) -> dict[tuple[str, str], set[str]]:
     for fact in facts:
         m = _RELATION.match(fact) or _unknown(fact)
         near.setdefault((m[3], m[2]), set()).add(m[1])
-        near.setdefault((m[1], _REVERSE[m[2]]), set()).add(m[3])
+        near.setdefault((m[1], OPPOSITE[m[2]]), set()).add(m[3])
     return near
 
 
@@ -259,7 +271,7 @@ def _relation(facts, question):
     if m := re.fullmatch(r"What is (north|south|east|west) of the ([a-z]+)\?", question):
         return _one(near.get((m[2], m[1]), set()), question)
     m = re.fullmatch(r"What is the ([a-z]+) (north|south|east|west) of\?", question)
-    return _one(near.get((m[1], _REVERSE[m[2]]), set()), question)
+    return _one(near.get((m[1], OPPOSITE[m[2]]), set()), question)
 
 
 def _path(facts, question):
@@ -267,16 +279,13 @@ def _path(facts, question):
     near = _neighbours(facts)
     ways = {
         f"{first[0]},{second[0]}"
-        for first in _REVERSE for mid in near.get((m[1], first), ())
-        for second in _REVERSE for end in near.get((mid, second), ()) if end == m[2]
+        for first in OPPOSITE for mid in near.get((m[1], first), ())
+        for second in OPPOSITE for end in near.get((mid, second), ()) if end == m[2]
     }
     return _one(ways, question)
 
 
 # --- qa14: time -------------------------------------------------------------------------------
-
-_DAY = ("yesterday", "this morning", "this afternoon", "this evening")
-
 
 def _before(facts, question):
     m = re.fullmatch(r"Where was ([A-Za-z]+) before the ([a-z]+)\?", question)
@@ -285,15 +294,15 @@ def _before(facts, question):
         move = _parse_move(fact) or _unknown(fact)
         if move[0] == m[1]:
             day[_need(move[2], f"no time in {fact!r}")] = move[1]
-    slots = [k for k, time in enumerate(_DAY) if day.get(time) == m[2]]
+    slots = [k for k, time in enumerate(TIMES) if day.get(time) == m[2]]
     if len(slots) != 1 or slots[0] == 0:
         raise Unanswerable(f"{m[1]} in the {m[2]} {len(slots)} times, or first thing")
-    return _need(day.get(_DAY[slots[0] - 1]), "the time before is not told")
+    return _need(day.get(TIMES[slots[0] - 1]), "the time before is not told")
 
 
 # --- qa15, qa16: deduction and induction ------------------------------------------------------
 
-_SINGULAR = {"cats": "cat", "mice": "mouse", "sheep": "sheep", "wolves": "wolf"}
+_SINGULAR = {plural: kind for kind, plural in ANIMALS.items()}
 
 
 def _afraid(facts, question):
@@ -341,7 +350,7 @@ def _sum(a: int | None, b: int | None) -> int | None:
 
 def _position(facts, question):
     """"A is left of B" puts A in B's row, somewhere left; chain the statements from one shape."""
-    sides = "|".join(_SIDES)
+    sides = _any(POSITIONS)
     told = []
     for fact in facts:
         m = re.fullmatch(rf"The ([a-z ]+?) is ({sides}) the ([a-z ]+)\.", fact) or _unknown(fact)
@@ -399,10 +408,6 @@ def _size(facts, question):
 
 # --- qa20: motivations ------------------------------------------------------------------------
 
-_NEEDS = {"hungry": ("kitchen", "apple"), "thirsty": ("kitchen", "milk"),
-          "bored": ("garden", "football"), "tired": ("bedroom", "pajamas")}
-
-
 def _motive(facts, question):
     feeling = {}
     for fact in facts:
@@ -411,10 +416,10 @@ def _motive(facts, question):
         elif not (_parse_move(fact) or _TAKE.match(fact)):
             _unknown(fact)
     if m := re.fullmatch(r"Where will ([a-z]+) go\?", question):
-        return _NEEDS[_need(feeling.get(m[1]), f"{m[1]}'s need")][0]
+        return MOTIVES[_need(feeling.get(m[1]), f"{m[1]}'s need")][0]
     if m := re.fullmatch(r"Why did ([a-z]+) (?:go to the|get the) ([a-z]+)\?", question):
         need = _need(feeling.get(m[1]), f"{m[1]}'s need")
-        if m[2] not in _NEEDS[need]:
+        if m[2] not in MOTIVES[need]:
             raise Unanswerable(f"{m[1]} is {need}, which {m[2]} does not meet")
         return need
     raise Unanswerable(f"question not understood: {question!r}")

@@ -25,10 +25,12 @@ rounded up to `PAD_MULTIPLE` tokens, and a batch holds only requests of the same
 No attention mask is needed: in a causal model no real token attends to the padding on its
 right, and position ids start at 0 in every row. Why pad to a width that depends on the request
 alone: PyTorch's CPU attention kernels block the key axis by the padded length, so the same row
-padded to another width differs in the last bits of fp32 (measured: ~5e-7), while rows of a
-batch of equal width do not depend on their batch-mates. So a request's result is bit-identical
-for every `--batch_size` on CPU (tested); on GPU, cuBLAS may pick other kernels for other batch
-shapes, so there results agree to rounding (bits identical but for near-ties). `--batch_size N`
+padded to another width differs in the last bits of fp32 (measured: ~5e-7). What the batch size
+still changes is the shape of each matrix product, and BLAS libraries (MKL/oneDNN on CPU, cuBLAS
+on GPU) pick their blocking, and so the order of each sum, by shape and by machine. So across
+batch sizes the accuracy bits are identical but for near-ties and summed log-probabilities agree
+to fp32 rounding (measured ~2e-5 on SmolLM2-135M; the tests allow 1e-4), often bit for bit on a
+given CPU, but that is not promised. `--batch_size N`
 and `auto`/`auto:N` are honoured; `auto` probes this memory-flat path (not the harness's
 full-logits one), and under data parallelism every rank takes the smallest size any rank found.
 
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
 from accelerate.utils import find_executable_batch_size
@@ -58,12 +60,13 @@ from lm_eval_longmem.backends.request_type import (
     check_token_range,
     encode_request,
 )
+from lm_eval_longmem.common.model_info import physical_max_length
 
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 HEAD_MEMORY_SHARE = 0.10
 """How much one chunk of the LM head (its logits and their `log_softmax`) may add to the memory the
@@ -73,41 +76,6 @@ whole scoring call within the 1.15x-of-body target with room for the allocator, 
 
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
-
-_POSITION_TABLE_NAMES = frozenset({"wpe", "embed_positions", "position_embeddings"})
-"""Module names under which transformers keeps learned absolute position-embedding tables."""
-
-
-class PositionLimit(NamedTuple):
-    """How long an input the architecture can physically run, and why."""
-
-    tokens: int | None
-    """Maximum number of input positions, or None when only memory limits it."""
-    reason: str
-    """Human-readable origin of the limit, for error messages."""
-
-
-def physical_max_length(model: torch.nn.Module, claimed: int) -> PositionLimit:
-    """The longest input `model` can run at all (as opposed to the window it claims).
-
-    Learned absolute position tables cap it at their size; rotary and ALiBi models have no
-    architectural cap. Anything we cannot classify keeps the claimed window, so we never promise a
-    length a model cannot run.
-    """
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLE_NAMES:
-            size = module.num_embeddings - int(getattr(module, "offset", 0))
-            return PositionLimit(size, f"its learned position table {name!r} has {size} positions")
-    config = model.config.get_text_config()
-    rotary = any("Rotary" in type(m).__name__ for m in model.modules()) or any(
-        getattr(config, key, None) is not None for key in ("rope_parameters", "rope_theta", "rope_scaling")
-    )
-    if rotary:
-        return PositionLimit(None, "it uses rotary position embeddings (no positional limit; memory is the limit)")
-    if getattr(config, "alibi", False) or config.model_type == "bloom":
-        return PositionLimit(None, "it uses ALiBi (no positional limit; memory is the limit)")
-    return PositionLimit(claimed, "its position encoding is not one we can classify, so we keep max_length")
-
 
 def final_logit_transform(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """The post-LM-head transforms of the model families we know, in the order their forward applies them."""

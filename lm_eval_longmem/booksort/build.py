@@ -34,12 +34,8 @@ would otherwise repeat about 800 MB of text. `lm_eval_longmem.booksort.data` mat
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +44,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lm_eval_longmem.common.corpus import strip_gutenberg
+from lm_eval_longmem.common.cache import atomic_write, sha256_hex
+from lm_eval_longmem.common.corpus import read_text_file, strip_gutenberg
 from lm_eval_longmem.common.errors import UsageError
 
 BUILDER_VERSION = 1
@@ -231,12 +228,10 @@ def load_books(paths: Sequence[str | Path]) -> list[Book]:
             raise FileNotFoundError(f"book source {entry} does not exist: pass .txt files or directories of them")
     books = []
     for path in files:
+        text = read_text_file(path)  # UTF-8 or a declared encoding; binary and other files are refused
         raw = path.read_bytes()
-        if b"\0" in raw:  # undecodable bytes are replaced (old Gutenberg files), but NUL means not text at all
-            raise UsageError(f"{path} is not a text file: pass plain-text (.txt) books or directories of them")
-        text = raw.decode("utf-8", errors="replace")
         stem = path.stem.removesuffix("-0")
-        books.append(Book(stem, book_title(text, stem), tuple(clean_book(text)), hashlib.sha256(raw).hexdigest()))
+        books.append(Book(stem, book_title(text, stem), tuple(clean_book(text)), sha256_hex(raw)))
     return books
 
 
@@ -439,7 +434,7 @@ def _too_short_message(books: Sequence[Book], spec: BuildSpec) -> str:
         f"Each L_E x L_S condition needs {n_excerpts} excerpts starting at different sentences, so a book needs "
         f"{n_excerpts} sentence starts before its last L_E words: at least about {needed:,} words of prose "
         f"for L_E={shortest} ({words_per_sentence:.0f} words per sentence here). "
-        "Pass longer books (whole novels) or a shorter --excerpt-lengths"
+        "Pass longer books (whole novels) or a shorter --excerpt_lengths"
     )
 
 
@@ -448,18 +443,19 @@ def _jsonl(rows: Sequence[Trial]) -> str:
 
 
 def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, out: Path) -> Path:
-    """Write a built dataset directory atomically (a temporary sibling, then a rename)."""
+    """Write a built dataset directory atomically (`common.cache.atomic_write`: a temporary sibling, then a rename)."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".partial-", dir=out.parent))
-    try:
-        (tmp / "books").mkdir()
+    if out.exists() and not (out / "manifest.json").exists():
+        raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --output_path")
+
+    def write_all(tmp: Path) -> None:
+        (tmp / "books").mkdir(parents=True)
         digests: dict[str, str] = {}
 
         def write(name: str, text: str) -> None:
             data = text.encode("utf-8")
             (tmp / name).write_bytes(data)
-            digests[name] = hashlib.sha256(data).hexdigest()
+            digests[name] = sha256_hex(data)
 
         for book in books:
             write(f"books/{book.book_id}.txt", " ".join(book.words) + "\n")
@@ -483,14 +479,8 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
             "sha256": digests,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        if out.exists():
-            if not (out / "manifest.json").exists():
-                raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --out")
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+
+    atomic_write(out, write_all)
     return out
 
 

@@ -13,7 +13,6 @@ template included), without changing the dataset.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -21,9 +20,10 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lm_eval_longmem.booksort.build import N_BINS, Trial
+from lm_eval_longmem.booksort.build import BUILDER_VERSION, N_BINS, Trial
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_options
 
@@ -55,7 +55,7 @@ def _read_hub(name: str, split: str) -> Source:
             f"({type(err).__name__}: {err}). It is gated: accept its terms at "
             f"https://huggingface.co/datasets/{name} and log in (`hf auth login` or HF_TOKEN). "
             "Offline or without access, build it from plain-text books instead: "
-            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`, then pass "
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`, then pass "
             "--metadata booksort_data=DATA_DIR"
         ) from err
     rows = [dict(row) for row in dataset]
@@ -72,7 +72,7 @@ def _read_hub(name: str, split: str) -> Source:
 
 
 def _rebuild(root: Path) -> str:
-    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
 
 
 def _read_text(root: Path, name: str) -> tuple[str, str]:
@@ -85,14 +85,13 @@ def _read_text(root: Path, name: str) -> tuple[str, str]:
             f"{path}: cannot read this file of the Book-SORT build ({err.strerror}): {_rebuild(root)}"
         ) from err
     try:
-        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+        return data.decode("utf-8"), sha256_hex(data)
     except UnicodeDecodeError as err:
         raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {_rebuild(root)}") from err
 
 
 def _check_digest(root: Path, name: str, actual: str, manifest: dict[str, Any]) -> None:
-    expected = (manifest.get("sha256") or {}).get(name)
-    if expected is not None and actual != expected:
+    if actual != manifest["sha256"][name]:
         raise UsageError(
             f"{root / name} differs from the file the build wrote (its sha256 in manifest.json): {_rebuild(root)}"
         )
@@ -104,7 +103,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(
             f"{root} is not a Book-SORT build (no manifest.json): create one with "
-            f"`lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+            f"`lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -118,6 +117,20 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         and all(isinstance(manifest["n_trials"].get(split), int) for split in SPLITS)
     ):
         raise UsageError(f"{path} lacks the books or per-split trial counts (n_trials) of a build: {_rebuild(root)}")
+    version = manifest.get("builder_version")
+    if version != BUILDER_VERSION:
+        raise UsageError(
+            f"{path} says builder_version {version!r}, but this lm-eval-longmem reads Book-SORT builds of version "
+            f"{BUILDER_VERSION} only (their trials may differ): {_rebuild(root)}"
+        )
+    files = [f"books/{book['book_id']}.txt" for book in manifest["books"]] + [f"{split}.jsonl" for split in SPLITS]
+    digests = manifest.get("sha256")
+    missing = [name for name in files if not isinstance(digests, dict) or not isinstance(digests.get(name), str)]
+    if missing:
+        raise UsageError(
+            f"{path} lacks the sha256 of {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "
+            f"(a build from before digests were recorded, or an edited manifest), so the build cannot be verified: {_rebuild(root)}"
+        )
     return manifest
 
 
@@ -125,9 +138,9 @@ def _read_built(root: Path, split: str) -> Source:
     """Trials of `split` from a local build, validated against its manifest.
 
     Every defect of a build ends in one `UsageError` that names the file (and line) and says how to
-    rebuild: a missing or corrupt manifest; a file whose sha256 differs from the one the build
-    recorded (builds made before digests were recorded are checked by counts only); a line that is
-    not a JSON trial; fewer or more trials than the manifest's ``n_trials`` (a truncated copy).
+    rebuild: a missing or corrupt manifest; a manifest of another `builder_version` or without the
+    sha256 of every file; a file whose sha256 differs from the one the build recorded; a line that
+    is not a JSON trial; fewer or more trials than the manifest's ``n_trials`` (a truncated copy).
     """
     manifest = _read_manifest(root)
     words = {}
@@ -179,7 +192,7 @@ def read_split(data: str, split: str) -> Source:
     if not path.is_dir():
         raise UsageError(
             f"--metadata booksort_data={data!r} is neither 'hub', 'hf:OWNER/NAME' nor a directory: build one with "
-            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`"
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`"
         )
     return _read_built(path, split)
 

@@ -36,9 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -50,9 +48,8 @@ import numpy as np
 from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
 from lm_eval_longmem.booksort.instructions import GENERATED, Conversation, load_instructions
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.cache import cache_key
+from lm_eval_longmem.common.cache import atomic_write, cache_key, content_digest
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.fingerprint import content_digest
 from lm_eval_longmem.common.model_info import load_tokenizer, trust_remote_code
 from lm_eval_longmem.common.options import one_of, option, parse_options, text, whole_number
 from lm_eval_longmem.common.results import ResultsFileError, Run, find_results_files, load_run, read_json
@@ -401,12 +398,8 @@ def mean_loss(model: Any, examples: Sequence[Example], *, batch_size: int, pad_i
 CHECKPOINT_RECORD = "checkpoint.json"
 
 
-def _write_json_atomic(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(value, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+def _write_json(path: Path, value: Any) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8"))
 
 
 def _files_digest(folder: Path, names: Sequence[str]) -> str:
@@ -437,33 +430,27 @@ def read_checkpoint(path: Path, key: str) -> dict[str, Any] | None:
 
 
 def save_checkpoint(path: Path, model: Any, optimizer: Any, tokenizer: Any, record: dict[str, Any], method: str) -> dict[str, Any]:
-    """Write the checkpoint into a temporary sibling folder, then rename it into place."""
+    """Write the checkpoint into a temporary sibling folder, then rename it into place (`atomic_write`)."""
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
-    try:
+    def write(tmp: Path) -> dict[str, Any]:
         model.save_pretrained(tmp)
         if method == "full":
             tokenizer.save_pretrained(tmp)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         names = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
-        record = {**record, "files": names, "digest": _files_digest(tmp, names)}
-        (tmp / CHECKPOINT_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return record
+        full = {**record, "files": names, "digest": _files_digest(tmp, names)}
+        (tmp / CHECKPOINT_RECORD).write_text(json.dumps(full, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return full
+
+    return atomic_write(path, write)
 
 
 def _remove_partials(folder: Path) -> None:
-    """Temporary folders and files an interrupted run of ours left behind (named `.<name>.partial*`)."""
+    """What a killed run left of `atomic_write`'s temporary folders (hidden, ending in `.tmp`)."""
     if folder.is_dir():
-        for leftover in folder.glob(".*.partial*"):
-            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+        for leftover in folder.glob(".*.tmp"):
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 class Trained(NamedTuple):
@@ -554,7 +541,7 @@ def base_probe_loss(spec: ModelSpec, options: FinetuneOptions, probe: Sequence[E
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     loss = mean_loss(spec.load().to(device), probe, batch_size=options.batch_size, pad_id=_pad_id(tokenizer), device=device)
-    _write_json_atomic(path, {"key": key, "book_chunk_loss": loss})
+    _write_json(path, {"key": key, "book_chunk_loss": loss})
     return loss
 
 
@@ -621,7 +608,7 @@ def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: 
     tracker.save_results_aggregated(results=results, samples=samples)
     tracker.save_results_samples(task_name=TASK, samples=samples[TASK])
     [found] = find_results_files(out)
-    _write_json_atomic(done, {"key": key, "results": found.relative_to(out).as_posix()})
+    _write_json(done, {"key": key, "results": found.relative_to(out).as_posix()})
     say(f"evaluated {checkpoint or 'the base model'} in {time.perf_counter() - start:.0f} s")
     return load_run(found)
 
@@ -732,11 +719,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
 def write_summary(summary: dict[str, Any], out: Path) -> Path:
     """`booksort_finetune.json` and `.md` in `out`, each written atomically."""
     path = out / SUMMARY
-    _write_json_atomic(path, summary)
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".booksort_finetune.md.", suffix=".partial")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(render_markdown(summary))
-    os.replace(tmp, out / "booksort_finetune.md")
+    _write_json(path, summary)
+    atomic_write(out / "booksort_finetune.md", lambda tmp: tmp.write_text(render_markdown(summary), encoding="utf-8"))
     return path
 
 

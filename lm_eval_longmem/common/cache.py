@@ -1,21 +1,44 @@
-"""One cache directory for built data (token streams, generated samples), written atomically.
+"""The one cache of built data (token ids, sentences, generated samples, the embedded books and model),
+and the one place that hashes content and writes files atomically.
 
-Location: `$LM_EVAL_LONGMEM_CACHE` if set, else `~/.cache/lm_eval_longmem`. Every entry is keyed
-by a hash of all the inputs that change its content, so a stale entry is never reused.
+Location: `$LM_EVAL_LONGMEM_CACHE` if set, else `~/.cache/lm_eval_longmem`. What it guarantees:
+
+* **Keyed by content.** An entry's name is a hash of every input that changes it (`cache_key`,
+  `content_digest`), so a stale entry is never looked up.
+* **Nothing half-written.** Every entry (a file or a folder) is written under a temporary name in
+  its own folder and moved into place with `os.replace` (`atomic_write`); an interrupted run leaves
+  at most a hidden temporary file, removed by the next build of that entry.
+* **Verified on read.** Each entry has a manifest beside it, `<entry>.manifest.json`, written after
+  the entry: the sha256 of its bytes (of every file, for a folder) and, for a list, its item count.
+  An entry that is missing its manifest or no longer matches it (truncated, edited, an interrupted
+  older version) is rebuilt, with one log line that names it.
+* **Built once.** The check and the build run under an exclusive file lock (`<entry>.lock`, beside
+  it), so when several processes need the same entry one builds it and the others wait, then read
+  the verified entry (`build_once`, `load_or_build`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sized
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
+
+from filelock import FileLock
+
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 T = TypeVar("T")
 ENV_CACHE_DIR = "LM_EVAL_LONGMEM_CACHE"
+MANIFEST_SUFFIX = ".manifest.json"
+_MANIFEST_VERSION = 1
+_CHUNK = 1 << 20
 
 
 def cache_dir() -> Path:
@@ -25,10 +48,221 @@ def cache_dir() -> Path:
     return root
 
 
+# --- content hashes ------------------------------------------------------------------------------
+
+
+def sha256_hex(data: bytes | str) -> str:
+    """sha256 hex digest of `data` (a str is hashed as its UTF-8 bytes)."""
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
 def cache_key(**parts: object) -> str:
     """A stable hex key for `parts` (sorted JSON; values must be JSON-serialisable or str()-able)."""
-    blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+    return sha256_hex(json.dumps(parts, sort_keys=True, default=str, separators=(",", ":")))[:32]
+
+
+def texts_digest(texts: Iterable[str]) -> str:
+    """sha256 hex digest of a sequence of texts: their order and the split between them count."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+    return digest.hexdigest()
+
+
+def input_files(path: Path) -> list[tuple[str, Path]]:
+    """(name, file) pairs under `path`: the file itself by its name, or a folder's files by relative name, sorted."""
+    if path.is_file():
+        return [(path.name, path)]
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} does not exist: cannot fingerprint it")
+    found = []
+    for folder, _, names in os.walk(path):
+        for name in names:
+            file = Path(folder, name)
+            if file.is_file():
+                found.append((file.relative_to(path).as_posix(), file))
+    return sorted(found)
+
+
+def content_digest(paths: Iterable[Path | str]) -> str:
+    """sha256 hex digest of the bytes and relative names of every file in `paths`.
+
+    A path and a modification time are not enough for a cache key: a file replaced in place (same
+    name, same size, even the same mtime after `cp -p`) must give a new key. So every byte is read;
+    sha256 runs at several hundred MB/s, a small cost next to reading and tokenizing the same files
+    (``benchmarks/content_digest.py`` measures it).
+
+    A file counts by its name and bytes; a folder by every regular file beneath it (all that a
+    reader of it could read), named relative to the folder and taken in sorted order. Folder
+    locations and timestamps do not count, so a copy of the same data elsewhere gets the same digest;
+    the order of `paths` does, since readers may number their inputs by position.
+    """
+    digest = hashlib.sha256()
+    for path in map(Path, paths):
+        digest.update(b"dir\0" if path.is_dir() else b"file\0")
+        for name, file in input_files(path):
+            _update_with_file(digest, file, name)
+        digest.update(b"\0end\0")
+    return digest.hexdigest()
+
+
+def _update_with_file(digest: Any, file: Path, name: str) -> None:
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with open(file, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        digest.update(name.encode("utf-8") + b"\0" + size.to_bytes(8, "little"))
+        while n := handle.readinto(buffer):
+            digest.update(view[:n])
+
+
+def _entry_digest(path: Path) -> str:
+    """Digest of an entry's content, independent of the entry's own name (so a temporary copy has the same)."""
+    if path.is_dir():
+        return content_digest([path])
+    digest = hashlib.sha256()
+    _update_with_file(digest, path, "")
+    return digest.hexdigest()
+
+
+# --- atomic writes and locks ---------------------------------------------------------------------
+
+
+def atomic_write(path: Path | str, write: Callable[[Path], T]) -> T:
+    """Call `write(tmp)` and move what it wrote at `tmp` (a file, or a folder it creates) onto `path`.
+
+    `tmp` is a fresh hidden name in `path`'s folder, so the final `os.replace` is atomic: readers
+    see the old entry or the new one, never a partial one, and a failed `write` leaves nothing
+    behind. A folder at `path` is replaced as a whole. Returns what `write` returned.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")) / "entry"
+    try:
+        result = write(tmp)
+        if not tmp.exists():
+            raise RuntimeError(f"the writer of {path} wrote nothing")
+        if path.is_dir() and not path.is_symlink():
+            _remove(path)
+        os.replace(tmp, path)
+        return result
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or folder; a folder is first renamed aside, so it vanishes at once for readers."""
+    if path.is_dir() and not path.is_symlink():
+        aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+        os.replace(path, aside / "entry")
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def locked(path: Path | str) -> Iterator[None]:
+    """Hold an exclusive inter-process lock on the entry `path` (the file `<path>.lock` beside it).
+
+    Locks are advisory: only code that takes the same lock waits. They are `filelock` locks
+    (`fcntl.flock` on POSIX), which are per machine on most network file systems: use a cache on a
+    local disk, or one cache per node, when several machines share a folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / f"{path.name}.lock")):
+        yield
+
+
+# --- verified entries ----------------------------------------------------------------------------
+
+
+def manifest_path(path: Path | str) -> Path:
+    path = Path(path)
+    return path.parent / f"{path.name}{MANIFEST_SUFFIX}"
+
+
+def read_manifest(path: Path | str) -> dict[str, Any] | None:
+    """The manifest of entry `path` (None when it has none or it is not a manifest of ours)."""
+    try:
+        manifest = json.loads(manifest_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(manifest, dict) and manifest.get("version") == _MANIFEST_VERSION and isinstance(manifest.get("sha256"), str)
+    return manifest if ok else None
+
+
+_VERIFIED: dict[Path, tuple[Any, ...]] = {}
+"""Entries this process has hashed, by the stat signature they had then (skips hashing them again)."""
+
+
+def _signature(path: Path) -> tuple[Any, ...]:
+    manifest = manifest_path(path).stat()
+    files = input_files(path) if path.is_dir() else [("", path)]
+    return (manifest.st_ino, manifest.st_mtime_ns, manifest.st_size) + tuple(
+        (name, s.st_ino, s.st_mtime_ns, s.st_size) for name, file in files for s in [file.stat()]
+    )
+
+
+def verify(path: Path | str) -> str:
+    """Why the entry `path` cannot be trusted ("" when it matches the manifest written when it was built)."""
+    path = Path(path)
+    if not path.exists():
+        return "is missing"
+    manifest = read_manifest(path)
+    if manifest is None:
+        return f"has no valid {manifest_path(path).name} (an interrupted or older build)"
+    try:
+        signature = _signature(path)
+        if _VERIFIED.get(path) == signature:
+            return ""
+        if _entry_digest(path) != manifest["sha256"]:
+            return "differs from what was built (its sha256 is not the one in its manifest: truncated or edited)"
+    except OSError as err:
+        return f"cannot be read ({err.strerror or err})"
+    _VERIFIED[path] = signature
+    return ""
+
+
+def _write_manifest(path: Path, digest: str, items: int | None) -> None:
+    manifest = {"version": _MANIFEST_VERSION, "sha256": digest, "items": items}
+    atomic_write(manifest_path(path), lambda tmp: tmp.write_text(json.dumps(manifest) + "\n", encoding="utf-8"))
+
+
+def _clear_leftovers(path: Path) -> None:
+    """Temporary copies of `path` left by interrupted builds (safe: the caller holds the entry's lock)."""
+    for stale in path.parent.glob(f".{path.name}.????????.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def build_once(path: Path | str, build: Callable[[Path], int | None], *, check: Callable[[Path], str] | None = None) -> Path:
+    """The verified entry at `path`, built first when it is missing or does not verify.
+
+    `build(tmp)` writes the entry's content at `tmp` (a file, or a folder it creates) and may return
+    an item count, recorded in the manifest with the digest. `check(path)`, when given, is a further
+    test of an entry whose digest matches ("" = good, else why not). The check and the build run
+    under `locked(path)`: of several processes (ranks of a node, parallel test workers) one builds
+    and the others wait, then find the entry verified. A damaged entry is rebuilt with one warning.
+    """
+    path = Path(path)
+
+    def why_not() -> str:
+        return verify(path) or (check(path) if check else "")
+
+    if not why_not():
+        return path
+    with locked(path):
+        why = why_not()
+        if not why:
+            return path
+        if path.exists() or manifest_path(path).exists():
+            log.warning("cache entry %s %s; rebuilding it", path, why)
+        _clear_leftovers(path)
+        manifest_path(path).unlink(missing_ok=True)
+        _VERIFIED.pop(path, None)
+        items, digest = atomic_write(path, lambda tmp: (build(tmp), _entry_digest(tmp)))
+        _write_manifest(path, digest, items)
+    return path
 
 
 def load_or_build(
@@ -40,23 +274,29 @@ def load_or_build(
     load: Callable[[Path], T],
     suffix: str = "",
 ) -> T:
-    """Return the cached value for (namespace, key), building and storing it on a miss.
+    """The value cached under (namespace, key), built and stored on a miss (see the module docstring).
 
-    The value is written to a temporary file in the same directory and moved into place with
-    `os.replace`, so an interrupted run never leaves a half-written entry behind.
+    A value with a length (a list of rows, an array) has it recorded at build time and checked at
+    load, on top of the digest; an entry that verifies but does not load is rebuilt too.
     """
-    folder = cache_dir() / namespace
-    path = folder / f"{key}{suffix}"
-    if path.exists():
-        return load(path)
-    value = build()
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=suffix)
-    os.close(fd)
-    try:
-        dump(value, Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return value
+    path = cache_dir() / namespace / f"{key}{suffix}"
+    value: list[T] = []
+
+    def write(tmp: Path) -> int | None:
+        value[:] = [build()]
+        dump(value[0], tmp)
+        return len(value[0]) if isinstance(value[0], Sized) else None
+
+    def check(path: Path) -> str:
+        try:
+            loaded = load(path)
+        except Exception as err:  # any reader error on a verified entry means "rebuild it"
+            return f"does not load ({type(err).__name__}: {err})"
+        items = (read_manifest(path) or {}).get("items")
+        if items is not None and isinstance(loaded, Sized) and len(loaded) != items:
+            return f"holds {len(loaded)} items, not the {items} it was built with"
+        value[:] = [loaded]
+        return ""
+
+    build_once(path, write, check=check)
+    return value[0]

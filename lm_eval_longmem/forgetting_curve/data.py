@@ -32,7 +32,7 @@ from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.forgetting_curve.options import DEFAULT_POINTS, PREFIX, SweepOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def sweep_options(metadata: dict[str, Any]) -> SweepOptions:
@@ -218,4 +218,7 @@ def build_dataset(**metadata: Any) -> dict[str, Any]:
     """`custom_dataset` hook: the sweep's docs as the `test` split."""
     import datasets
 
-    return {"test": datasets.Dataset.from_list(build_sweep(metadata).docs)}
+    sweep = build_sweep(metadata)
+    log.info("forgetting_curve: %d docs, %d lengths (%s), claimed window %s", len(sweep.docs), len(sweep.lengths),
+             ",".join(map(str, sweep.lengths)), sweep.claimed)  # fmt: skip
+    return {"test": datasets.Dataset.from_list(sweep.docs)}

@@ -16,7 +16,6 @@ memory lengths that reach the last tested length are then censored.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ import numpy as np
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
@@ -41,14 +41,14 @@ from lm_eval_longmem.forgetting_curve.data import (
 )
 from lm_eval_longmem.forgetting_curve.options import PREFIX, SweepOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def _compact(ids: Any) -> Any:
     """A short stand-in for a token-id list in the logged samples: its length and a digest."""
     if isinstance(ids, str) or not isinstance(ids, Sequence):
         return ids
-    digest = hashlib.sha256(json.dumps([int(t) for t in ids]).encode()).hexdigest()[:16]
+    digest = sha256_hex(json.dumps([int(t) for t in ids]))[:16]
     return f"<{len(ids)} token ids sha256:{digest}>"
 
 
@@ -80,8 +80,28 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         """(most input positions a sequence may use, why): decided once, not per doc."""
         return position_limit(self.options, self.metadata, self.claimed)
 
+    @cached_property
+    def separator(self) -> dict[str, Any]:
+        """The token the sequences use as [bos] and where it came from ("option", "bos", or "eos" for a
+        tokenizer without BOS): recorded in the results' config metadata as `forgetting_curve_separator_used`."""
+        sep = int(self.eval_docs[0]["separator_id"])
+        source = "option" if self.options.separator is not None else "bos" if sep == self.tokenizer.bos_token_id else "eos"
+        return {"id": sep, "token": self.tokenizer.convert_ids_to_tokens(sep), "source": source}
+
+    def dump_config(self) -> dict:
+        config = super().dump_config()
+        config["metadata"] = {**(config.get("metadata") or {}), f"{PREFIX}separator_used": self.separator}
+        return config
+
     def before_requests(self) -> None:
-        """Say, before the sweep, how long the longest sequence is against the window and the backend limit."""
+        """Say, before the sweep, how long the longest sequence is against the window and the backend limit
+        (and which token stands for [bos] when the tokenizer has no BOS)."""
+        if self.separator["source"] == "eos":
+            log.warning(
+                "forgetting_curve: the tokenizer has no BOS token, so its EOS token %r (id %d) stands for [bos] "
+                "(recorded as %sseparator_used in the results' config metadata; choose another with --metadata %sseparator=TOKEN)",
+                self.separator["token"], self.separator["id"], PREFIX, PREFIX,
+            )  # fmt: skip
         longest = max(int(L) for L in self.eval_docs["length"])
         limit, why = self.position_limit
         window = self.window

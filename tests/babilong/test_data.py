@@ -138,7 +138,7 @@ def test_babi_reader_on_a_written_file(tmp_path):
     path.write_text("1 Mary went home.\n2 Where is Mary? \thome\t1\n1 Bill left.\n2 Bill came back.\n3 Where is Bill?\tback\t1 2\n")
     parsed = read_babi(path)
     assert [s.story for s in parsed] == [0, 1] and parsed[1].supporting == (0, 1)
-    with pytest.raises(FileNotFoundError, match="babilong_babi_dir"):
+    with pytest.raises(UsageError, match="babilong_babi_dir"):
         task_file(tmp_path / "missing", "qa1")
 
 

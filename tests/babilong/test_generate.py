@@ -141,3 +141,20 @@ def test_babi_file_facts_give_the_published_questions(tokenizer, shared_data, bo
         sample = babi[row["sample_id"]]
         assert (row["question"], row["target"]) == (sample.question, sample.answer)
         assert all(fact in row["input"] for fact in sample.facts)
+
+
+def test_a_truncated_samples_cache_is_rebuilt_with_one_log_line(tiny_llama_dir, tmp_path, monkeypatch, caplog):
+    """A generated-samples entry with a line deleted must not yield fewer samples (it is rebuilt, and says so)."""
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path))
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    spec = GenerationSpec(qa="qa1", length=0, samples=2)
+    first = generated_docs(spec, facts="simulated", babi_dir=None, corpus=None, tokenizer=tok)
+    (entry,) = (tmp_path / "babilong-generated").glob("*/*.jsonl")
+    entry.write_text(entry.read_text().splitlines(keepends=True)[0])
+    with caplog.at_level("WARNING"):
+        again = generated_docs(spec, facts="simulated", babi_dir=None, corpus=None, tokenizer=tok)
+    assert len(first) == 2 and again == first
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= 30]
+    assert len(lines) == 1 and str(entry) in lines[0] and "rebuilding" in lines[0], lines

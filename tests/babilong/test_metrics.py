@@ -21,6 +21,7 @@ from lm_eval_longmem.babilong.metrics import (
     read_predictions,
     score_file,
 )
+from lm_eval_longmem.common.errors import UsageError
 
 # (task, target, output, question, acc, acc_corrected). `acc_corrected` is the verdict a careful
 # reader gives; `acc` is what the authors' check says, wrong where the reader disagrees with it.
@@ -179,6 +180,64 @@ CASES = [
     ("qa20", "kitchen", "John will go to the kitchen.", "Where will John go?", True, True),
 ]
 
+# The answer reader of v3 (issue 18): the answer part, statements for yes/no, the asked part of a
+# statement, negation scope, plurals and emphasis. Outputs are as the issue quotes them.
+Q_KITCHEN = "Is Mary in the kitchen?"
+READER_CASES = [
+    # yes/no stated as a sentence
+    ("qa6", "no", "Based on the context provided, Mary is not in the kitchen.", Q_KITCHEN, True, True),
+    ("qa6", "yes", "Based on the context provided, Mary is not in the kitchen.", Q_KITCHEN, False, False),
+    ("qa6", "yes", "Mary is in the kitchen.", Q_KITCHEN, False, True),
+    ("qa6", "no", "Mary is in the garden.", Q_KITCHEN, False, True),
+    ("qa6", "no", "Mary is no longer in the kitchen.", Q_KITCHEN, True, True),
+    ("qa6", "no", "Mary is not in the office.", Q_OFFICE, True, True),
+    ("qa9", "no", "Daniel is no longer in the bathroom", "Is Daniel in the bathroom?", True, True),
+    ("qa10", "maybe", "Bill is either in the park or the school.", Q_PARK, False, True),
+    ("qa17", "no", "The triangle is below the red square.", "Is the triangle above the red square?", False, True),
+    ("qa17", "yes", "The red square is below the triangle.", "Is the triangle above the red square?", False, True),
+    ("qa18", "no", "the suitcase does not fit inside the box", "Does the suitcase fit in the box?", True, True),
+    ("qa18", "yes", "The box is bigger than the chocolate.", "Is the box bigger than the chocolate?", False, True),
+    ("qa18", "no", "The box of chocolates is smaller than the chest.", "Is the box of chocolates bigger than the chest?", False, True),
+    # qa19: the path from the answer part only
+    ("qa19", "w,w", "Answer: w, w\n\nExplanation: the office is west of the hallway, north of ...", Q_PATH, False, True),
+    ("qa19", "s,e", "s,e\n\nExplanation: from the kitchen move south, then east.", Q_PATH, True, True),
+    ("qa19", "n,w", "north, west (n, w)", Q_PATH, False, True),
+    # word forms inside an explanation add nothing
+    ("qa20", "kitchen", "kitchen\n\nJohn is thirsty, so he goes to the kitchen to quench his thirst.", "Where will john go?", False, True),
+    ("qa15", "wolf", "Wolf\n\nMice are afraid of wolves and Emily is a mouse.", "What is emily afraid of?", False, True),
+    # the conclusion of a reasoning sentence, and the asked part of a statement
+    ("qa15", "cat", "Based on the given context, Gertrude is a sheep, and sheep are afraid of cats.", Q_AFRAID, False, True),
+    ("qa16", "white", "Lily is a swan, and swans are white, so Lily is white.", "What color is Lily?", True, True),
+    ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", False, True),
+    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who received the apple?", False, True),
+    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who gave the apple to Mary?", True, False),
+    ("qa5", "milk", "Mary gave the milk to Bill.", "What did Fred give to Mary?", False, False),
+    ("qa5", "Fred", "Jeff handed the apple to Fred.", "Who gave the apple to Jeff?", True, False),
+    ("qa5", "Fred", "Bill gave the apple to Fred, Mary, and then kept it.", "Who did Bill give the apple to?", False, False),
+    # negation scoped to the words it governs
+    ("qa16", "green", "Lions are not gray or green.", "What color is Greg?", False, False),
+    ("qa15", "wolf", "Emily is not afraid of wolves.", "What is emily afraid of?", False, False),
+    ("qa2", "office", "The milk is no longer in the office, it was left there by Daniel", "Where is the milk?", True, False),
+    # plural rooms, markdown, an "Answer:" line, a list, narration before the answer
+    ("qa4", "garden", "The gardens are north of the bathroom.", "What is north of the bathroom?", True, True),
+    ("qa4", "garden", "The hallway is north of the kitchen and the garden.", "What is the hallway north of?", False, False),
+    ("qa1", "bathroom", "_bathroom_", Q_MARY, True, True),
+    ("qa1", "office", "**Answer:** office", Q_MARY, True, True),
+    ("qa1", "office", "1. In the office.", Q_MARY, False, True),
+    ("qa1", "office", "1. In the office. 2. In the kitchen.", Q_MARY, False, False),
+    ("qa1", "garden", "Where is the garden?  Where is the bathroom?", Q_MARY, False, False),
+    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, True),
+    ("qa1", "garden", "I thought so.\n\nI am going to the garden.", Q_MARY, False, False),
+    ("qa1", "office", "The most recent location of John M. is office.", "Where is John?", False, True),
+    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, True),
+    ("qa2", "bedroom", "Based on the context, Daniel got the milk in the bedroom. Therefore the milk stayed.\n\nThe milk is in the bedroom.", "Where is the milk?", True, True),
+]
+
+
+@pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), READER_CASES)
+def test_answer_reader(qa, target, output, question, acc, acc_corrected):
+    assert check(qa, target, output, question) == (acc, acc_corrected)
+
 
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), CASES)
 def test_checks(qa, target, output, question, acc, acc_corrected):
@@ -193,11 +252,10 @@ def test_table_covers_every_task_and_enough_rows():
 # Answers a reader might accept that the corrected check, by design, does not: it reads labels and
 # the listed forms only (see the card).
 LIMITS = [
-    ("qa6", "no", "Mary is not in the office.", Q_OFFICE),  # no yes/no given
-    ("qa6", "no", "Mary is no longer in the office.", Q_OFFICE),  # no yes/no given
+    ("qa1", "office", "I don't know. She went to the office.", Q_MARY),  # the answer is "I don't know"
+    ("qa6", "no", "John is not in the office.", Q_OFFICE),  # a statement about someone else
     ("qa14", "cinema", "The movie theater.", "Where was Mary before the school?"),  # a synonym
     ("qa10", "maybe", "I have no idea.", Q_PARK),  # about the speaker, not the story
-    ("qa19", "n,w", "north, west (n, w)", Q_PATH),  # the path named twice reads as four steps
 ]
 
 
@@ -217,6 +275,10 @@ def test_documented_limits(qa, target, output, question):
         ("qa7", "none", "zero", Q_COUNT, "whole-word+word-form"),
         ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form|negation"),
         ("qa19", "n,w", "n-w", Q_PATH, "normalize"),
+        ("qa6", "no", "Mary is in the garden.", Q_KITCHEN, "polarity"),
+        ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", "role"),
+        ("qa1", "office", "1. In the office.", Q_MARY, "answer"),
+        ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", "clause"),
     ],
 )
 def test_deciding_rule(qa, target, output, question, rule):
@@ -335,3 +397,16 @@ def test_read_predictions_names_missing_columns(tmp_path):
     bad.write_text("target,answer\nx,y\n")
     with pytest.raises(ValueError, match="target, output and question"):
         read_predictions(bad)
+
+
+def test_read_predictions_takes_long_outputs_and_names_the_real_cause(tmp_path):
+    """A UTF-8 CSV with an output longer than the csv module's default 128 KiB cell limit is read (issue 21, defect 10)."""
+    long_output = "bathroom. " + "é" * 1_500_000
+    good = tmp_path / "long.csv"
+    good.write_text(f"target,output,question\nbathroom,{long_output},Where is Mary?\n", encoding="utf-8")
+    assert read_predictions(good) == [{"target": "bathroom", "output": long_output, "question": "Where is Mary?"}]
+    assert csv.field_size_limit() == 131072  # the process-wide limit is left as it was
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("target,output,question\ncafé,café,Where?\n".encode("latin-1"))
+    with pytest.raises(UsageError, match=r"latin\.csv is not UTF-8 text \(byte 26\)"):
+        read_predictions(latin)

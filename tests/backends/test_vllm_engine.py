@@ -166,8 +166,8 @@ def cli_data(tmp_path_factory, play) -> dict[str, Path]:
     booksort = root / "booksort"
     script = Path(sys.executable).with_name("lm-eval-longmem")
     subprocess.run(
-        [str(script), "booksort", "build", "--books", str(play), "--out", str(booksort),
-         "--excerpt-lengths", "250,1000", "--segment-lengths", "20"],
+        [str(script), "booksort", "build", "--books", str(play), "--output_path", str(booksort),
+         "--excerpt_lengths", "250,1000", "--segment_lengths", "20"],
         check=True, capture_output=True,
     )  # fmt: skip
     from lm_eval_longmem.booksort.data import build_docs

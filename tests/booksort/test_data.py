@@ -170,21 +170,11 @@ def copy(small_build, tmp_path) -> Path:
     return Path(shutil.copytree(small_build, tmp_path / "data"))
 
 
-def _drop_digests(root: Path) -> None:
-    """What a build made before digests were recorded looks like: counts only."""
-    manifest = json.loads((root / "manifest.json").read_text())
-    del manifest["sha256"]
-    (root / "manifest.json").write_text(json.dumps(manifest))
-
-
 def test_intact_build_reads_every_trial(copy):
     assert len(read_split(str(copy), "test").rows) == 400 and len(read_split(str(copy), "validation").rows) == 40
 
 
-@pytest.mark.parametrize("digests", [True, False])
-def test_truncated_split_is_refused(copy, digests):
-    if not digests:
-        _drop_digests(copy)
+def test_truncated_split_is_refused(copy):
     lines = (copy / "test.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (copy / "test.jsonl").write_text("".join(lines[:150]), encoding="utf-8")  # cut at a line end
     with pytest.raises(UsageError, match=r"test\.jsonl holds 150 trials but manifest\.json says 400.*booksort build"):
@@ -215,6 +205,30 @@ def test_edited_files_are_caught_by_their_digest(copy):
     book.write_text(book.read_text(encoding="utf-8").replace(" the ", " teh ", 1), encoding="utf-8")
     with pytest.raises(UsageError, match=rf"books/{book.stem}\.txt differs"):
         read_split(str(copy), "validation")
+
+
+def _edit_manifest(root: Path, edit) -> None:
+    manifest = json.loads((root / "manifest.json").read_text())
+    edit(manifest)
+    (root / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize(
+    "edit,match",
+    [
+        (lambda m: m.update(builder_version=99), r"says builder_version 99, but this lm-eval-longmem reads Book-SORT builds of version 1"),
+        (lambda m: m.pop("builder_version"), r"says builder_version None"),
+        (lambda m: m.pop("sha256"), r"lacks the sha256 of books/.*cannot be verified"),
+        (lambda m: m["sha256"].pop("test.jsonl"), r"lacks the sha256 of test\.jsonl \("),
+    ],
+)
+def test_unverifiable_builds_are_refused(copy, edit, match):
+    """Another builder's trials, or a build whose files cannot be checked, must not be scored (issue 21, defect 5)."""
+    _edit_manifest(copy, edit)
+    text = (copy / "test.jsonl").read_text(encoding="utf-8")  # and a flipped answer the digest would have caught
+    (copy / "test.jsonl").write_text(text.replace('"present_seg1_first": 1', '"present_seg1_first": 0', 1))
+    with pytest.raises(UsageError, match=match + r".*lm-eval-longmem booksort build --books BOOKS_DIR --output_path"):
+        build_docs({"booksort_data": str(copy)}, "test", "in_context")
 
 
 @pytest.mark.parametrize(

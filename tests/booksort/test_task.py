@@ -30,9 +30,7 @@ def _task_manager(metadata=None):
 
 
 def _load(task_name: str, metadata: dict) -> BooksortTask:
-    from lm_eval.tasks import get_task_dict
-
-    task = get_task_dict([task_name], _task_manager(metadata))[task_name]
+    task = _task_manager(metadata).load([task_name])["tasks"][task_name]
     assert isinstance(task, BooksortTask)
     return task
 

