@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from lm_eval_longmem.babilong import report as babilong_report
 from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.reference import Reference
+from lm_eval_longmem.booksort import finetune as booksort_finetune
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length, parse_length
 from lm_eval_longmem.common.stats import Interval
@@ -40,6 +41,7 @@ from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, sto
 from lm_eval_longmem.plots import babilong as babilong_plot
 from lm_eval_longmem.plots import babilong_conditions as conditions_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
+from lm_eval_longmem.plots import booksort_finetune as finetune_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
 
 if TYPE_CHECKING:
@@ -407,6 +409,28 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     return section
 
 
+def _booksort_finetune_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    """SORT's fine-tuned memory condition (section 3.2), from the summary `booksort finetune` wrote beside its runs."""
+    summaries: dict[Path, dict[str, Any]] = {}
+    for run in runs:
+        path = booksort_finetune.summary_of(run.path)
+        if path is not None and path not in summaries:
+            summaries[path] = booksort_finetune.read_summary(path)
+    if not summaries:
+        return None
+    section = Section("Book-SORT fine-tuned memory")
+    for path, summary in summaries.items():
+        name = summary["model"].rstrip("/").rsplit("/", 1)[-1]
+        section.blocks += [
+            f"{name} (`{path.parent}`): {booksort_finetune.describe(summary)}",
+            Table(list(booksort_finetune.TABLE_HEADER), booksort_finetune.summary_table(summary)),
+            booksort_finetune.verdict(summary),
+            FigureBlock(f"booksort_finetune_{_slug(name)}", f"Fine-tuned memory of {name} by epoch (cf. the paper's Figure 2, right).",
+                        finetune_plot.figure(summary)),
+        ]  # fmt: skip
+    return section
+
+
 def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     found = [(run, label, m) for run, label in zip(runs, labels) if (m := babilong_metrics(run))]
     if not found:
@@ -555,13 +579,20 @@ def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
 def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
     """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
     labels = run_labels(runs)
-    sections = [_headline_section(runs, labels)]
-    for make in (_forgetting_curve_section, _forgetting_curve_sources_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
+    # the checkpoints of a `booksort finetune` run are shown in their own section, not as separate models
+    plain = [(run, label) for run, label in zip(runs, labels) if booksort_finetune.summary_of(run.path) is None]
+    own, own_labels = [run for run, _ in plain], [label for _, label in plain]
+    sections = [_headline_section(own, own_labels)] if own or not runs else []
+    for make in (_forgetting_curve_section, _forgetting_curve_sources_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section):
+        section = make(own, own_labels)
+        if section is not None:
+            sections.append(section)
+        if make is _babilong_section and (conditions := _babilong_conditions_section(own, own_labels, babilong_references)):
+            sections.append(conditions)
+    for make in (_booksort_finetune_section, _runs_section):
         section = make(runs, labels)
         if section is not None:
             sections.append(section)
-        if make is _babilong_section and (conditions := _babilong_conditions_section(runs, labels, babilong_references)):
-            sections.append(conditions)
     return Report(list(runs), labels, sections)
 
 
@@ -666,7 +697,8 @@ def write_report(runs: Sequence[Run], out_dir: Path, babilong_references: Sequen
 
 
 def headline_lines(runs: Sequence[Run]) -> list[str]:
-    """One line per run with its headline numbers, for a terminal."""
+    """One line per run with its headline numbers, for a terminal (a `booksort finetune` run's checkpoints have none)."""
+    runs = [run for run in runs if booksort_finetune.summary_of(run.path) is None]
     section = _headline_section(runs, run_labels(runs))
     table = next(b for b in section.blocks if isinstance(b, Table))
     lines = [

@@ -1,4 +1,4 @@
-"""``lm-eval-longmem booksort build`` and ``lm-eval-longmem booksort select-prompt``."""
+"""``lm-eval-longmem booksort build``, ``booksort select-prompt`` and ``booksort finetune``."""
 
 from __future__ import annotations
 
@@ -122,10 +122,10 @@ def _select_prompt(args: argparse.Namespace) -> None:
 
 
 def add_commands(subparsers: Any) -> None:
-    """Add ``booksort build`` and ``booksort select-prompt`` to the ``lm-eval-longmem`` command."""
+    """Add ``booksort build``, ``select-prompt`` and ``finetune`` to the ``lm-eval-longmem`` command."""
     parser = subparsers.add_parser(
         "booksort",
-        help="Book-SORT: build the dataset from books, select a prompt variant",
+        help="Book-SORT: build the dataset from books, select a prompt variant, run the fine-tuned condition",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -170,3 +170,54 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--system_instruction", default=None)
     add_flag(s, "--output_path", "--output", type=Path, default=None, help="also write the scores as JSON to this file")
     s.set_defaults(func=_select_prompt)
+    _add_finetune(sub)
+
+
+# --- booksort finetune: the fine-tuned (parametric) memory condition ---------------------------------
+
+FINETUNE_EPILOG = textwrap.dedent(
+    """\
+    examples:
+      lm-eval-longmem booksort finetune --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
+          --metadata booksort_data=booksort_data booksort_excerpt_lengths=[250] booksort_finetune_epochs=3 \\
+          --apply_chat_template --output_path ft/
+      # the reference's instruction data, full fine-tuning:
+      ... --metadata booksort_data=booksort_data booksort_finetune_instructions=hf:teknium/OpenHermes-2.5 \\
+          booksort_finetune_method=full
+    rerun the same command to resume: verified checkpoints and evaluations are reused
+    """
+)
+
+
+def _finetune(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.booksort.finetune import render_markdown, run_finetune
+
+    summary = run_finetune(
+        args.model_args,
+        args.metadata,
+        args.output_path,
+        device=args.device,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        apply_chat_template=args.apply_chat_template,
+    )
+    print(render_markdown(summary))
+    print(f"wrote {args.output_path / 'booksort_finetune.json'} and booksort_finetune.md")
+
+
+def _add_finetune(sub: Any) -> None:
+    f = sub.add_parser(
+        "finetune",
+        help="fine-tuned memory condition (paper, section 3.2): train with and without the book chunks, "
+        "evaluate booksort_memoryless per epoch",
+        epilog=FINETUNE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_dict_flag(f, "--model_args", required=True, help="as for lm_eval: pretrained=NAME[,dtype=...] or a JSON object")
+    add_dict_flag(f, "--metadata", default={}, help="booksort_* and booksort_finetune_* options (see the task README), as for lm_eval")
+    f.add_argument("--output_path", required=True, type=Path, help="folder for checkpoints, results and the summary (reruns resume)")
+    f.add_argument("--device", default=None, help="torch device for training and evaluation (default: cuda if available, else cpu)")
+    f.add_argument("--batch_size", default="1", help="lm_eval --batch_size of each evaluation (training: booksort_finetune_batch_size)")
+    f.add_argument("--limit", type=int, default=None, help="lm_eval --limit: evaluate the first N trials of each checkpoint")
+    f.add_argument("--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations")
+    f.set_defaults(func=_finetune)
