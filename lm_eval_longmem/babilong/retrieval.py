@@ -53,7 +53,7 @@ from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_buil
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, tokenizer_fingerprint
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 RETRIEVAL_VERSION = 1
 """Bump when splitting, scoring or ranking changes, so cached retrievals are rebuilt."""
