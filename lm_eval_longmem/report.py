@@ -1,4 +1,4 @@
-"""`lm-eval-longmem report RESULTS... [--out DIR]`: one Markdown summary and one self-contained HTML page
+"""`lm-eval-longmem report RESULTS... [--output_path DIR]`: one Markdown summary and one self-contained HTML page
 comparing every run (model) in the given results files or folders.
 
 The report leads with one headline number per evaluation (what a leaderboard reads; all higher
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from lm_eval_longmem.babilong import report as babilong_report
 from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.reference import Reference
+from lm_eval_longmem.booksort import finetune as booksort_finetune
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length, parse_length
 from lm_eval_longmem.common.stats import Interval
@@ -40,6 +41,7 @@ from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, sto
 from lm_eval_longmem.plots import babilong as babilong_plot
 from lm_eval_longmem.plots import babilong_conditions as conditions_plot
 from lm_eval_longmem.plots import booksort as booksort_plot
+from lm_eval_longmem.plots import booksort_finetune as finetune_plot
 from lm_eval_longmem.plots import forgetting_curve as fc_plot
 
 if TYPE_CHECKING:
@@ -257,7 +259,30 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
             _pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high")),
         ])  # fmt: skip
     section.blocks.append(Table(header, rows))
+    section.blocks.extend(answer_bias_flags(runs, labels))
     return section
+
+
+def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
+    """A warning for every Book-SORT task of a run whose answers were all one label.
+
+    Such a model scores the share of trials whose gold label is that one (about 50% on balanced
+    data): its accuracy reads like a fair coin but says nothing about order recall.
+    """
+    flags = []
+    for run, label in zip(runs, labels):
+        for task in booksort_rows(run):
+            metrics = run.metrics(task)
+            share, invalid = _number(metrics.get("pct_A")), _number(metrics.get("invalid")) or 0
+            if share not in (0.0, 1.0) or (share == 0.0 and invalid):
+                continue  # mixed answers, results before `pct_A`, or a generation task's invalid answers
+            n = run.n_samples(task)
+            trials = f"{n} of {n} trials" if n else "every trial"
+            flags.append(
+                f'**Answer bias: {label} answers "{"A" if share == 1.0 else "B"}" on {trials} of `{task}`**: its '
+                f"accuracy ({_pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
+            )
+    return flags
 
 
 def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
@@ -286,9 +311,72 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
     )
     section.blocks.append(Table(["model", "fine_memory_length", "coarse_memory_length", "claimed window", "lengths tested", "samples per length", "skipped lengths"], rows))
     section.blocks.append(FigureBlock("forgetting_curve_overlay", "Copy accuracy of every model, with its memory lengths (95% bands).", copy_overlay_figure(summaries)))
-    for (_, label, _), (_, summary) in zip(found, summaries):
-        fig = fc_plot.figure(summary, f"Forgetting curve: {label}")
-        section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", f"Copy and LM accuracy of {label}.", fig))
+    for (run, label, task), (_, summary) in zip(found, summaries):
+        perplexity = fc_plot.perplexity_series(run.metrics(task))
+        fig = fc_plot.figure(summary, f"Forgetting curve: {label}", perplexity)
+        caption = f"Copy and LM accuracy of {label}" + (", with the perplexity of the same tokens under it (the paper's Figure 5)." if perplexity else ".")
+        section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", caption, fig))
+    return section
+
+
+_SOURCE_KEYS = ("forgetting_curve_copy_source", "forgetting_curve_prefix_source", "forgetting_curve_corpus")
+
+
+def source_groups(runs: Sequence[Run], labels: Sequence[str]) -> list[list[tuple[str, Run]]]:
+    """Forgetting-curve runs of one model that differ only in the sources of S and I, in groups of two or more.
+
+    Two runs compare when their model and every other `forgetting_curve_*` option (lengths,
+    samples, seed, ...) are the same and their (copy, prefix) sources differ.
+    """
+    groups: dict[str, list[tuple[str, Run]]] = {}
+    for run, label in zip(runs, labels):
+        if forgetting_curve_task(run.data) is None:
+            continue
+        rest = {k: v for k, v in _fc_metadata(run).items() if k.startswith("forgetting_curve_") and k not in _SOURCE_KEYS}
+        key = repr((run.model, sorted(rest.items(), key=str)))
+        groups.setdefault(key, []).append((label, run))
+    out = []
+    for members in groups.values():
+        distinct = {fc_plot.run_sources(_fc_metadata(run)) for _, run in members}
+        if len(distinct) > 1:
+            out.append(members)
+    return out
+
+
+def _fc_metadata(run: Run) -> dict[str, Any]:
+    """The forgetting-curve task's metadata as the results file's `configs` kept it ({} when absent)."""
+    task = forgetting_curve_task(run.data)
+    return ((run.data.get("configs") or {}).get(task) or {}).get("metadata") or {}
+
+
+def _forgetting_curve_sources_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    groups = source_groups(runs, labels)
+    if not groups:
+        return None
+    section = Section("Forgetting curve by text source")
+    section.blocks.append(
+        "Runs of one model that differ only in where the copied text S and the irrelevant prefix I come from "
+        "(`forgetting_curve_copy_source`, `forgetting_curve_prefix_source`), overlaid as the paper's Figure 3: (a) LM "
+        "accuracy for each prefix source, (b) copy and LM accuracy for each copy source. A role whose source did not "
+        "change keeps its tokens, so the curves are paired sample by sample."
+    )
+    for members in groups:
+        rows, curves = [], []
+        for label, run in members:
+            copy, prefix = fc_plot.run_sources(_fc_metadata(run))
+            metrics = run.metrics(forgetting_curve_task(run.data))
+            curves.append(fc_plot.SourcedCurve(copy, prefix, stored_summary(run.data, path=run.path)))
+            rows.append([
+                label, copy, prefix,
+                _tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
+                _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+            ])  # fmt: skip
+        model = members[0][1].model
+        section.blocks.append(Table(["run", "S from", "I from", "fine_memory_length", "coarse_memory_length"], rows))
+        section.blocks.append(
+            FigureBlock(f"forgetting_curve_sources_{_slug(model)}", f"Forgetting curves of {model} by text source.",
+                        fc_plot.sources_figure(curves, f"Forgetting curve by text source: {model}"))
+        )  # fmt: skip
     return section
 
 
@@ -304,15 +392,42 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             metrics = run.metrics(task)
             rows.append(
                 [name, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
+                + [_pct(metrics.get("pct_A"), metrics.get("pct_A_ci_low"), metrics.get("pct_A_ci_high"))]
                 + [_pct(*(metrics.get(metric_names.name("acc", f"LE{le}", stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:
         return None
     section = Section("Book-SORT")
-    section.blocks.append("Accuracy (%) of recalling which of two segments came first in the excerpt; chance is 50%.")
-    section.blocks.append(Table(["model", "acc"] + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
+    section.blocks.append(
+        "Accuracy (%) of recalling which of two segments came first in the excerpt; chance is 50%. "
+        '"answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).'
+    )
+    section.blocks.append(Table(["model", "acc", "answered A"] + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
+    section.blocks.extend(answer_bias_flags(runs, labels))
     section.blocks.append(FigureBlock("booksort", "Book-SORT accuracy by excerpt length (a) and by segment distance (b).", booksort_plot.figure(lines)))
+    return section
+
+
+def _booksort_finetune_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    """SORT's fine-tuned memory condition (section 3.2), from the summary `booksort finetune` wrote beside its runs."""
+    summaries: dict[Path, dict[str, Any]] = {}
+    for run in runs:
+        path = booksort_finetune.summary_of(run.path)
+        if path is not None and path not in summaries:
+            summaries[path] = booksort_finetune.read_summary(path)
+    if not summaries:
+        return None
+    section = Section("Book-SORT fine-tuned memory")
+    for path, summary in summaries.items():
+        name = summary["model"].rstrip("/").rsplit("/", 1)[-1]
+        section.blocks += [
+            f"{name} (`{path.parent}`): {booksort_finetune.describe(summary)}",
+            Table(list(booksort_finetune.TABLE_HEADER), booksort_finetune.summary_table(summary)),
+            booksort_finetune.verdict(summary),
+            FigureBlock(f"booksort_finetune_{_slug(name)}", f"Fine-tuned memory of {name} by epoch (cf. the paper's Figure 2, right).",
+                        finetune_plot.figure(summary)),
+        ]  # fmt: skip
     return section
 
 
@@ -464,13 +579,20 @@ def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
 def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
     """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
     labels = run_labels(runs)
-    sections = [_headline_section(runs, labels)]
-    for make in (_forgetting_curve_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section, _runs_section):
+    # the checkpoints of a `booksort finetune` run are shown in their own section, not as separate models
+    plain = [(run, label) for run, label in zip(runs, labels) if booksort_finetune.summary_of(run.path) is None]
+    own, own_labels = [run for run, _ in plain], [label for _, label in plain]
+    sections = [_headline_section(own, own_labels)] if own or not runs else []
+    for make in (_forgetting_curve_section, _forgetting_curve_sources_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section):
+        section = make(own, own_labels)
+        if section is not None:
+            sections.append(section)
+        if make is _babilong_section and (conditions := _babilong_conditions_section(own, own_labels, babilong_references)):
+            sections.append(conditions)
+    for make in (_booksort_finetune_section, _runs_section):
         section = make(runs, labels)
         if section is not None:
             sections.append(section)
-        if make is _babilong_section and (conditions := _babilong_conditions_section(runs, labels, babilong_references)):
-            sections.append(conditions)
     return Report(list(runs), labels, sections)
 
 
@@ -575,10 +697,12 @@ def write_report(runs: Sequence[Run], out_dir: Path, babilong_references: Sequen
 
 
 def headline_lines(runs: Sequence[Run]) -> list[str]:
-    """One line per run with its headline numbers, for a terminal."""
+    """One line per run with its headline numbers, for a terminal (a `booksort finetune` run's checkpoints have none)."""
+    runs = [run for run in runs if booksort_finetune.summary_of(run.path) is None]
     section = _headline_section(runs, run_labels(runs))
     table = next(b for b in section.blocks if isinstance(b, Table))
-    return [
+    lines = [
         f"{row[0]}: forgetting_curve fine_memory_length {row[1]} (coarse {row[2]}), booksort acc {row[3]}%, babilong acc {row[4]}%"
         for row in table.rows
     ]
+    return lines + [flag.replace("**", "").replace("`", "") for flag in answer_bias_flags(runs, run_labels(runs))]

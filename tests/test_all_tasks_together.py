@@ -18,7 +18,7 @@ def test_forgetting_curve_booksort_babilong_and_another_task_in_one_run(smollm2_
     booksort_data = tmp_path / "booksort_data"
     subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem"), "booksort", "build", "--books", str(book),
-         "--out", str(booksort_data), "--excerpt-lengths", "250", "--segment-lengths", "20"],
+         "--output_path", str(booksort_data), "--excerpt_lengths", "250", "--segment_lengths", "20"],
         check=True, capture_output=True,
     )  # fmt: skip
     out = tmp_path / "out"

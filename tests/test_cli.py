@@ -70,7 +70,7 @@ def bad_inputs(folder):
 
 SUBCOMMANDS = {
     "plot": (("plot", "{}"), ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping")),
-    "report": (("report", "{}", "--out", "report_out"), ("missing", "zero_byte", "binary", "empty_results_folder", "results_not_a_mapping")),
+    "report": (("report", "{}", "--output_path", "report_out"), ("missing", "zero_byte", "binary", "empty_results_folder", "results_not_a_mapping")),
     "summarize": (
         ("forgetting-curve", "summarize", "{}"),
         ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping"),
@@ -84,7 +84,7 @@ SUBCOMMANDS = {
         ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping"),
     ),
     "booksort build": (
-        ("booksort", "build", "--books", "{}", "--out", "built"),
+        ("booksort", "build", "--books", "{}", "--output_path", "built"),
         ("missing", "binary", "empty_results_folder"),
     ),
 }
@@ -122,7 +122,7 @@ def test_debug_shows_the_traceback(tmp_path):
 
 def test_usage_errors_exit_2_without_traceback(tmp_path):
     """Defect 12: argparse usage errors (a required argument missing) exit 2 with argparse's usage text."""
-    for args in (("babilong", "score", "x.csv"), ("plot",), ("booksort", "build", "--out", "o")):
+    for args in (("babilong", "score", "x.csv"), ("plot",), ("booksort", "build", "--output_path", "o")):
         proc = longmem(*args, cwd=tmp_path)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
@@ -151,7 +151,7 @@ def test_a_failing_file_does_not_stop_the_others(order, tmp_path):
 def test_report_names_every_bad_path(tmp_path):
     """Defect 12: `report` goes on past a bad path and names each one."""
     inputs = bad_inputs(tmp_path)
-    proc = longmem("report", "missing.json", "zero.json", "--out", "r", cwd=tmp_path)
+    proc = longmem("report", "missing.json", "zero.json", "--output_path", "r", cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 2 and "missing.json" in lines[0] and "zero.json" in lines[1], proc.stderr
@@ -165,11 +165,11 @@ def test_score_refuses_a_file_named_for_another_task(tmp_path):
     """Defect 13: `babilong score qa7_0k_x.csv --task qa6` used to print 0.00 and exit 0."""
     _predictions(tmp_path / "qa7_0k_x.csv", [("none", "none", "How many objects is Mary carrying?")])
     proc = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", cwd=tmp_path)
-    assert_one_line_error(proc, "qa7", "qa6", "--any-file-name")
+    assert_one_line_error(proc, "qa7", "qa6", "--any_file_name")
     assert proc.stdout == ""
-    # a qa6 file misnamed qa7: --any-file-name scores it (its content is checked: issue 21, defect 4)
+    # a qa6 file misnamed qa7: --any_file_name scores it (its content is checked: issue 21, defect 4)
     _predictions(tmp_path / "qa7_0k_x.csv", [("no", "no", "Is Mary in the kitchen?")])
-    forced = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", "--any-file-name", cwd=tmp_path)
+    forced = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", "--any_file_name", cwd=tmp_path)
     assert forced.returncode == 0 and "qa7_0k_x.csv: n=1" in forced.stdout, forced.stderr
 
 
@@ -187,3 +187,57 @@ def test_score_rejects_an_unknown_task_before_reading_any_file(tmp_path):
     proc = longmem("babilong", "score", "qa1_0k_absent.csv", "--task", "qa99", cwd=tmp_path)
     line = assert_one_line_error(proc, "qa99")
     assert "absent" not in line and "no such file" not in line
+
+
+# --- issue 16: flags in lm_eval's style; former spellings keep working with a one-line notice --------------------
+
+
+def _subparsers(parser):
+    """Every (command path, parser) of the `lm-eval-longmem` command line."""
+    import argparse
+
+    found = []
+    for action in parser._actions:  # argparse keeps subcommands only here
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += [(name, sub)] + [(f"{name} {n}", p) for n, p in _subparsers(sub)]
+    return found
+
+
+def test_every_flag_is_spelled_with_underscores_and_outputs_are_output_path():
+    from lm_eval_longmem.cli import build_parser
+
+    shown = {  # (command, flag) for every flag a --help shows
+        (command, flag)
+        for command, sub in _subparsers(build_parser())
+        for action in sub._actions
+        if action.help != "==SUPPRESS=="
+        for flag in action.option_strings
+        if flag.startswith("--")
+    }
+    assert len(shown) > 20 and all("-" not in flag[2:] for _, flag in shown), sorted(f for f in shown if "-" in f[1][2:])
+    assert not {flag for _, flag in shown} & {"--out", "--output"}
+    writers = {"demo", "report", "plot", "booksort build", "booksort select-prompt", "babilong simulate"}
+    assert {command for command, flag in shown if flag == "--output_path"} == writers
+
+
+@pytest.mark.parametrize("value", ['pretrained=x,dtype=float32', '{"pretrained": "x", "dtype": "float32"}'])
+def test_model_args_and_metadata_are_taken_as_the_harness_takes_them(value):
+    from lm_eval_longmem.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["demo", "--model_args", value]).model_args == {"pretrained": "x", "dtype": "float32"}
+    args = parser.parse_args(["booksort", "select-prompt", "--model_args", value,
+                              "--metadata", "booksort_data=d", "booksort_excerpt_lengths=[250,1000]"])  # fmt: skip
+    assert args.model_args == {"pretrained": "x", "dtype": "float32"}
+    assert args.metadata == {"booksort_data": "d", "booksort_excerpt_lengths": [250, 1000]}
+
+
+def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
+    proc = longmem("babilong", "simulate", "--task", "qa1", "--samples", "2", "--out", "sim.txt", "--wide-vocabulary", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "sim.txt").read_text().strip()
+    assert proc.stderr.splitlines() == [
+        "lm-eval-longmem babilong simulate: --out is deprecated; use --output_path",
+        "lm-eval-longmem babilong simulate: --wide-vocabulary is deprecated; use --wide_vocabulary",
+    ]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
-from kit import read_results
+from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.demo import SIZES, build_booksort_data, harness_metadata
+from lm_eval_longmem.demo import SIZES, build_booksort_data, harness_metadata, run_harness
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 RUNNABLE_TASKS = "forgetting_curve,booksort,babilong"
@@ -46,11 +48,41 @@ def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
     assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
 
 
+def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
+    """The demo calls the harness through its Python API; its files are those of `lm_eval ... --log_samples`."""
+    import lm_eval.utils
+
+    lm_eval_logger = logging.getLogger("lm_eval")  # the demo sets up lm_eval's logging as its CLI does: undo it after
+    for name in ("propagate", "handlers", "level"):
+        monkeypatch.setattr(lm_eval_logger, name, copy.copy(getattr(lm_eval_logger, name)))
+    monkeypatch.setattr(lm_eval.utils, "_LOGGING_CONFIGURED", lm_eval.utils._LOGGING_CONFIGURED)
+    model_args = {"pretrained": str(tiny_llama_dir), "dtype": "float32"}
+    metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": [16, 32],
+                "forgetting_curve_samples": 1}  # fmt: skip
+    results_file = run_harness(model="hf", model_args=model_args, tasks=("forgetting_curve",), metadata=metadata,
+                               output=tmp_path / "api", device="cpu", batch_size="1")  # fmt: skip
+    (tmp_path / "cli").mkdir()
+    run_lm_eval(["--model", "hf", "--model_args", json.dumps(model_args), "--tasks", "forgetting_curve", "--device", "cpu",
+                 "--batch_size", "1", "--metadata", json.dumps(metadata), "--log_samples"], tmp_path / "cli")  # fmt: skip
+
+    def layout(root):  # every file, its date stamp left out
+        return sorted(str(p.relative_to(root).parent / p.name.rsplit("_", 1)[0]) for p in root.rglob("*.json*"))
+
+    assert layout(tmp_path / "api") == layout(tmp_path / "cli") == [
+        f"{results_file.parent.name}/results", f"{results_file.parent.name}/samples_forgetting_curve"]
+    api, cli = read_results(tmp_path / "api"), read_results(tmp_path / "cli")
+    assert set(api) == set(cli)
+    for key in ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples"):
+        assert api[key] == cli[key], key
+    assert api["config"]["model_args"] == cli["config"]["model_args"] == model_args
+    assert read_samples(tmp_path / "api", "forgetting_curve") == read_samples(tmp_path / "cli", "forgetting_curve")
+
+
 def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
     books = tmp_path / "books"
     books.mkdir()
     (books / "note.txt").write_text("A short note of a few words. It ends here.\n")
-    proc = run_demo_cli(["--out", str(tmp_path / "out"), "--corpus", str(books), "--model_args", "pretrained=unused",
+    proc = run_demo_cli(["--output_path", str(tmp_path / "out"), "--corpus", str(books), "--model_args", "pretrained=unused",
                          "--tasks", "booksort"], tmp_path)  # fmt: skip
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
@@ -59,7 +91,7 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
 
 
 def test_unknown_task_is_refused_before_anything_runs(tmp_path):
-    proc = run_demo_cli(["--out", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"], tmp_path)
+    proc = run_demo_cli(["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"], tmp_path)
     assert proc.returncode == 1
     assert proc.stderr.strip() == "lm-eval-longmem demo: --tasks booksort,hellaswag: choose among forgetting_curve,booksort,babilong"
     assert not (tmp_path / "out").exists()
@@ -67,7 +99,7 @@ def test_unknown_task_is_refused_before_anything_runs(tmp_path):
 
 def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp_path):
     out = tmp_path / "demo"
-    proc = run_demo_cli(["--out", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu",
+    proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu",
                          "--model_args", f"pretrained={tiny_llama_dir},dtype=float32"], tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("[")]
@@ -87,10 +119,13 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
 @pytest.mark.slow
 def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path):
     out = tmp_path / "demo"
-    proc = run_demo_cli(["--out", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu"], tmp_path)
+    proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"pretrained={smollm2_dir}" in proc.stdout
     fc = read_results(out / "results")["results"]["forgetting_curve"]
     assert fc["copy_acc@32,none"] > fc["lm_acc@32,none"]  # SmolLM2 copies a repeated passage of Shakespeare
     md = (out / "report.md").read_text()
     assert "| SmolLM2-135M-Instruct |" in md
+    share = read_results(out / "results")["results"]["booksort_in_context"]["pct_A,none"]
+    assert "| model | acc | answered A |" in md
+    assert ("**Answer bias: SmolLM2-135M-Instruct answers" in md) == (share in (0.0, 1.0))  # the demo's model: "A" on every trial

@@ -1,4 +1,4 @@
-"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R10 in its docstring), and its behaviour."""
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R12 in its docstring), and its behaviour."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from kit import REPO_ROOT, run_lm_eval
 
 from lm_eval_longmem import harness
+from lm_eval_longmem.backends import install
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.paths import task_configs_dir
 
@@ -224,7 +225,7 @@ def test_describe_lm_reads_the_window_safely():
 def test_r5_output_types_list_and_metric_registry():
     from lm_eval.api import registry, task
 
-    harness.install()
+    install()
     assert isinstance(task.ALL_OUTPUT_TYPES, list) and "loglikelihood" in task.ALL_OUTPUT_TYPES
     assert "loglikelihood_accuracy" in task.ALL_OUTPUT_TYPES
     assert isinstance(registry.DEFAULT_METRIC_REGISTRY, dict) and "loglikelihood" in registry.DEFAULT_METRIC_REGISTRY
@@ -236,7 +237,7 @@ def test_r6_caching_lm_getattr_dbdict_and_hash_args(tmp_path):
 
     from lm_eval.api.model import LM, CachingLM, hash_args
 
-    harness.teach_caching_lm()
+    harness.teach_caching_lm("loglikelihood_accuracy")
     calls = []
 
     class Counting(LM):
@@ -336,8 +337,8 @@ def _hook_output(monkeypatch, capsys, exc: BaseException, argv=("lm_eval",), env
     monkeypatch.setattr(sys, "excepthook", lambda *a: passed_on.append(a[1]))
     monkeypatch.setattr(sys, "argv", list(argv))
     monkeypatch.setenv(harness.DEBUG_ENV, env)
-    harness.install_usage_error_hook()
-    harness.install_usage_error_hook()  # twice = once
+    harness.install_usage_error_hook(UsageError)
+    harness.install_usage_error_hook(UsageError)  # twice = once
     sys.excepthook(type(exc), exc, exc.__traceback__)
     return passed_on, capsys.readouterr().err
 
@@ -376,15 +377,56 @@ def test_other_errors_go_to_the_previous_hook(monkeypatch, capsys):
 
 
 def test_r10_notice_logger_is_under_lm_eval():
-    code = (
-        "from lm_eval.utils import setup_logging\n"
-        "setup_logging()\n"
-        "from lm_eval_longmem.harness import log\n"
-        "log.info('longmem-notice-check')\n"
-    )
+    code = "from lm_eval_longmem import harness\nharness.setup_logging()\nharness.log.info('longmem-notice-check')\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     (line,) = [line for line in proc.stderr.splitlines() if "longmem-notice-check" in line]
-    assert "INFO" in line
+    assert " INFO     [lm_eval_longmem.harness:" in line  # lm_eval's format, its `lm_eval.` prefix stripped
+
+
+def test_r10_package_logs_follow_the_harness_level(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """A real `lm_eval` run at WARNING: the data builder's INFO line is gone, our warning shows in the
+    harness's format (`LEVEL [module:line] message`, the `lm_eval.` prefix stripped). The same line at
+    the default level (INFO): `tests/forgetting_curve/test_task.py::test_data_builder_logs_through_the_harness`.
+
+    The level is set with `LMEVAL_LOG_LEVEL`: lm_eval 0.4.13 applies `--verbosity` (deprecated there)
+    only after the evaluation, so during task loading it governs neither the harness's lines nor ours.
+    """
+    metadata = {
+        "forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"),
+        "forgetting_curve_lengths": "16,64",  # 64 needs 129 positions > 100: skipped, with a WARNING
+        "forgetting_curve_samples": 1,
+        "forgetting_curve_max_tokens": 100,
+    }
+    args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+            "--tasks", "forgetting_curve", "--batch_size", "1", "--metadata", json.dumps(metadata)]  # fmt: skip
+    stderr = run_lm_eval(args, tmp_path, env={"LMEVAL_LOG_LEVEL": "WARNING"}).stderr
+    (warning,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.common.task:" in line]
+    assert " WARNING  [" in warning and "skipped, never truncated" in warning
+    assert "lm_eval_longmem.forgetting_curve.data" not in stderr and " INFO " not in stderr
+
+
+# ---------------------------------------------------------------- R12: --model_args / --metadata
+
+
+@pytest.mark.parametrize(
+    "words",
+    [["pretrained=x,dtype=float32"], ["pretrained=x", "dtype=float32"], ['{"pretrained": "x", "lengths": [1, 2]}'],
+     ["lengths=[250,1000]", "flag=true,n=3"]],
+)  # fmt: skip
+def test_r12_dict_flags_parse_as_the_harness_parses_them(words, monkeypatch):
+    """Our subcommands' `--model_args`/`--metadata` give the dict that `lm_eval run` gives for the same words."""
+    import argparse
+
+    from lm_eval._cli import HarnessCLI
+
+    monkeypatch.setattr(sys, "argv", ["lm-eval", "run", "--tasks", "x", "--model_args", *words, "--metadata", *words])
+    theirs = HarnessCLI().parse_args()
+    ours = argparse.ArgumentParser()
+    for flag in ("--model_args", "--metadata"):
+        ours.add_argument(flag, nargs="+", action=harness.dict_flag_action())
+    parsed = ours.parse_args(["--model_args", *words, "--metadata", *words])
+    assert parsed.model_args == theirs.model_args == parsed.metadata == theirs.metadata
+    assert isinstance(parsed.model_args, dict) and parsed.model_args
 
 
 # ---------------------------------------------------------------- the start-up hook

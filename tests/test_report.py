@@ -177,8 +177,8 @@ def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two
     by_bin = next(c for c in ax_b.containers if c.get_label() == "big-model")
     assert list(by_bin.lines[0].get_xdata()) == [0, 1, 2, 3]
     table = blocks(report, Table, "Book-SORT")[0]
-    assert table.header == ["model", "acc", "L_E=250 words", "L_E=500 words", "trials"]
-    assert table.rows[1][2:] == ["72.0 [62.0, 82.0]", "48.0 [38.0, 58.0]", "48"]
+    assert table.header == ["model", "acc", "answered A", "L_E=250 words", "L_E=500 words", "trials"]
+    assert table.rows[1][2:] == ["-", "72.0 [62.0, 82.0]", "48.0 [38.0, 58.0]", "48"]  # no pct_A: results of before
 
 
 def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs):
@@ -224,7 +224,7 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     empty = tmp_path / "results_2026-01-02T00-00-00.1.json"
     empty.write_bytes(b"")
     proc = subprocess.run(
-        [CLI, "report", str(two_runs[0].path), str(empty), str(tmp_path / "b"), "--out", str(tmp_path / "r")],
+        [CLI, "report", str(two_runs[0].path), str(empty), str(tmp_path / "b"), "--output_path", str(tmp_path / "r")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 1
@@ -232,3 +232,79 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     assert "small-model: forgetting_curve fine_memory_length 128 [64, 128]" in proc.stdout
     assert "big-model" in proc.stdout
     assert (tmp_path / "r" / "report.html").is_file()
+
+
+# --- answer bias, perplexity under the curve, curves by text source ---------------------------------
+
+
+def with_answer_bias(path, share, per_length=(1.0, 1.0)):
+    """Add Book-SORT `pct_A` metrics to a written run."""
+    data = json.loads(path.read_text())
+    row = data["results"]["booksort_in_context"]
+    row |= {"pct_A,none": share, "pct_A_ci_low,none": max(0.0, share - 0.1), "pct_A_ci_high,none": min(1.0, share + 0.1)}
+    row |= {f"pct_A@{cell},none": value for cell, value in zip(("LE250", "LE500"), per_length)}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path):
+    stuck = with_answer_bias(write_run(tmp_path / "a", "stuck-model", fine=128, coarse=512), 1.0)
+    mixed = with_answer_bias(write_run(tmp_path / "b", "mixed-model", fine=128, coarse=512), 0.55, (0.5, 0.6))
+    report = build_report(load_runs([stuck, mixed]))
+    flags = [b for b in report.sections[0].blocks if isinstance(b, str) and "Answer bias" in b]
+    assert flags == ['**Answer bias: stuck-model answers "A" on 48 of 48 trials of `booksort_in_context`**: its accuracy '
+                     "(75.0%) is the share of trials whose answer is that label, not order recall."]  # fmt: skip
+    table = blocks(report, Table, "Book-SORT")[0]
+    assert [row[2] for row in table.rows] == ["100.0 [90.0, 100.0]", "55.0 [45.0, 65.0]"]
+    ax_a = figure(report, "booksort").axes[0]
+    dotted = {line.get_label(): list(line.get_ydata()) for line in ax_a.get_lines() if line.get_linestyle() == ":"}
+    assert dotted == {'stuck-model: share answered "A"': [1.0, 1.0], 'mixed-model: share answered "A"': [0.5, 0.6]}
+    proc = subprocess.run([CLI, "report", str(stuck), "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    assert 'Answer bias: stuck-model answers "A" on 48 of 48 trials of booksort_in_context' in proc.stdout
+
+
+def test_perplexity_is_drawn_under_the_curve(tmp_path):
+    path = write_run(tmp_path / "a", "ppl-model", fine=128, coarse=512)
+    data = json.loads(path.read_text())
+    for L in LENGTHS:
+        data["results"]["forgetting_curve"] |= {
+            f"copy_ppl@{L},none": 1.5, f"copy_ppl@{L}_ci_low,none": 0.8, f"copy_ppl@{L}_ci_high,none": 2.2,
+            f"lm_ppl@{L},none": 30.0 - L / 100, f"lm_ppl@{L}_ci_low,none": 20.0, f"lm_ppl@{L}_ci_high,none": 40.0,
+        }  # fmt: skip
+    path.write_text(json.dumps(data))
+    report = build_report(load_runs([path]))
+    curve_ax, ppl_ax = figure(report, "forgetting_curve_ppl-model").axes
+    assert ppl_ax.get_yscale() == "log" and ppl_ax.get_xlabel() == "length L of the copied text (tokens)"
+    lines = {line.get_label(): line for line in ppl_ax.get_lines()}
+    assert list(lines["LM perplexity"].get_xdata()) == list(LENGTHS)
+    assert list(lines["LM perplexity"].get_ydata()) == pytest.approx([30.0 - L / 100 for L in LENGTHS])
+    band = ppl_ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(1.0)  # a t interval reaching below 1 is drawn from 1: no perplexity is lower
+    # A run without perplexity (results of before) keeps the one-panel figure.
+    assert len(figure(build_report(load_runs([write_run(tmp_path / "b", "old-model", fine=128, coarse=512)])), "forgetting_curve_old-model").axes) == 1
+
+
+def with_sources(path, **sources):
+    data = json.loads(path.read_text())
+    metadata = {"forgetting_curve_corpus": "/data/pg19", "forgetting_curve_samples": 10, **sources}
+    data["configs"] = {"forgetting_curve": {"metadata": metadata}}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_runs_that_differ_only_in_sources_are_overlaid(tmp_path):
+    plain = with_sources(write_run(tmp_path / "a", "m", fine=128, coarse=512))
+    prefix = with_sources(write_run(tmp_path / "b", "m", fine=128, coarse=512), forgetting_curve_prefix_source="random")
+    copy = with_sources(write_run(tmp_path / "c", "m", fine=0, coarse=256), forgetting_curve_copy_source="random")
+    other_samples = with_sources(write_run(tmp_path / "d", "m", fine=0, coarse=256), forgetting_curve_samples=3,
+                                 forgetting_curve_copy_source="random")  # fmt: skip
+    other_model = with_sources(write_run(tmp_path / "e", "n", fine=0, coarse=256), forgetting_curve_copy_source="random")
+    report = build_report(load_runs([plain, prefix, copy, other_samples, other_model]))
+    table = blocks(report, Table, "Forgetting curve by text source")
+    assert len(table) == 1 and [row[1:3] for row in table[0].rows] == [["pg19", "pg19"], ["pg19", "random"], ["random", "pg19"]]
+    ax_a, ax_b = figure(report, "forgetting_curve_sources_m").axes
+    assert {line.get_label() for line in ax_a.get_lines()} == {"I: pg19", "I: random"}  # S fixed to pg19
+    assert {line.get_label() for line in ax_b.get_lines()} == {"S: pg19 (copy)", "S: pg19 (LM)", "S: random (copy)", "S: random (LM)"}
+    random_copy = next(line for line in ax_b.get_lines() if line.get_label() == "S: random (copy)")
+    assert list(random_copy.get_ydata()) == [0.6, 0.6, 0.6, 0.3, 0.3]  # the curve of the run with random S
+    assert not blocks(build_report(load_runs([plain, other_model])), Table, "Forgetting curve by text source")

@@ -15,6 +15,7 @@ from pathlib import Path
 from lm_eval_longmem.babilong.metrics import Audit, audit_rows, check_task_content, read_predictions, score_file, task_name
 from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate, write_babi_file
 from lm_eval_longmem.common.errors import UsageError, report_error
+from lm_eval_longmem.common.flags import add_flag
 from lm_eval_longmem.common.results import find_results_file, load_run
 
 EPILOG = textwrap.dedent(
@@ -23,7 +24,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem babilong score qa1_16k_instruction_yes_examples_yes_post_prompt_yes_chat_template_no.csv --task qa1
       lm-eval-longmem babilong audit qa7_0k_instruction_yes_examples_yes_post_prompt_yes_chat_template_no.csv --rows
       lm-eval-longmem babilong audit predictions/*/*.csv --sample 200 --seed 0   # task from each file's name
-      lm-eval-longmem babilong simulate --task qa3 --samples 1000 --seed 0 --out qa3_sim_test.txt
+      lm-eval-longmem babilong simulate --task qa3 --samples 1000 --seed 0 --output_path qa3_sim_test.txt
       lm-eval-longmem babilong report out/            # newest results_*.json under out/
       lm-eval-longmem babilong report results.json --threshold 0.9 --metric acc_corrected
     """
@@ -35,7 +36,7 @@ _FILE_TASK = re.compile(r"^(qa\d+)_", re.IGNORECASE)
 
 def _checked_task(args: argparse.Namespace, path: Path) -> str:
     """The task `path` answers: `--task` (refused when the file's name says another, unless
-    --any-file-name), else the task its name starts with ("qa7_0k_....csv")."""
+    --any_file_name), else the task its name starts with ("qa7_0k_....csv")."""
     named = _FILE_TASK.match(path.name)
     if args.task is None:
         if named is None:
@@ -45,7 +46,7 @@ def _checked_task(args: argparse.Namespace, path: Path) -> str:
     if named and named[1].lower() != qa and not args.any_file_name:
         raise UsageError(
             f"{path.name} is named for {named[1].lower()} but --task is {qa}: pass --task {named[1].lower()}, "
-            "or --any-file-name if the file really answers that task"
+            "or --any_file_name if the file really answers that task"
         )
     return qa
 
@@ -156,10 +157,10 @@ def _print_sample(results, n: int, seed: int) -> None:
 def _simulate(args: argparse.Namespace) -> int:
     """Write fresh simulated bAbI samples in the bAbI text format."""
     qa = task_name(args.task)
-    if args.out.exists() and not args.overwrite:
-        raise UsageError(f"{args.out} exists: pass --overwrite to replace it, or choose another --out")
+    if args.output_path.exists() and not args.overwrite:
+        raise UsageError(f"{args.output_path} exists: pass --overwrite to replace it, or choose another --output_path")
     samples = simulate(qa, args.samples, args.seed, wide_vocabulary=args.wide_vocabulary, check=True)
-    path = write_babi_file(samples, args.out)
+    path = write_babi_file(samples, args.output_path)
     print(f"wrote {len(samples)} {qa} samples (seed {args.seed}, simulator v{SIMULATOR_VERSION}) to {path}")
     return 0
 
@@ -190,7 +191,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) of one task")
     score.add_argument("--task", required=True, help="the bAbI task the files answer: qa1 .. qa20")
     score.add_argument("--json", action="store_true", help="one JSON object per file instead of text")
-    score.add_argument("--any-file-name", action="store_true", help="score even when the file name names another task")
+    add_flag(score, "--any_file_name", "--any-file-name", action="store_true", help="score even when the file name names another task")
     score.set_defaults(func=_score)
 
     audit = sub.add_parser(
@@ -209,7 +210,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="files audited in parallel (default: 2, or 1 on one core)")
     audit.add_argument("--json", action="store_true", help="one JSON object per file (scores, rows, counts)")
-    audit.add_argument("--any-file-name", action="store_true", help="audit even when the file name names another task")
+    add_flag(audit, "--any_file_name", "--any-file-name", action="store_true", help="audit even when the file name names another task")
     audit.set_defaults(func=_audit)
 
     sim = sub.add_parser(
@@ -221,9 +222,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument("--task", required=True, help="the bAbI task: qa1 .. qa20")
     sim.add_argument("--samples", type=int, default=1000, help="questions to write (default 1000)")
     sim.add_argument("--seed", type=int, default=0, help="seed (default 0); the same seed gives the same file anywhere")
-    sim.add_argument("--wide-vocabulary", action="store_true", help="more names, places and objects than bAbI's")
-    sim.add_argument("--out", type=Path, required=True, help="the file to write, e.g. qa3_sim_test.txt")
-    sim.add_argument("--overwrite", action="store_true", help="replace the --out file when it exists (refused otherwise)")
+    add_flag(sim, "--wide_vocabulary", "--wide-vocabulary", action="store_true", help="more names, places and objects than bAbI's")
+    add_flag(sim, "--output_path", "--out", type=Path, required=True, help="the file to write, e.g. qa3_sim_test.txt")
+    sim.add_argument("--overwrite", action="store_true", help="replace the --output_path file when it exists (refused otherwise)")
     sim.set_defaults(func=_simulate)
 
     report = sub.add_parser(

@@ -3,7 +3,8 @@
 The `babilong_*` options (`options.py`) choose the tasks and lengths; by default qa1-qa5 at every
 standard length within the model's window. Docs of all cells go into one dataset, interleaved
 (sample 0 of every cell, then sample 1, ...) so that `--limit N` covers every cell, like the
-forgetting curve's lengths.
+forgetting curve's lengths, each round placed so that data-parallel ranks get equal work
+(`common.order.interleave`; a doc's cost grows with its length).
 
 Sources: the authors' pre-generated sets on the Hugging Face Hub (`RMT-team/babilong`, 100 samples
 per task and length, the default; `RMT-team/babilong-1k-samples`, 1000 samples), or fresh samples
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from itertools import zip_longest
 from typing import Any
 
 import datasets
@@ -26,8 +26,9 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
+from lm_eval_longmem.common.order import forward_work, interleave
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)
@@ -177,9 +178,9 @@ def cell_rows(options: BabilongOptions, metadata: dict[str, Any]) -> dict[tuple[
     return cells
 
 
-def interleave(cells: dict[tuple[str, str], list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Round-robin over the cells: the first N docs cover every cell (for `--limit`)."""
-    return [row for group in zip_longest(*cells.values()) for row in group if row is not None]
+def doc_work(row: dict[str, Any]) -> int:
+    """Estimated work of a doc's prompt for balancing ranks: that of its length (a 0k doc holds only its facts)."""
+    return forward_work(row["length"])
 
 
 def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
@@ -189,5 +190,5 @@ def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
     cells = cell_rows(options, metadata)
     if options.retrieval != "none":
         cells = retrieval.retrieve_cells(cells, options, metadata)
-    rows = [{"retrieved": [], "retrieval_recall": None} | row for row in interleave(cells)]
+    rows = [{"retrieved": [], "retrieval_recall": None} | row for row in interleave(cells.values(), cost=doc_work)]
     return {"test": datasets.Dataset.from_list(rows, features=DOC_FEATURES)}

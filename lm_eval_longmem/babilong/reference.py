@@ -41,7 +41,7 @@ def read_reference(folder: str | Path) -> Reference:
     """Every `qaN_LEN_..._yes.csv` file in `folder`, scored; a folder with none is a `UsageError`."""
     path = Path(folder).expanduser()
     if not path.is_dir():
-        raise UsageError(f"--babilong-reference {folder}: not a folder of BABILong prediction files")
+        raise UsageError(f"--babilong_reference {folder}: not a folder of BABILong prediction files")
     cells = []
     for file in sorted(path.iterdir()):
         if match := _FILE.match(file.name):
@@ -50,7 +50,7 @@ def read_reference(folder: str | Path) -> Reference:
             cells.append(ReferenceCell(match[1], match[2], score.n, proportion_interval(hits, score.n)))
     if not cells:
         raise UsageError(
-            f"--babilong-reference {folder}: no qaN_LEN_instruction_yes_examples_yes_post_prompt_yes*.csv "
+            f"--babilong_reference {folder}: no qaN_LEN_instruction_yes_examples_yes_post_prompt_yes*.csv "
             "files (the authors' prediction format) in it"
         )
     return Reference(path.name, cells)

@@ -34,6 +34,15 @@ given CPU, but that is not promised. `--batch_size N`
 and `auto`/`auto:N` are honoured; `auto` probes this memory-flat path (not the harness's
 full-logits one), and under data parallelism every rank takes the smallest size any rank found.
 
+Several devices. With `parallelize=True`, a `device_map` (GPU + CPU with `max_memory`, or offload)
+or transformers' tensor parallelism (`tp_plan`), the inputs go to `self.device`, the hidden states
+come out where the last layer runs, and the logits where the head runs. Positions are moved to the
+hidden states, targets to the logits, and the head's chunk budget counts the weights resident on
+the hidden states' device. Our direct matmul into a reused buffer is used only for a bare
+`nn.Linear` head whose weight is an ordinary tensor on that device (`plain_head`); any other head,
+hooked by accelerate (offloaded weights sit on "meta") or sharded by tensor parallelism, runs as
+its module so those hooks apply.
+
 Lengths. Nothing is truncated. By default a request whose model input (context plus all but the
 last continuation token) exceeds `max_length` raises a ValueError, as a left-cut context would
 silently change what is measured. A request that carries the option `beyond_max_length=True`
@@ -46,7 +55,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
 from accelerate.utils import find_executable_batch_size
@@ -60,12 +69,13 @@ from lm_eval_longmem.backends.request_type import (
     check_token_range,
     encode_request,
 )
+from lm_eval_longmem.common.model_info import physical_max_length
 
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 HEAD_MEMORY_SHARE = 0.10
 """How much one chunk of the LM head (its logits and their `log_softmax`) may add to the memory the
@@ -75,41 +85,6 @@ whole scoring call within the 1.15x-of-body target with room for the allocator, 
 
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
-
-_POSITION_TABLE_NAMES = frozenset({"wpe", "embed_positions", "position_embeddings"})
-"""Module names under which transformers keeps learned absolute position-embedding tables."""
-
-
-class PositionLimit(NamedTuple):
-    """How long an input the architecture can physically run, and why."""
-
-    tokens: int | None
-    """Maximum number of input positions, or None when only memory limits it."""
-    reason: str
-    """Human-readable origin of the limit, for error messages."""
-
-
-def physical_max_length(model: torch.nn.Module, claimed: int) -> PositionLimit:
-    """The longest input `model` can run at all (as opposed to the window it claims).
-
-    Learned absolute position tables cap it at their size; rotary and ALiBi models have no
-    architectural cap. Anything we cannot classify keeps the claimed window, so we never promise a
-    length a model cannot run.
-    """
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLE_NAMES:
-            size = module.num_embeddings - int(getattr(module, "offset", 0))
-            return PositionLimit(size, f"its learned position table {name!r} has {size} positions")
-    config = model.config.get_text_config()
-    rotary = any("Rotary" in type(m).__name__ for m in model.modules()) or any(
-        getattr(config, key, None) is not None for key in ("rope_parameters", "rope_theta", "rope_scaling")
-    )
-    if rotary:
-        return PositionLimit(None, "it uses rotary position embeddings (no positional limit; memory is the limit)")
-    if getattr(config, "alibi", False) or config.model_type == "bloom":
-        return PositionLimit(None, "it uses ALiBi (no positional limit; memory is the limit)")
-    return PositionLimit(claimed, "its position encoding is not one we can classify, so we keep max_length")
-
 
 def final_logit_transform(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """The post-LM-head transforms of the model families we know, in the order their forward applies them."""
@@ -159,7 +134,8 @@ def uses_chunked_head(self: HFLM, probe: Sequence[int]) -> bool:
         with torch.no_grad(), _autocast(self):
             reference = model(input_ids=ids, use_cache=False).logits.float()
             try:
-                ours = final_logit_transform(model)(head(body(input_ids=ids, use_cache=False).last_hidden_state)).float()
+                hidden = body(input_ids=ids, use_cache=False).last_hidden_state
+                ours = final_logit_transform(model)(head(hidden)).float().to(reference.device)
             except (AttributeError, TypeError) as err:  # e.g. a wrapper whose base_model returns logits
                 ours, reason = None, f"its base_model does not return hidden states ({err})"
         if ours is not None:
@@ -180,28 +156,33 @@ def uses_chunked_head(self: HFLM, probe: Sequence[int]) -> bool:
     return usable
 
 
-def body_forward_bytes(self: HFLM, n_rows: int) -> int:
-    """Memory one body forward over `n_rows` positions needs: weights plus its largest activations.
+def body_forward_bytes(self: HFLM, n_rows: int, device: torch.device | None = None) -> int:
+    """Memory one body forward over `n_rows` positions needs on `device`: weights plus its largest activations.
 
     The activations are estimated from the config: a gated MLP holds three `intermediate_size`
     tensors per position at its peak (activated gate, up projection, their product), attention and
-    the residual stream about four `hidden_size` ones. Weights are counted once per model.
+    the residual stream about four `hidden_size` ones. Weights: those resident on `device`, the one
+    that runs the LM head (of a model split over devices, only its share; offloaded weights sit on
+    "meta" and are not counted), or all of them when `device` is None. Counted once per model and device.
     """
-    weights = getattr(self, "_longmem_weight_bytes", None)
-    if weights is None:
-        weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
-        self._longmem_weight_bytes = weights
+    counted = self.__dict__.setdefault("_longmem_weight_bytes", {})
+    if device not in counted:
+        counted[device] = sum(
+            p.numel() * p.element_size() for p in self.model.parameters() if device is None or p.device == device
+        )
     config = self.model.config.get_text_config()
     hidden = int(config.hidden_size)
     inner = int(getattr(config, "intermediate_size", None) or 4 * hidden)
     itemsize = torch.finfo(self.model.dtype).bits // 8
-    return weights + n_rows * (3 * inner + 4 * hidden) * itemsize
+    return counted[device] + n_rows * (3 * inner + 4 * hidden) * itemsize
 
 
-def head_chunk_rows(self: HFLM, n_rows: int, vocab_size: int, dtype: torch.dtype) -> int:
-    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `HEAD_MEMORY_SHARE` of the body's need."""
+def head_chunk_rows(
+    self: HFLM, n_rows: int, vocab_size: int, dtype: torch.dtype, device: torch.device | None = None
+) -> int:
+    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `HEAD_MEMORY_SHARE` of the body's need on `device`."""
     per_row = 2 * vocab_size * torch.finfo(dtype).bits // 8
-    return max(1, int(HEAD_MEMORY_SHARE * body_forward_bytes(self, n_rows)) // per_row)
+    return max(1, int(HEAD_MEMORY_SHARE * body_forward_bytes(self, n_rows, device)) // per_row)
 
 
 def _score_positions(
@@ -219,6 +200,8 @@ def _score_positions(
     whatever the number of rows, so how positions fall into chunks never changes a result; a
     plain `sum` reduction may regroup its additions with the chunk's shape.
 
+    `positions` index the hidden states (and `out` lives) on their device; the logits may come out
+    on another (a head placed on another device, or offloaded), where the targets meet them.
     `logits_at(index, out)` may write its logits into `out`. Every chunk reuses the same two
     `[step, vocabulary]` buffers (logits, log-probabilities): fresh ones per chunk cost page faults
     each time and, once glibc serves blocks of that size from its heap, grow the process (measured
@@ -231,10 +214,10 @@ def _score_positions(
         if logits_buffer is None:
             logits_buffer = torch.empty((step, vocab_size), dtype=logits_dtype, device=positions.device)
         logits = logits_at(index, logits_buffer[: len(index)]).to(dtype)
-        if log_probs_buffer is None:
-            log_probs_buffer = torch.empty((step, vocab_size), dtype=dtype, device=positions.device)
+        if log_probs_buffer is None:  # where the logits come out: a split model's head may sit on another device
+            log_probs_buffer = torch.empty((step, logits.shape[-1]), dtype=dtype, device=logits.device)
         log_probs = torch.log_softmax(logits, dim=-1, out=log_probs_buffer[: len(index)])
-        target = targets[start : start + step]
+        target = targets[start : start + step].to(logits.device)
         hits.append(logits.argmax(dim=-1) == target)
         logprobs.append(log_probs.gather(-1, target[:, None]).squeeze(-1))
         del logits, log_probs
@@ -254,6 +237,19 @@ def padded_width(n_inputs: int, max_length: int, physical: int | None) -> int:
     return width if cap is None else max(n_inputs, min(width, cap))
 
 
+def plain_head(head: torch.nn.Module, device: torch.device) -> bool:
+    """Whether `head` is a bare `nn.Linear` we may multiply by directly: its weight an ordinary tensor on
+    `device` (not offloaded to "meta", not a tensor-parallel shard) and no hook around its forward."""
+    hooked = hasattr(head, "_hf_hook") or bool(head._forward_hooks) or bool(head._forward_pre_hooks)
+    weight = head.weight if isinstance(head, torch.nn.Linear) else None
+    return (
+        type(head) is torch.nn.Linear
+        and not hooked
+        and type(weight.data) is torch.Tensor
+        and weight.device == device
+    )
+
+
 def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked: bool) -> list[TokenAccuracy]:
     """One forward over `batch`, right-padded to `width`; scores every continuation token."""
     inputs = [req.context + req.continuation[:-1] for req in batch]
@@ -265,8 +261,8 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
         positions.append(torch.arange(first, first + len(req.continuation)))
         targets.extend(req.continuation)
     ids = ids.to(self.device)
-    positions = torch.cat(positions).to(self.device)
-    targets_t = torch.tensor(targets, dtype=torch.long, device=self.device)
+    positions = torch.cat(positions)
+    targets_t = torch.tensor(targets, dtype=torch.long)
     dtype = self.softmax_dtype or torch.float32
     model = self.model
     with torch.no_grad(), _autocast(self):
@@ -274,10 +270,13 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
             hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
             rows = hidden.reshape(-1, hidden.shape[-1])
             head, transform = model.get_output_embeddings(), final_logit_transform(model)
-            vocab_size = head.weight.shape[0]
-            # F.linear's own matmul, written into the chunk buffer (plain Linear heads, no autocast).
-            into_buffer = type(head) is torch.nn.Linear and self.mixed_precision_dtype is None
+            # F.linear's own matmul, written into the chunk buffer: only for a plain Linear head whose
+            # weight is an ordinary tensor beside the hidden states and which no hook wraps. Otherwise
+            # the head runs as a module, so accelerate's offload hooks and tensor-parallel hooks apply.
+            into_buffer = plain_head(head, rows.device) and self.mixed_precision_dtype is None
             logits_dtype = head.weight.dtype if into_buffer else dtype
+            # A tensor-parallel shard holds part of the rows: the logits have the config's vocabulary.
+            vocab_size = head.weight.shape[0] if into_buffer else model.config.get_text_config().vocab_size
 
             def logits_at(index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
                 if not into_buffer:
@@ -293,7 +292,8 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
             def logits_at(index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
                 return torch.index_select(rows, 0, index, out=out) if rows.dtype == out.dtype else rows[index]
 
-        step = head_chunk_rows(self, ids.numel(), vocab_size, dtype)
+        positions = positions.to(rows.device)  # a split model's last layer need not be on self.device
+        step = head_chunk_rows(self, ids.numel(), vocab_size, dtype, rows.device)
         hits, logprobs = _score_positions(logits_at, positions, targets_t, step, vocab_size, logits_dtype, dtype)
     results, start = [], 0
     for req in batch:

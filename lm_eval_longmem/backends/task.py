@@ -25,9 +25,9 @@ from typing import Any
 from lm_eval.api.instance import Instance
 from lm_eval.api.registry import get_aggregation
 
+from lm_eval_longmem.backends import install
 from lm_eval_longmem.backends.request_type import BEYOND_MAX_LENGTH, OUTPUT_TYPE, TokenAccuracy, as_token_ids
 from lm_eval_longmem.common.task import LongmemTask
-from lm_eval_longmem.harness import install
 
 install()
 

@@ -24,12 +24,20 @@ the same bound). The engine cannot run past ``max_model_len`` at all, so the req
 config's window vLLM also wants ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``). Too long a request is a
 ValueError, never a left-cut prompt.
 
+Prefix cache. With prefix caching on (vLLM's default in its V1 engine), a request may take the KV
+of its prompt's first blocks from an earlier request, computed in another batch; its prompt
+logprobs can then depend on the order of the requests (vLLM issue #42019). Our requests set
+``skip_reading_prefix_cache=True``: each computes every position itself, so its scores do not
+depend on what ran before (what it writes to the cache cannot change its own scores). A vLLM
+without that switch gets a warning to start it with ``enable_prefix_caching=False``.
+
 Data and tensor parallelism are those of the harness: requests go through
 ``VLLM._model_generate``, which spreads them over ``data_parallel_size`` replicas.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +49,8 @@ from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, en
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
     from lm_eval.models.vllm_causallms import VLLM
+
+log = logging.getLogger(__name__)
 
 
 def parse_prompt_logprobs(prompt_logprobs: Any, tokens: Sequence[int], n_context: int) -> TokenAccuracy:
@@ -76,13 +86,25 @@ def parse_prompt_logprobs(prompt_logprobs: Any, tokens: Sequence[int], n_context
 
 
 def _sampling_params():
+    """Our scoring parameters; every request reads nothing from vLLM's prefix cache (see the module docstring)."""
     from vllm import SamplingParams
 
     settings = dict(temperature=0, prompt_logprobs=0, max_tokens=1, detokenize=False)
-    try:
-        return SamplingParams(**settings, flat_logprobs=True)
-    except TypeError:  # vLLM before FlatLogprobs (< 0.11)
-        return SamplingParams(**settings)
+    for extra in (dict(flat_logprobs=True, skip_reading_prefix_cache=True), dict(flat_logprobs=True)):
+        try:
+            params = SamplingParams(**settings, **extra)
+            break
+        except TypeError:  # an older vLLM: without the per-request cache switch, or before FlatLogprobs (< 0.11)
+            continue
+    else:
+        params = SamplingParams(**settings)
+    if getattr(params, "skip_reading_prefix_cache", None) is not True:
+        log.warning(
+            "%s: this vLLM cannot keep a request from reading its prefix cache; start it with"
+            " enable_prefix_caching=False in --model_args so scores cannot depend on the order of requests",
+            OUTPUT_TYPE,
+        )
+    return params
 
 
 def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: bool = False) -> list[TokenAccuracy]:

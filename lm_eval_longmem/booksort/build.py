@@ -434,7 +434,7 @@ def _too_short_message(books: Sequence[Book], spec: BuildSpec) -> str:
         f"Each L_E x L_S condition needs {n_excerpts} excerpts starting at different sentences, so a book needs "
         f"{n_excerpts} sentence starts before its last L_E words: at least about {needed:,} words of prose "
         f"for L_E={shortest} ({words_per_sentence:.0f} words per sentence here). "
-        "Pass longer books (whole novels) or a shorter --excerpt-lengths"
+        "Pass longer books (whole novels) or a shorter --excerpt_lengths"
     )
 
 
@@ -446,7 +446,7 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
     """Write a built dataset directory atomically (`common.cache.atomic_write`: a temporary sibling, then a rename)."""
     out = Path(out)
     if out.exists() and not (out / "manifest.json").exists():
-        raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --out")
+        raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --output_path")
 
     def write_all(tmp: Path) -> None:
         (tmp / "books").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""``lm-eval-longmem booksort build`` and ``lm-eval-longmem booksort select-prompt``."""
+"""``lm-eval-longmem booksort build``, ``booksort select-prompt`` and ``booksort finetune``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.prompts import VARIANTS
+from lm_eval_longmem.common.flags import add_dict_flag, add_flag
 
 EPILOG = textwrap.dedent(
     """\
     examples:
-      lm-eval-longmem booksort build --books ../books/ --out booksort_data/
+      lm-eval-longmem booksort build --books ../books/ --output_path booksort_data/
       lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
           --tasks booksort --metadata booksort_data=booksort_data booksort_excerpt_lengths=[250,1000]
       lm-eval-longmem booksort select-prompt --model hf \\
@@ -34,7 +35,7 @@ def _build(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     books = load_books(args.books)
     result = build(books, spec)
-    out = write_dataset(books, result, spec, args.out)
+    out = write_dataset(books, result, spec, args.output_path)
     n_test = sum(t.split == "test" for t in result.trials)
     print(
         f"wrote {out}: {len(books)} books, {n_test} test and {len(result.trials) - n_test} validation trials "
@@ -57,16 +58,6 @@ class VariantScore(NamedTuple):
     """Trials left out because they do not fit the window."""
 
 
-def _parse_metadata(items: list[str]) -> dict[str, Any]:
-    metadata: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--metadata {item!r}: write KEY=VALUE, e.g. booksort_data=booksort_data")
-        metadata[key.strip()] = value.strip()
-    return metadata
-
-
 def score_variants(
     lm: Any,
     metadata: dict[str, Any],
@@ -78,14 +69,13 @@ def score_variants(
 ) -> list[VariantScore]:
     """Score each prompt variant of the in-context task on the validation split with one model."""
     import lm_eval
-    from lm_eval.tasks import get_task_dict
 
     from lm_eval_longmem import task_manager
 
     scores = []
     for variant in variants:
         tm = task_manager(metadata={**metadata, "booksort_prompt": variant}, include_defaults=False)
-        task = get_task_dict(["booksort_in_context"], tm)["booksort_in_context"]
+        task = tm.load(["booksort_in_context"])["tasks"]["booksort_in_context"]
         task.config.test_split = "validation"  # the paper selects prompts on the held-out validation split
         results = lm_eval.simple_evaluate(
             model=lm,
@@ -103,11 +93,9 @@ def score_variants(
 
 def _select_prompt(args: argparse.Namespace) -> None:
     import lm_eval.api.registry
-    from lm_eval.utils import simple_parse_args_string
 
-    model_args = simple_parse_args_string(args.model_args)
-    metadata = {**model_args, **_parse_metadata(args.metadata)}
-    lm = lm_eval.api.registry.get_model(args.model).create_from_arg_string(
+    metadata = {**args.model_args, **args.metadata}
+    lm = lm_eval.api.registry.get_model(args.model).create_from_arg_obj(
         args.model_args, {"batch_size": args.batch_size, "device": args.device}
     )
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
@@ -126,18 +114,18 @@ def _select_prompt(args: argparse.Namespace) -> None:
     print(
         f"best: {best.variant} (validation acc {best.acc:.4f}); evaluate with --metadata booksort_prompt={best.variant}"
     )
-    if args.output:
-        args.output.write_text(
+    if args.output_path:
+        args.output_path.write_text(
             json.dumps({"best": best.variant, "scores": [s._asdict() for s in scores]}, indent=1) + "\n",
             encoding="utf-8",
         )
 
 
 def add_commands(subparsers: Any) -> None:
-    """Add ``booksort build`` and ``booksort select-prompt`` to the ``lm-eval-longmem`` command."""
+    """Add ``booksort build``, ``select-prompt`` and ``finetune`` to the ``lm-eval-longmem`` command."""
     parser = subparsers.add_parser(
         "booksort",
-        help="Book-SORT: build the dataset from books, select a prompt variant",
+        help="Book-SORT: build the dataset from books, select a prompt variant, run the fine-tuned condition",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -150,16 +138,18 @@ def add_commands(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     b.add_argument("--books", nargs="+", required=True, type=Path, help=".txt books and/or directories of them")
-    b.add_argument("--out", required=True, type=Path, help="output directory (replaced if it is an earlier build)")
+    add_flag(b, "--output_path", "--out", required=True, type=Path, help="output directory (replaced if it is an earlier build)")
     b.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
-    b.add_argument(
+    add_flag(
+        b,
+        "--excerpt_lengths",
         "--excerpt-lengths",
         type=_int_list,
         default=EXCERPT_LENGTHS,
         help="excerpt lengths in words (default: 250,1000,2500,10000,20000)",
     )
-    b.add_argument(
-        "--segment-lengths", type=_int_list, default=SEGMENT_LENGTHS, help="segment lengths in words (default: 20,50)"
+    add_flag(
+        b, "--segment_lengths", "--segment-lengths", type=_int_list, default=SEGMENT_LENGTHS, help="segment lengths in words (default: 20,50)"
     )
     b.set_defaults(func=_build)
 
@@ -170,13 +160,64 @@ def add_commands(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("--model", default="hf", help="lm_eval model type (default hf)")
-    s.add_argument("--model_args", required=True, help="as for lm_eval, e.g. pretrained=NAME,max_length=8192")
-    s.add_argument("--metadata", nargs="*", default=[], help="booksort_* options as KEY=VALUE (see the task README)")
+    add_dict_flag(s, "--model_args", required=True, help="as for lm_eval, e.g. pretrained=NAME,max_length=8192")
+    add_dict_flag(s, "--metadata", default={}, help="booksort_* options, as for lm_eval (see the task README)")
     s.add_argument("--variants", default=None, help=f"comma list (default: all of {', '.join(VARIANTS)})")
     s.add_argument("--limit", type=int, default=None, help="validation trials per variant (default: all)")
     s.add_argument("--batch_size", default="1")
     s.add_argument("--device", default=None)
     s.add_argument("--apply_chat_template", action="store_true")
     s.add_argument("--system_instruction", default=None)
-    s.add_argument("--output", type=Path, default=None, help="also write the scores as JSON here")
+    add_flag(s, "--output_path", "--output", type=Path, default=None, help="also write the scores as JSON to this file")
     s.set_defaults(func=_select_prompt)
+    _add_finetune(sub)
+
+
+# --- booksort finetune: the fine-tuned (parametric) memory condition ---------------------------------
+
+FINETUNE_EPILOG = textwrap.dedent(
+    """\
+    examples:
+      lm-eval-longmem booksort finetune --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct \\
+          --metadata booksort_data=booksort_data booksort_excerpt_lengths=[250] booksort_finetune_epochs=3 \\
+          --apply_chat_template --output_path ft/
+      # the reference's instruction data, full fine-tuning:
+      ... --metadata booksort_data=booksort_data booksort_finetune_instructions=hf:teknium/OpenHermes-2.5 \\
+          booksort_finetune_method=full
+    rerun the same command to resume: verified checkpoints and evaluations are reused
+    """
+)
+
+
+def _finetune(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.booksort.finetune import render_markdown, run_finetune
+
+    summary = run_finetune(
+        args.model_args,
+        args.metadata,
+        args.output_path,
+        device=args.device,
+        batch_size=args.batch_size,
+        limit=args.limit,
+        apply_chat_template=args.apply_chat_template,
+    )
+    print(render_markdown(summary))
+    print(f"wrote {args.output_path / 'booksort_finetune.json'} and booksort_finetune.md")
+
+
+def _add_finetune(sub: Any) -> None:
+    f = sub.add_parser(
+        "finetune",
+        help="fine-tuned memory condition (paper, section 3.2): train with and without the book chunks, "
+        "evaluate booksort_memoryless per epoch",
+        epilog=FINETUNE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_dict_flag(f, "--model_args", required=True, help="as for lm_eval: pretrained=NAME[,dtype=...] or a JSON object")
+    add_dict_flag(f, "--metadata", default={}, help="booksort_* and booksort_finetune_* options (see the task README), as for lm_eval")
+    f.add_argument("--output_path", required=True, type=Path, help="folder for checkpoints, results and the summary (reruns resume)")
+    f.add_argument("--device", default=None, help="torch device for training and evaluation (default: cuda if available, else cpu)")
+    f.add_argument("--batch_size", default="1", help="lm_eval --batch_size of each evaluation (training: booksort_finetune_batch_size)")
+    f.add_argument("--limit", type=int, default=None, help="lm_eval --limit: evaluate the first N trials of each checkpoint")
+    f.add_argument("--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations")
+    f.set_defaults(func=_finetune)

@@ -4,7 +4,8 @@
 (``--metadata`` merged with ``--model_args``) plus the task's ``dataset_kwargs`` and gets back the
 ``test`` and ``validation`` splits as `datasets.Dataset`s. Each doc carries every grouping key
 (excerpt length, segment length, book, distance bin) and its rendered prompt, and the docs are
-interleaved over conditions so that ``--limit N`` samples the whole sweep.
+interleaved over conditions so that ``--limit N`` samples the whole sweep, and placed so that
+data-parallel ranks get equal work (`common.order.interleave`).
 
 Options: `booksort/options.py` (the ``booksort_*`` keys). Trials too long for the model's window
 are not dropped here: the task base skips and counts them when it knows the final prompt (chat
@@ -16,7 +17,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -26,6 +26,7 @@ from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_options
+from lm_eval_longmem.common.order import forward_work, interleave
 
 HUB_DATASET = "memari/booksort"
 SPLITS = ("test", "validation")
@@ -55,7 +56,7 @@ def _read_hub(name: str, split: str) -> Source:
             f"({type(err).__name__}: {err}). It is gated: accept its terms at "
             f"https://huggingface.co/datasets/{name} and log in (`hf auth login` or HF_TOKEN). "
             "Offline or without access, build it from plain-text books instead: "
-            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`, then pass "
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`, then pass "
             "--metadata booksort_data=DATA_DIR"
         ) from err
     rows = [dict(row) for row in dataset]
@@ -72,7 +73,7 @@ def _read_hub(name: str, split: str) -> Source:
 
 
 def _rebuild(root: Path) -> str:
-    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
 
 
 def _read_text(root: Path, name: str) -> tuple[str, str]:
@@ -103,7 +104,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(
             f"{root} is not a Book-SORT build (no manifest.json): create one with "
-            f"`lm-eval-longmem booksort build --books BOOKS_DIR --out {root}`"
+            f"`lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -192,7 +193,7 @@ def read_split(data: str, split: str) -> Source:
     if not path.is_dir():
         raise UsageError(
             f"--metadata booksort_data={data!r} is neither 'hub', 'hf:OWNER/NAME' nor a directory: build one with "
-            "`lm-eval-longmem booksort build --books BOOKS_DIR --out DATA_DIR`"
+            "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`"
         )
     return _read_built(path, split)
 
@@ -239,13 +240,13 @@ def select(rows: Sequence[dict[str, Any]], selection: BooksortOptions) -> list[d
     return kept
 
 
-def interleave(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Round-robin over condition cells so the first N trials cover the sweep (for ``--limit``).
+def cells(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The trials of each condition cell, for `common.order.interleave`.
 
     Cells are ordered with the excerpt length varying fastest, then segment length, book and
     distance bin; within a cell trials keep their order.
     """
-    cells: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    by_cell: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in sorted(rows, key=lambda r: (int(r["excerpt_idx"]), int(r["segment_idx"]))):
         key = (
             int(row["distance_bin_idx"]),
@@ -253,9 +254,14 @@ def interleave(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             int(row["segment_length"]),
             int(row["excerpt_length"]),
         )
-        cells[key].append(row)
-    ordered = [cells[key] for key in sorted(cells)]
-    return [row for group in zip_longest(*ordered) for row in group if row is not None]
+        by_cell[key].append(row)
+    return [by_cell[key] for key in sorted(by_cell)]
+
+
+def prompt_work(row: dict[str, Any], condition: Condition) -> int:
+    """Estimated work of a trial's forward: its excerpt (in context only) and two segments, ~4/3 tokens a word."""
+    words = 2 * int(row["segment_length"]) + (int(row["excerpt_length"]) if condition == "in_context" else 0)
+    return forward_work(4 * words // 3)
 
 
 def make_doc(row: dict[str, Any], excerpt: str, *, variant_name: str, condition: Condition) -> dict[str, Any]:
@@ -289,7 +295,7 @@ def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> li
     options = booksort_options(metadata)
     source = read_split(options.data, split)
     add_bin_index(source.rows)
-    rows = interleave(select(source.rows, options))
+    rows = interleave(cells(select(source.rows, options)), cost=lambda row: prompt_work(row, condition))
     variant_name = options.prompt
     return [
         make_doc(

@@ -19,6 +19,9 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
   ``book<book_idx>`` and ``LE<words>_bin<k>`` (the paper's Figure 1b): plain accuracy (lm-eval adds
   its standard error), ``_ci_low``/``_ci_high`` (Wilson 95% interval) and ``_p_above_chance``
   (one-sided exact binomial test against 0.5; the cell is significantly above chance when < 0.05).
+- ``pct_A``: answer bias, the share of all trials answered "A" (pooled), with ``pct_A_ci_low``/
+  ``pct_A_ci_high`` (Wilson); ``pct_A@<cell>`` per cell. A model that always answers one label
+  scores the share of trials with that gold label, which reads like chance; the report flags it.
 - ``skipped``: trials left out because the prompt does not fit the model's window.
 - ``invalid`` (generation task only): answers that are not exactly one label; scored wrong.
 """
@@ -35,8 +38,13 @@ import numpy as np
 
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
-from lm_eval_longmem.common.stats import above_chance, mean_of_proportions_above_chance, mean_of_proportions_interval
 from lm_eval_longmem.common.metric_names import ScoreSpec
+from lm_eval_longmem.common.stats import (
+    above_chance,
+    mean_of_proportions_above_chance,
+    mean_of_proportions_interval,
+    proportion_interval,
+)
 from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
 
 CHANCE = 0.5
@@ -104,6 +112,22 @@ _PAPER_ACC = {
 }
 
 
+def share(items: Sequence[float]) -> float:
+    return math.fsum(items) / len(items)
+
+
+def share_ci_low(items: Sequence[float]) -> float:
+    return proportion_interval(round(math.fsum(items)), len(items)).low
+
+
+def share_ci_high(items: Sequence[float]) -> float:
+    return proportion_interval(round(math.fsum(items)), len(items)).high
+
+
+_PCT_A = {"pct_A": share, "pct_A_ci_low": share_ci_low, "pct_A_ci_high": share_ci_high}
+"""Answer bias over every trial of the run, pooled (not the mean over conditions): the share answered "A"."""
+
+
 # --- the task ---------------------------------------------------------------------------------
 
 
@@ -112,9 +136,13 @@ class BooksortTask(LongmemTask):
 
     OPTIONS = BooksortOptions
     PREFIX = PREFIX
-    SCORES = ("acc",)
+    SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
+    """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
 
     def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
+        """Accuracy cells also get the one-sided exact binomial test against chance; answer-bias cells do not."""
+        if spec.name != "acc":
+            return super().cell_stats(spec)
         return super().cell_stats(spec) | {"_p_above_chance": (binomial_p_above_chance, False)}
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
@@ -129,16 +157,20 @@ class BooksortTask(LongmemTask):
             answer = parse_label(results[0])
         else:
             answer = LABELS[int(np.argmax([ll for ll, _ in results]))]
-        return {"acc": float(answer == gold), "invalid": float(answer is None)}
+        return {"acc": float(answer == gold), "pct_A": float(answer == LABELS[0]), "invalid": float(answer is None)}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [condition_key(doc), scores["acc"], scores["invalid"]]
+        return [condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"]]
 
     def summaries(self) -> dict[str, Summary]:
         def paper(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
-            return lambda items: fn([(key, correct) for key, correct, _ in items])
+            return lambda items: fn([(key, correct) for key, correct, *_ in items])
+
+        def answered_a(fn: Callable[[Sequence[float]], float]) -> Callable[[Sequence[list]], float]:
+            return lambda items: fn([item[3] for item in items])
 
         out: dict[str, Summary] = {name: (paper(fn), not name.endswith("_p_above_chance")) for name, fn in _PAPER_ACC.items()}
+        out.update({name: (answered_a(fn), None) for name, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
-            out["invalid"] = (lambda items: sum(invalid for _, _, invalid in items), False)
+            out["invalid"] = (lambda items: sum(item[2] for item in items), False)
         return out

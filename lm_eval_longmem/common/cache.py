@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from filelock import FileLock
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 T = TypeVar("T")
 ENV_CACHE_DIR = "LM_EVAL_LONGMEM_CACHE"
@@ -199,7 +199,7 @@ _VERIFIED: dict[Path, tuple[Any, ...]] = {}
 def _signature(path: Path) -> tuple[Any, ...]:
     manifest = manifest_path(path).stat()
     files = input_files(path) if path.is_dir() else [("", path)]
-    return (manifest.st_mtime_ns, manifest.st_size) + tuple(
+    return (manifest.st_ino, manifest.st_mtime_ns, manifest.st_size) + tuple(
         (name, s.st_ino, s.st_mtime_ns, s.st_size) for name, file in files for s in [file.stat()]
     )
 

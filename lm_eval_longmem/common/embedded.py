@@ -67,11 +67,6 @@ def book_name(path: Path) -> str:
     return path.stem.removesuffix("_gut")
 
 
-def embedded_texts() -> dict[str, str]:
-    """Each work's text (name -> text), stripped of any Project Gutenberg notice, in file-name order."""
-    return {book_name(path): _clean(read_text_file(path)) for path in embedded_book_files()}
-
-
 def _clean(raw: str) -> str:
     return strip_gutenberg(raw.replace("\r\n", "\n").lstrip("\ufeff")) + "\n"
 

@@ -11,13 +11,13 @@ import functools
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_flag
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 _TOKENIZER_KEYS = ("tokenizer", "pretrained", "model")
 _WINDOW_ARGS = ("max_length", "max_model_len")
@@ -142,7 +142,7 @@ def model_window(metadata: dict[str, Any]) -> Window:
 
     `positions` is what the backend can physically run: for vLLM the engine rejects prompts of
     `max_model_len` tokens or more (a request of n tokens runs n - 1 positions, so at most
-    `max_model_len - 2`); for HF it is `backends.hf.physical_max_length` of the model, built on
+    `max_model_len - 2`); for HF it is `physical_max_length` of the model, built on
     the meta device from its config (rotary/ALiBi: unlimited; learned position tables: their size).
     """
     from lm_eval_longmem.harness import live_backend
@@ -164,7 +164,7 @@ def model_window(metadata: dict[str, Any]) -> Window:
 
 
 def hf_position_limit(metadata: dict[str, Any], claimed: int | None) -> int | None:
-    """`backends.hf.physical_max_length` of the model named in `metadata`, built on the meta device (no weights)."""
+    """`physical_max_length` of the model named in `metadata`, built on the meta device (no weights)."""
     name = metadata.get("pretrained")
     if not isinstance(name, str):
         return claimed  # the model is not named here (e.g. a served model): stay inside its window
@@ -176,8 +176,6 @@ def _hf_position_limit(name: str, revision: str | None, trust: bool, claimed: in
     import torch
     from transformers import AutoModelForCausalLM
 
-    from lm_eval_longmem.backends.hf import physical_max_length
-
     config = _load_config(name, revision, trust)
     try:
         if config is None:
@@ -188,3 +186,40 @@ def _hf_position_limit(name: str, revision: str | None, trust: bool, claimed: in
         log.warning("cannot inspect %s (%s); keeping inputs within its window %s", name, err, claimed)
         return claimed
     return physical_max_length(model, claimed or 0).tokens
+
+
+_POSITION_TABLE_NAMES = frozenset({"wpe", "embed_positions", "position_embeddings"})
+"""Module names under which transformers keeps learned absolute position-embedding tables."""
+
+
+class PositionLimit(NamedTuple):
+    """How long an input the architecture can physically run, and why."""
+
+    tokens: int | None
+    """Maximum number of input positions, or None when only memory limits it."""
+    reason: str
+    """Human-readable origin of the limit, for error messages."""
+
+
+def physical_max_length(model: Any, claimed: int) -> PositionLimit:
+    """The longest input `model` (a transformers model) can run at all (as opposed to the window it claims).
+
+    Learned absolute position tables cap it at their size; rotary and ALiBi models have no
+    architectural cap. Anything we cannot classify keeps the claimed window, so we never promise a
+    length a model cannot run.
+    """
+    import torch
+
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLE_NAMES:
+            size = module.num_embeddings - int(getattr(module, "offset", 0))
+            return PositionLimit(size, f"its learned position table {name!r} has {size} positions")
+    config = model.config.get_text_config()
+    rotary = any("Rotary" in type(m).__name__ for m in model.modules()) or any(
+        getattr(config, key, None) is not None for key in ("rope_parameters", "rope_theta", "rope_scaling")
+    )
+    if rotary:
+        return PositionLimit(None, "it uses rotary position embeddings (no positional limit; memory is the limit)")
+    if getattr(config, "alibi", False) or config.model_type == "bloom":
+        return PositionLimit(None, "it uses ALiBi (no positional limit; memory is the limit)")
+    return PositionLimit(claimed, "its position encoding is not one we can classify, so we keep max_length")

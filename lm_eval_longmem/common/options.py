@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -208,18 +208,3 @@ def parse_flag(value: Any, key: str) -> bool:
         return flag(value)
     except ValueError:
         raise UsageError(f"--model_args {key}={value!r}: expected true or false") from None
-
-
-def option_table(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
-    """(key, default, meaning, example) rows, as the task cards print them."""
-    return [(d.key, _show(d.default), d.spec.help, d.spec.example) for d in declared(cls, prefix)]
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return ",".join(str(v) for v in value)
-    return str(value)

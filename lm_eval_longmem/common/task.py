@@ -53,7 +53,7 @@ from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_K
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
 
 Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
@@ -161,7 +161,7 @@ class LongmemTask(ConfigurableTask):
             self._fit[index] = self.fit_reason(doc)
         return self._fit[index]
 
-    def _decide_skips(self, limit: int | None, samples: list[int] | None) -> None:
+    def _decide_skips(self, limit: int | None, samples: list[int] | None) -> int:
         """Skip record and cells of the docs this run considers, the same on every rank and cache state."""
         docs = self.eval_docs
         considered = samples if samples else range(len(docs))
@@ -190,6 +190,7 @@ class LongmemTask(ConfigurableTask):
                 f"{self.config.task}: no doc fits the model ({'; '.join(sorted({w for r in self.skips.values() for w in r}))}): "
                 "choose shorter lengths or conditions, or raise the window (max_length / max_model_len)"
             )
+        return kept
 
     def doc_iterator(
         self, *, rank: int = 0, limit: int | None = None, world_size: int = 1, samples: list[int] | None = None
@@ -214,7 +215,12 @@ class LongmemTask(ConfigurableTask):
         self._render_kwargs["fewshot_as_multiturn"] = bool(self._render_kwargs.get("fewshot_as_multiturn"))
         self._fit = {}
         self.before_requests()
-        self._decide_skips(limit, samples)
+        kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
+        if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
+            raise UsageError(
+                f"{self.config.task}: {kept} doc(s) to run for {ranks} data-parallel processes, and every process "
+                f"needs at least one: run more docs (a larger --limit, or more samples per cell) or at most {kept} processes"
+            )
         # `--samples` and the task's config (`--gen_kwargs`, prompts) decide which requests exist too.
         fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
         kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)

@@ -433,17 +433,6 @@ def stored_summary(results: dict[str, Any], task: str | None = None, *, path: Pa
     return summarize(curve)
 
 
-def samples_file_for(results_path: Path, task: str) -> Path | None:
-    """The `samples_<task>_<date>.jsonl` lm_eval wrote next to `results_<date>.json`, if any."""
-    stem = results_path.stem
-    date = stem[len("results_") :] if stem.startswith("results_") else None
-    if date:
-        candidate = results_path.with_name(f"samples_{task}_{date}.jsonl")
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def is_samples(data: Any) -> bool:
     """True for lm_eval per-sample records (a list of dicts with a `doc`)."""
     return isinstance(data, list) and bool(data) and all(isinstance(r, dict) and "doc" in r for r in data)
@@ -466,10 +455,10 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
     elif is_samples(data):
         curve = read_samples(data)
     elif isinstance(data, dict) and (task := forgetting_curve_task(data)):
-        samples = samples_file_for(path, task) if path is not None else None
+        samples = Run(path, data).samples_file(task) if path is not None else None
         curve = read_results(data, task)
         if samples is not None:  # per-sample values; the run's skips, window and intervals from the results
-            per_sample = read_samples(_jsonl(samples))
+            per_sample = read_samples(read_samples_file(samples))
             curve = replace(per_sample, skipped=curve.skipped, claimed=curve.claimed, reported=curve.reported)
     else:
         raise UsageError(
@@ -481,10 +470,6 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
     return curve
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return read_samples_file(path)
-
-
 def load_curve(path: Path | str, *, claimed: int | None = None) -> Curve:
     """A curve from any supported file (see `curve_from_data`); `.jsonl` files are lm_eval samples.
 
@@ -494,7 +479,7 @@ def load_curve(path: Path | str, *, claimed: int | None = None) -> Curve:
     path = Path(path)
     if path.is_dir():
         path = find_results_file(path)
-    data = _jsonl(path) if path.suffix == ".jsonl" else read_json(path)
+    data = read_samples_file(path) if path.suffix == ".jsonl" else read_json(path)
     try:
         return curve_from_data(data, path=path, claimed=claimed)
     except (KeyError, TypeError, ValueError) as err:

@@ -17,6 +17,10 @@ ids are cut from the stream when requests are built. Each (seed, L, k) has its o
 sample does not change when other lengths or more samples are added, nor with batch size or
 backend. Every length of the grid gets its docs; lengths whose sequences the backend cannot run are
 skipped (and counted) by the task before any request is built, like every other skip.
+
+Sources (section 3.4, Table 2): `forgetting_curve_copy_source` and `forgetting_curve_prefix_source`
+draw S and I from other text sources, or from uniform random token ids (`random`). See `Sources`
+for which span each role gets; with neither set, the docs are exactly those of a one-corpus run.
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from lm_eval_longmem.common.corpus import load_texts, token_stream
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
-from lm_eval_longmem.forgetting_curve.options import DEFAULT_POINTS, PREFIX, SweepOptions
+from lm_eval_longmem.common.order import forward_work, interleave
+from lm_eval_longmem.forgetting_curve.options import DEFAULT_POINTS, PREFIX, RANDOM, SweepOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def sweep_options(metadata: dict[str, Any]) -> SweepOptions:
@@ -150,27 +155,149 @@ def sequences(stream: np.ndarray, sep: int, length: int, spans: Spans) -> Sequen
     """The copy and LM sequences of one sample, split into the unscored context and the scored half."""
     s = stream[spans.s_start : spans.s_start + length]
     i = stream[spans.i_start : spans.i_start + length]
-    half = length // 2
-    bos = np.asarray([sep], dtype=stream.dtype)
+    return pair_sequences(s, i, sep)
+
+
+def pair_sequences(s: np.ndarray, i: np.ndarray, sep: int) -> Sequences:
+    """The copy and LM sequences of S and I (equally long), split into the unscored context and the scored half."""
+    half = len(s) // 2
+    bos = np.asarray([sep], dtype=s.dtype)
     cue = s[:half]
     return Sequences(
         copy=(np.concatenate([bos, s, bos, cue]), s[half:]),
-        lm=(np.concatenate([bos, i, bos, cue]), s[half:]),
+        lm=(np.concatenate([bos, i.astype(s.dtype), bos, cue]), s[half:]),
     )
 
 
 def corpus_stream(options: SweepOptions, metadata: dict[str, Any]) -> np.ndarray:
     """The corpus as one token stream in the model's tokenizer (tokenized once, cached on disk)."""
+    return source_stream(options.corpus, metadata)
+
+
+def source_stream(source: str | None, metadata: dict[str, Any], key: str | None = None) -> np.ndarray:
+    """A text source (None: the default PG-19 test books) as one token stream in the model's tokenizer.
+
+    `key` names the option that chose the source, for errors about it.
+    """
     try:
-        texts = load_texts(options.corpus)
+        texts = load_texts(source)
     except UsageError as err:
-        if options.corpus is not None:
+        if key is not None:
+            raise UsageError(f"--metadata {key}={source}: {err}") from err
+        if source is not None:
             raise
         raise UsageError(
             f"{err}; for the forgetting curve: --metadata {PREFIX}corpus=/path/to/books (a .txt file or a "
             "folder of .txt books, e.g. Project Gutenberg texts), or hf:OWNER/NAME[:SPLIT][#FIELD]"
         ) from err
     return token_stream(texts, load_tokenizer(metadata))
+
+
+# --- sources of S and I (section 3.4) ---------------------------------------------------------
+
+COPY, PREFIX_ROLE = 1, 2
+"""The two roles, S and I; each tags its own RNG stream (`default_rng([seed, L, k, role])`)."""
+
+
+class Sources(NamedTuple):
+    """Where S (`copy`) and I (`prefix`) come from: a text source (None: the default corpus) or RANDOM.
+
+    Which tokens each role gets, for sample k of length L:
+
+    * RANDOM: L uniform draws from `vocabulary_ids` with `default_rng([seed, L, k, role])`.
+    * the same text source as the other role, or the run's corpus: its span of `sample_spans` on
+      that stream (S and I disjoint when they share it). So a run that changes only one role's
+      source keeps the other role's tokens: with a random prefix, every S (and so the copy curve)
+      is the one the one-corpus run has, and the two LM curves are paired sample by sample.
+    * another text source: a uniform L-token span of it, with `default_rng([seed, L, k, role])`.
+    """
+
+    copy: str | None
+    prefix: str | None
+    corpus: str | None
+    given: tuple[bool, bool] = (False, False)
+    """Whether the copy and prefix sources were set by their own options."""
+
+    @property
+    def default(self) -> bool:
+        """Both from the corpus: today's one-stream sweep, docs unchanged."""
+        return self.copy == self.prefix == self.corpus
+
+    def of(self, role: int) -> str | None:
+        return self.copy if role == COPY else self.prefix
+
+    def key(self, role: int) -> str:
+        """The option that chose `role`'s source: its own, or the corpus when it was not given."""
+        given = self.given[role - 1]
+        return f"{PREFIX}{'copy' if role == COPY else 'prefix'}_source" if given else f"{PREFIX}corpus"
+
+    def streams(self, metadata: dict[str, Any]) -> dict[int, np.ndarray | None]:
+        """The token stream each role is cut from (None for a random role), each source loaded once."""
+        loaded: dict[str | None, np.ndarray] = {}
+        out: dict[int, np.ndarray | None] = {}
+        for role in (COPY, PREFIX_ROLE):
+            spec = self.of(role)
+            if spec != RANDOM and spec not in loaded:
+                loaded[spec] = source_stream(spec, metadata, self.key(role) if self.given[role - 1] else None)
+            out[role] = None if spec == RANDOM else loaded[spec]
+        return out
+
+    def shared(self, role: int) -> bool:
+        """Whether `role` takes its span from `sample_spans` (see the class docstring)."""
+        spec = self.of(role)
+        other = self.of(PREFIX_ROLE if role == COPY else COPY)
+        return spec != RANDOM and (spec == other or spec == self.corpus)
+
+
+def sweep_sources(options: SweepOptions) -> Sources:
+    def pick(given: str | None) -> str | None:
+        return options.corpus if given is None else given
+
+    given = (options.copy_source is not None, options.prefix_source is not None)
+    return Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given)
+
+
+def vocabulary_ids(tokenizer: Any) -> np.ndarray:
+    """Every token id of the tokenizer except special tokens (BOS, EOS, PAD, added special tokens)."""
+    special = set(tokenizer.all_special_ids)
+    special.update(i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special)
+    ids = np.setdiff1d(np.arange(len(tokenizer), dtype=np.int64), np.fromiter(special, dtype=np.int64, count=len(special)))
+    return ids.astype(np.int32)
+
+
+def random_tokens(vocabulary: np.ndarray, length: int, sample: int, seed: int, role: int) -> np.ndarray:
+    """L uniform draws from `vocabulary` for one role of one sample (its own RNG: reproducible alone)."""
+    rng = np.random.default_rng([seed, length, sample, role])
+    return vocabulary[rng.integers(0, len(vocabulary), size=length)]
+
+
+def source_start(sources: Sources, role: int, sizes: dict[int, int], length: int, sample: int, seed: int) -> int:
+    """Where `role`'s L-token span starts in its stream of `sizes[role]` tokens; -1 for a random role."""
+    if sources.of(role) == RANDOM:
+        return -1
+    if sources.shared(role):
+        spans = sample_spans(sizes[role], length, sample, seed)
+        return spans.s_start if role == COPY else spans.i_start
+    if sizes[role] < length:
+        raise UsageError(
+            f"--metadata {sources.key(role)}: the source has {sizes[role]} tokens, fewer than length {length}: "
+            "use a larger source or shorter lengths"
+        )
+    return int(np.random.default_rng([seed, length, sample, role]).integers(0, sizes[role] - length + 1))
+
+
+def role_tokens(doc: dict[str, Any], sources: Sources, role: int, stream: np.ndarray | None, vocabulary: np.ndarray | None) -> np.ndarray:
+    """The L tokens of S (`COPY`) or I (`PREFIX_ROLE`) of one doc: cut from its stream, or drawn at random."""
+    length = int(doc["length"])
+    if sources.of(role) == RANDOM:
+        return random_tokens(vocabulary, length, int(doc["sample"]), int(doc["seed"]), role)
+    start = int(doc["s_start"] if role == COPY else doc["i_start"])
+    return stream[start : start + length]
+
+
+def doc_work(doc: dict[str, Any]) -> int:
+    """Estimated work of a doc's requests (two forwards of the same length), for balancing ranks; a skipped one costs nothing."""
+    return 0 if doc["s_start"] < 0 else 2 * forward_work(model_inputs(doc["length"]))
 
 
 class Sweep(NamedTuple):
@@ -182,7 +309,10 @@ class Sweep(NamedTuple):
 
 
 def build_sweep(metadata: dict[str, Any]) -> Sweep:
-    """All docs of a sweep, lengths interleaved (L1 k0, L2 k0, ..., L1 k1, ...) so `--limit` covers the curve.
+    """All docs of a sweep: sample 0 of every length, then sample 1, ..., so `--limit` covers the curve.
+
+    Within each such round the lengths are placed to give data-parallel ranks equal work
+    (`common.order.interleave`); a skipped length costs nothing.
 
     Every length of the grid gets its docs; the task skips (and counts) the lengths the backend
     cannot run. A length beyond that limit needs no span of the corpus (it never runs), so a
@@ -193,13 +323,17 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
     limit, _ = position_limit(options, metadata, claimed)
     tokenizer = load_tokenizer(metadata)
     sep = separator_id(tokenizer, options.separator)
-    n_tokens = len(corpus_stream(options, metadata))
-    docs = []
+    sources = sweep_sources(options)
+    sizes = {role: 0 if stream is None else len(stream) for role, stream in sources.streams(metadata).items()}
+    by_length = [[] for _ in lengths]
     for k in range(options.samples):
-        for L in lengths:
+        for cell, L in zip(by_length, lengths, strict=True):
             runs = limit is None or model_inputs(L) <= limit
-            spans = sample_spans(n_tokens, L, k, options.seed) if runs else Spans(-1, -1)
-            docs.append(
+            if sources.default:
+                spans = sample_spans(sizes[COPY], L, k, options.seed) if runs else Spans(-1, -1)
+            else:
+                spans = Spans(*(source_start(sources, role, sizes, L, k, options.seed) if runs else -1 for role in (COPY, PREFIX_ROLE)))
+            cell.append(
                 {
                     "length": L,
                     "sample": k,
@@ -208,14 +342,25 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
                     "scored": L - L // 2,
                     "separator_id": sep,
                     "seed": options.seed,
-                    "corpus_tokens": n_tokens,
+                    **doc_sizes(sources, sizes),
                 }
             )
+    docs = interleave(by_length, cost=doc_work)
     return Sweep(docs, lengths, claimed)
+
+
+def doc_sizes(sources: Sources, sizes: dict[int, int]) -> dict[str, int]:
+    """The stream sizes a doc records (checked when its tokens are cut); 0 for a random role."""
+    if sources.default:
+        return {"corpus_tokens": sizes[COPY]}
+    return {"copy_tokens": sizes[COPY], "prefix_tokens": sizes[PREFIX_ROLE]}
 
 
 def build_dataset(**metadata: Any) -> dict[str, Any]:
     """`custom_dataset` hook: the sweep's docs as the `test` split."""
     import datasets
 
-    return {"test": datasets.Dataset.from_list(build_sweep(metadata).docs)}
+    sweep = build_sweep(metadata)
+    log.info("forgetting_curve: %d docs, %d lengths (%s), claimed window %s", len(sweep.docs), len(sweep.lengths),
+             ",".join(map(str, sweep.lengths)), sweep.claimed)  # fmt: skip
+    return {"test": datasets.Dataset.from_list(sweep.docs)}

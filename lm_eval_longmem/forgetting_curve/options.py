@@ -12,6 +12,8 @@ DEFAULT_POINTS = 32
 """The paper's grid granularity n (section 4, footnote 10)."""
 DEFAULT_SAMPLES = 10
 """Samples per length, as in the paper (section 3.3)."""
+RANDOM = "random"
+"""The source value for uniform random token ids (the paper's `random` setting, Table 2)."""
 
 
 def sweep_lengths(value: Any) -> tuple[int, ...]:
@@ -20,6 +22,12 @@ def sweep_lengths(value: Any) -> tuple[int, ...]:
     if min(parsed) < 2:
         raise ValueError("every length must be at least 2 tokens (half of S is the cue, half is scored)")
     return parsed
+
+
+def source(value: Any) -> str:
+    """`random` (any case), or a text source as `corpus` takes it."""
+    given = str(value).strip()
+    return RANDOM if given.lower() == RANDOM else given
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,21 @@ class SweepOptions:
         text,
         "text source: a .txt file or folder of books, or hf:OWNER/NAME[:SPLIT][#FIELD]; default: PG-19 test books",
         "/path/to/books",
+        local_input=True,
+    )
+    copy_source: str | None = option(
+        None,
+        source,
+        "where the copied text S comes from: a text source as for corpus, or random (uniform token ids of the "
+        "model's vocabulary, special tokens excluded, seeded); default: the corpus",
+        "random",
+        local_input=True,
+    )
+    prefix_source: str | None = option(
+        None,
+        source,
+        "where the irrelevant prefix I comes from: a text source as for corpus, or random; default: the corpus",
+        "/path/to/other/books",
         local_input=True,
     )
     max_tokens: int | None = option(

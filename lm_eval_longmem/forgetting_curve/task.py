@@ -3,8 +3,12 @@
 Each doc (one sample of one length L, built by `data.build_dataset`) sends two
 `loglikelihood_accuracy` requests, copy first: `[bos] S [bos] S` and `[bos] I [bos] S`, scoring
 the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of scored tokens
-the model predicts greedily); the task base turns them into `copy_acc@L`, `lm_acc@L` and their
-`_ci_low`/`_ci_high` (`stats.bounded_mean_interval` over samples) for every tested length.
+the model predicts greedily) and `copy_ppl` and `lm_ppl` (perplexity of the same tokens, from the
+summed log-probability each response also carries: the paper's section 5 puts perplexity beside
+the curve); the task base turns them into `copy_acc@L`, ... and their `_ci_low`/`_ci_high`
+(`stats.bounded_mean_interval` over samples for the accuracies, Student t for the perplexities)
+for every tested length. Where S and I come from (`Sources`, section 3.4) is decided in
+`data.py`; the task cuts or draws their tokens per doc.
 
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
 `CurvePoint` (length, sample, copy, LM) to the whole-run summaries in `CURVE_METRICS`, each of
@@ -32,16 +36,20 @@ from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
-    Spans,
-    corpus_stream,
+    COPY,
+    PREFIX_ROLE,
+    Sources,
     model_inputs,
+    pair_sequences,
     position_limit,
     resolve_lengths,
-    sequences,
+    role_tokens,
+    sweep_sources,
+    vocabulary_ids,
 )
-from lm_eval_longmem.forgetting_curve.options import PREFIX, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import PREFIX, RANDOM, SweepOptions
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def _compact(ids: Any) -> Any:
@@ -52,24 +60,41 @@ def _compact(ids: Any) -> Any:
     return f"<{len(ids)} token ids sha256:{digest}>"
 
 
+def perplexity(logprob: float, tokens: int) -> float:
+    """exp of the mean negative log-probability per token (inf when a token had probability 0)."""
+    return float(np.exp(-logprob / tokens))
+
+
 class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
     OPTIONS = SweepOptions
     PREFIX = PREFIX
-    SCORES = (ScoreSpec("copy_acc", binary=False), ScoreSpec("lm_acc", binary=False))
-    """Shares of the scored tokens predicted greedily: fractions in [0, 1], not 0/1 per doc."""
+    SCORES = (
+        ScoreSpec("copy_acc", binary=False),
+        ScoreSpec("lm_acc", binary=False),
+        ScoreSpec("copy_ppl", binary=False, bounded=False, higher_is_better=False),
+        ScoreSpec("lm_ppl", binary=False, bounded=False, higher_is_better=False),
+    )
+    """Shares of the scored tokens predicted greedily (fractions in [0, 1], not 0/1 per doc), and the
+    perplexity of the same tokens (real, from 1 up, lower is better)."""
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
     model cannot physically run are skipped up front, never truncated."""
 
-    _stream: np.ndarray | None = None
+    @cached_property
+    def sources(self) -> Sources:
+        return sweep_sources(self.options)
 
-    def stream(self) -> np.ndarray:
-        """The corpus token stream the docs' offsets point into (tokenized once, cached on disk)."""
-        if self._stream is None:
-            self._stream = corpus_stream(self.options, self.metadata)
-        return self._stream
+    @cached_property
+    def streams(self) -> dict[int, np.ndarray | None]:
+        """The token stream each role's offsets point into (None for a random role; tokenized once, cached on disk)."""
+        return self.sources.streams(self.metadata)
+
+    @cached_property
+    def vocabulary(self) -> np.ndarray | None:
+        """The token ids random sources draw from (None when no role is random)."""
+        return vocabulary_ids(self.tokenizer) if RANDOM in (self.sources.copy, self.sources.prefix) else None
 
     @cached_property
     def claimed(self) -> int | None:
@@ -129,22 +154,35 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
-        stream = self.stream()
-        if len(stream) != doc["corpus_tokens"]:
-            raise ValueError(
-                f"the corpus has {len(stream)} tokens but the docs were built from {doc['corpus_tokens']}: "
-                "the corpus changed between building and running"
-            )
-        pair = sequences(stream, doc["separator_id"], doc["length"], Spans(doc["s_start"], doc["i_start"]))
+        s, i = (self.tokens(doc, role) for role in (COPY, PREFIX_ROLE))
+        pair = pair_sequences(s, i, doc["separator_id"])
         return [pair.copy, pair.lm]
 
+    def tokens(self, doc: dict[str, Any], role: int) -> np.ndarray:
+        """S or I of one doc, after checking that its stream is the one the docs were built from."""
+        stream = self.streams[role]
+        if stream is not None:
+            key = "corpus_tokens" if "corpus_tokens" in doc else ("copy_tokens" if role == COPY else "prefix_tokens")
+            if len(stream) != doc[key]:
+                raise ValueError(
+                    f"the corpus has {len(stream)} tokens but the docs were built from {doc[key]}: "
+                    "the corpus changed between building and running"
+                )
+        return role_tokens(doc, self.sources, role, stream, self.vocabulary)
+
     def score(self, doc: dict[str, Any], results: list[TokenAccuracy]) -> dict[str, float]:
-        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily."""
-        (copy_bits, _), (lm_bits, _) = results
+        """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily; `copy_ppl` and
+        `lm_ppl`: the perplexity of that half, from the summed log-probability the same requests return."""
+        (copy_bits, copy_logprob), (lm_bits, lm_logprob) = results
         for bits in (copy_bits, lm_bits):
             if len(bits) != doc["scored"]:
                 raise ValueError(f"expected {doc['scored']} scored tokens, the backend returned {len(bits)}")
-        return {"copy_acc": copy_bits.count("1") / len(copy_bits), "lm_acc": lm_bits.count("1") / len(lm_bits)}
+        return {
+            "copy_acc": copy_bits.count("1") / len(copy_bits),
+            "lm_acc": lm_bits.count("1") / len(lm_bits),
+            "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
+            "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
+        }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
         return [int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"]]

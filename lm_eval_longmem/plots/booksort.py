@@ -1,7 +1,8 @@
 """Book-SORT accuracy by excerpt length and by segment distance, like Figure 1 a/b of Pink et al.
 
-Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``). Panel (b): accuracy per distance
-bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over excerpt lengths
+Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``), and dotted beside it the share of
+trials answered "A" (``pct_A@LE<words>``: a model stuck on one label sits at 0 or 1 there).
+Panel (b): accuracy per distance bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over excerpt lengths
 (``acc@bin<k>``) when the run has no 2500-word trials. Error bars are the Wilson 95% intervals
 the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly above chance
 (one-sided binomial p < 0.05, ``_p_above_chance``). One line per Book-SORT task in the file
@@ -66,7 +67,8 @@ def _point(row: dict[str, Any], cell: str) -> tuple[float, float, float, bool]:
     return value, value - low, high - value, p < 0.05
 
 
-def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str) -> None:
+def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str) -> str:
+    """One accuracy line with its error bars and stars; returns its colour."""
     values = [p[0] for p in points]
     container = ax.errorbar(
         x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], marker="o", capsize=3, label=label
@@ -74,6 +76,15 @@ def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]
     for xi, (value, _, up, significant) in zip(x, points, strict=True):
         if significant:
             ax.annotate("*", (xi, value + up), ha="center", va="bottom", color=container[0].get_color())
+    return container[0].get_color()
+
+
+def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
+    """The share of trials answered "A" per cell (``pct_A@<cell>``), dotted, in the accuracy line's colour."""
+    values = [row.get(metric_names.name("pct_A", cell)) for cell in cells]
+    if any(v is None for v in values):
+        return  # results written before `pct_A` existed
+    ax.plot(x, values, linestyle=":", marker="x", color=color, label=f'{label}: share answered "A"')
 
 
 def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
@@ -105,7 +116,8 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = excerpt_lengths(row)
-        _draw(ax_a, [position[le] for le in lengths], [_point(row, f"LE{le}") for le in lengths], name)
+        color = _draw(ax_a, [position[le] for le in lengths], [_point(row, f"LE{le}") for le in lengths], name)
+        _draw_answer_bias(ax_a, [position[le] for le in lengths], row, [f"LE{le}" for le in lengths], color, name)
         if paper_bins:
             bins = distance_bins(row, PAPER_BIN_LENGTH)
             cells = [metric_names.cell(f"LE{PAPER_BIN_LENGTH}", f"bin{k}") for k in bins]
@@ -123,7 +135,7 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
         ax.axhline(CHANCE, color="grey", linestyle="--", linewidth=1, label="chance")
         ax.set_ylim(0, 1.05)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("accuracy")
+        ax.set_ylabel("accuracy (dotted: share answered A)" if ax is ax_a else "accuracy")
         ax.set_title(title, fontsize=10)
     ax_a.legend(fontsize=8, loc="lower left")
     fig.suptitle("Book-SORT (95% Wilson intervals; * above chance, p < 0.05)", fontsize=11)

@@ -13,9 +13,11 @@ Reads lm_eval results (`analysis.stored_summary`) and the original tool's JSON.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.common.results import task_metrics
 from lm_eval_longmem.forgetting_curve.analysis import (
     Summary,
     curve_from_data,
@@ -57,9 +59,12 @@ def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg
         source = results.get("_source_path")
         summary = stored_summary(results, path=Path(source) if source else None)
         summary = summary._replace(claimed=claimed) if claimed is not None else summary
+        task = forgetting_curve_task(results)
+        perplexity = perplexity_series(task_metrics(results, task)) if task else {}
     else:
         summary = summarize(curve_from_data(results, claimed=claimed))
-    fig = figure(summary, _title(results))
+        perplexity = {}
+    fig = figure(summary, _title(results), perplexity)
     import matplotlib.pyplot as plt
 
     out_prefix = Path(out_prefix)
@@ -73,8 +78,9 @@ def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg
     return written
 
 
-def figure(summary: Summary, title: str = "Forgetting curve") -> Figure:
-    """The figure of one curve's statistics (`analysis.summarize`/`stored_summary`; the caller saves and closes it)."""
+def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[str, list[PerplexityPoint]] | None = None) -> Figure:
+    """The figure of one curve's statistics (`analysis.summarize`/`stored_summary`; the caller saves and closes it);
+    with `perplexity` (see `perplexity_series`), a second panel under it, on the same lengths, as the paper's Figure 5."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +94,12 @@ def figure(summary: Summary, title: str = "Forgetting curve") -> Figure:
     x_max = max(swept, summary.claimed) if claimed_on_scale else swept
     fine, coarse = summary.fine, summary.coarse
 
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    if perplexity:
+        fig, (ax, ax_ppl) = plt.subplots(2, 1, figsize=(10, 6.8), sharex=True, height_ratios=(2, 1))
+        draw_perplexity(ax_ppl, perplexity)
+        ax_ppl.set_xlabel("length L of the copied text (tokens)")
+    else:
+        fig, ax = plt.subplots(figsize=(10, 4.5))
     if fine.length > 0:
         ax.axvspan(0, fine.length, color=FINE_COLOR, alpha=0.12, lw=0, label=f"fine-grained memory ({fine.label})")
     if coarse.length > fine.length:
@@ -115,10 +126,128 @@ def figure(summary: Summary, title: str = "Forgetting curve") -> Figure:
 
     ax.set_xlim(0, x_max * 1.02)
     ax.set_ylim(-0.02, 1.05)
-    ax.set_xlabel("length L of the copied text (tokens)")
+    if not perplexity:
+        ax.set_xlabel("length L of the copied text (tokens)")
     ax.set_ylabel("token accuracy (later half of S)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)  # outside: never over a curve
+    fig.tight_layout()
+    return fig
+
+
+# --- perplexity under the curve (the paper's Figure 5) -------------------------------------------
+
+PERPLEXITY_SCORES = (("copy_ppl", "copy perplexity", COPY_COLOR), ("lm_ppl", "LM perplexity", LM_COLOR))
+"""Per-length perplexity metrics drawn under the curve: (score, legend, colour)."""
+
+
+class PerplexityPoint(NamedTuple):
+    length: int
+    mean: float
+    low: float
+    high: float
+
+
+def perplexity_series(metrics: dict[str, Any]) -> dict[str, list[PerplexityPoint]]:
+    """Per perplexity score, its per-length means and 95% intervals, ascending in L; {} for runs without them.
+
+    `metrics`: one task's metrics by name without lm_eval's filter suffix (`copy_ppl@64`, `copy_ppl@64_ci_low`).
+    """
+    out: dict[str, list[PerplexityPoint]] = {}
+    for score, _, _ in PERPLEXITY_SCORES:
+        points = []
+        for cell in metric_names.cells_of(metrics, score):
+            value = metrics.get(metric_names.name(score, *cell))
+            if len(cell) == 1 and cell[0].isdigit() and isinstance(value, (int, float)):
+                low = metrics.get(metric_names.name(score, *cell, stat="_ci_low"), value)
+                high = metrics.get(metric_names.name(score, *cell, stat="_ci_high"), value)
+                points.append(PerplexityPoint(int(cell[0]), float(value), float(low), float(high)))
+        if points:
+            out[score] = sorted(points)
+    return out
+
+
+def draw_perplexity(ax: Any, series: dict[str, list[PerplexityPoint]]) -> None:
+    """Copy and LM perplexity against L on a log scale, each with its 95% band (lower is better)."""
+    for score, label, color in PERPLEXITY_SCORES:
+        points = series.get(score)
+        if not points:
+            continue
+        x = [p.length for p in points]
+        ax.plot(x, [p.mean for p in points], "o-", color=color, ms=3.5, lw=1.6, label=label)
+        # A t interval of a few samples may reach below 1 (no perplexity does): the band stops at 1.
+        ax.fill_between(x, [max(p.low, 1.0) for p in points], [p.high for p in points], color=color, alpha=0.25, lw=0)
+    ax.set_yscale("log")
+    ax.set_ylabel("perplexity (same tokens)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+# --- curves of runs that differ only in their text sources (the paper's Figure 3) ----------------
+
+
+class SourcedCurve(NamedTuple):
+    """One run of a sources comparison: where its S and I came from, and its curve's statistics."""
+
+    copy: str
+    prefix: str
+    summary: Summary
+
+
+def source_label(spec: str | None) -> str:
+    """A short name for a source as a run's metadata gives it (None: the default hub corpus)."""
+    if spec is None or str(spec).strip() == "":
+        return "PG-19 test"
+    text = str(spec)
+    return text if text == "random" or text.startswith("hf:") else Path(text).name
+
+
+def run_sources(metadata: dict[str, Any]) -> tuple[str, str]:
+    """(copy, prefix) source labels of a run's forgetting-curve metadata (an unset role uses the corpus)."""
+    corpus = metadata.get("forgetting_curve_corpus")
+    copy = metadata.get("forgetting_curve_copy_source") or corpus
+    prefix = metadata.get("forgetting_curve_prefix_source") or corpus
+    return source_label(copy), source_label(prefix)
+
+
+def sources_figure(runs: list[SourcedCurve], title: str = "Forgetting curve by text source") -> Figure:
+    """Panel (a): LM accuracy for each prefix source, S fixed; panel (b): copy (solid) and LM (dashed)
+    accuracy for each copy source, I fixed. The fixed source is the most common one among `runs`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = ("#000000", "#d55e00", "#009e73", "#cc79a7", "#56b4e9", "#e69f00", "#0072b2")
+    copies = [r.copy for r in runs]
+    prefixes = [r.prefix for r in runs]
+    fixed_copy = max(set(copies), key=copies.count)
+    fixed_prefix = max(set(prefixes), key=prefixes.count)
+    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    panel_a = [r for r in runs if r.copy == fixed_copy]
+    panel_b = [r for r in runs if r.prefix == fixed_prefix]
+    for i, run in enumerate(panel_a):
+        summary = run.summary
+        x = [s.length for s in summary.per_length]
+        color = colors[i % len(colors)]
+        ax_a.plot(x, [s.lm.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"I: {run.prefix}")
+        ax_a.fill_between(x, [s.lm.low for s in summary.per_length], [s.lm.high for s in summary.per_length], color=color, alpha=0.2, lw=0)
+    for i, run in enumerate(panel_b):
+        summary = run.summary
+        x = [s.length for s in summary.per_length]
+        color = colors[i % len(colors)]
+        ax_b.plot(x, [s.copy.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"S: {run.copy} (copy)")
+        ax_b.plot(x, [s.lm.estimate for s in summary.per_length], "s--", color=color, ms=3, lw=1, label=f"S: {run.copy} (LM)")
+        ax_b.fill_between(x, [s.copy.low for s in summary.per_length], [s.copy.high for s in summary.per_length], color=color, alpha=0.2, lw=0)
+    ax_a.set_title(f"(a) LM accuracy by prefix source (S from {fixed_copy})", fontsize=10)
+    ax_b.set_title(f"(b) forgetting curve by copy source (I from {fixed_prefix})", fontsize=10)
+    for ax in (ax_a, ax_b):
+        ax.set_xlabel("length L of the copied text (tokens)")
+        ax.set_ylim(-0.02, 1.05)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    ax_a.set_ylabel("token accuracy (later half of S)")
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return fig

@@ -62,7 +62,7 @@ def test_report_puts_both_conditions_side_by_side(two_runs, tmp_path):
     (reference / "qa1_0k_instruction_yes_examples_yes_post_prompt_yes.csv").write_text(",target,output,result,question\n" + rows)
     out = tmp_path / "report"
     proc = subprocess.run(
-        [CLI, "report", str(two_runs["in-context"]), str(two_runs["rag-s"]), "--out", str(out), "--babilong-reference", str(reference)],
+        [CLI, "report", str(two_runs["in-context"]), str(two_runs["rag-s"]), "--output_path", str(out), "--babilong_reference", str(reference)],
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -76,7 +76,7 @@ def test_report_puts_both_conditions_side_by_side(two_runs, tmp_path):
 
 def test_a_missing_reference_folder_is_one_line(two_runs, tmp_path):
     proc = subprocess.run(
-        [CLI, "report", str(two_runs["rag-s"]), "--out", str(tmp_path / "r"), "--babilong-reference", str(tmp_path / "none")],
+        [CLI, "report", str(two_runs["rag-s"]), "--output_path", str(tmp_path / "r"), "--babilong_reference", str(tmp_path / "none")],
         capture_output=True, text=True,
     )  # fmt: skip
-    assert proc.returncode == 1 and proc.stderr.strip().count("\n") == 0 and "--babilong-reference" in proc.stderr
+    assert proc.returncode == 1 and proc.stderr.strip().count("\n") == 0 and "--babilong_reference" in proc.stderr

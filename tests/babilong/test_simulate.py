@@ -222,15 +222,15 @@ def test_distributions_match_the_published_test_file(qa, shared_data):
 
 
 def test_simulate_cli_refuses_to_overwrite_without_overwrite(tmp_path, capsys):
-    """`babilong simulate --out FILE` must not silently replace a file (issue 21, defect 11)."""
+    """`babilong simulate --output_path FILE` must not silently replace a file (issue 21, defect 11)."""
     from lm_eval_longmem.cli import main
 
     out = tmp_path / "qa1_sim_test.txt"
     out.write_text("my own notes\n")
     with pytest.raises(SystemExit) as exit_info:
-        main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--out", str(out)])
+        main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--output_path", str(out)])
     assert exit_info.value.code == 1
-    assert capsys.readouterr().err == f"lm-eval-longmem: error: {out} exists: pass --overwrite to replace it, or choose another --out\n"
+    assert capsys.readouterr().err == f"lm-eval-longmem: error: {out} exists: pass --overwrite to replace it, or choose another --output_path\n"
     assert out.read_text() == "my own notes\n"
-    main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--out", str(out), "--overwrite"])
+    main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--output_path", str(out), "--overwrite"])
     assert len(read_babi(out)) == 3 and sorted(p.name for p in tmp_path.iterdir()) == [out.name]

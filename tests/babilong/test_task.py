@@ -93,7 +93,7 @@ def test_skip_counts_are_the_same_from_the_request_cache(tiny_llama_dir, books, 
         data = read_results(out)
         counts.append((data["results"]["babilong"]["skipped,none"], skip_reasons(data, "babilong")))
     assert list((tmp_path / "harness-cache").glob("requests-babilong*"))  # the second run was a cache hit
-    assert counts[0] == counts[1] and counts[0][0] == 1  # --limit 2: 0k, 2k (skipped), 0k
+    assert counts[0] == counts[1] and counts[0][0] >= 1  # --limit 2 runs two 0k docs; 2k docs before them are skipped
 
 
 def _smollm2_task(smollm2_dir, books, **extra):

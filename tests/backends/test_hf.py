@@ -71,7 +71,7 @@ def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeyp
         rows_per_call.append(a.shape)
         return real_mm(a, b, **kwargs)
 
-    monkeypatch.setattr(hf, "head_chunk_rows", lambda self, n_rows, vocab, dtype: 8)  # 8 positions per chunk
+    monkeypatch.setattr(hf, "head_chunk_rows", lambda self, n_rows, vocab, dtype, device=None: 8)  # 8 positions per chunk
     monkeypatch.setattr(torch, "mm", mm)
     got = run(tiny_lm, pairs, batch_size=4)
     monkeypatch.undo()

@@ -78,7 +78,8 @@ def vllm_lm(smollm2_dir):
     from lm_eval_longmem.backends import install
 
     install()
-    lm = VLLM(pretrained=str(smollm2_dir), dtype="float32", max_model_len=MAX_MODEL_LEN, enforce_eager=True, seed=0)
+    lm = VLLM(pretrained=str(smollm2_dir), dtype="float32", max_model_len=MAX_MODEL_LEN, enforce_eager=True, seed=0,
+              enable_prefix_caching=True)  # fmt: skip
     yield lm
     del lm
 
@@ -166,8 +167,8 @@ def cli_data(tmp_path_factory, play) -> dict[str, Path]:
     booksort = root / "booksort"
     script = Path(sys.executable).with_name("lm-eval-longmem")
     subprocess.run(
-        [str(script), "booksort", "build", "--books", str(play), "--out", str(booksort),
-         "--excerpt-lengths", "250,1000", "--segment-lengths", "20"],
+        [str(script), "booksort", "build", "--books", str(play), "--output_path", str(booksort),
+         "--excerpt_lengths", "250,1000", "--segment_lengths", "20"],
         check=True, capture_output=True,
     )  # fmt: skip
     from lm_eval_longmem.booksort.data import build_docs
@@ -222,6 +223,8 @@ def test_three_tasks_in_one_vllm_run(three_task_run):
     fc = results["forgetting_curve"]
     for length in (64, 256):
         assert fc[f"copy_acc@{length},none"] > fc[f"lm_acc@{length},none"], "SmolLM2 copies a repeated passage"
+        # Perplexity from vLLM's summed prompt logprobs: a copied passage is far more predictable.
+        assert 1.0 <= fc[f"copy_ppl@{length},none"] < fc[f"lm_ppl@{length},none"]
     assert 0.0 <= results["booksort"]["acc,none"] <= 1.0
     assert {"acc@qa1_0,none", "acc_corrected@qa1_0,none", "acc,none"} <= set(results["babilong"])
     assert "Traceback" not in log
@@ -269,3 +272,24 @@ def test_forgetting_curve_lengths_beyond_the_config_window_are_skipped_without_m
     fc, reasons = data["results"]["forgetting_curve"], skip_reasons(data, "forgetting_curve")
     assert list(reasons) == ["4096"] and "vllm" in next(iter(reasons["4096"]))
     assert "copy_acc@64,none" in fc and "copy_acc@4096,none" not in fc
+
+
+def test_scores_do_not_depend_on_request_order_with_prefix_caching_on(vllm_lm, play):
+    """Requests sharing a long prefix, sent in two orders to an engine with prefix caching on, score identically.
+
+    Our requests skip reading vLLM's prefix cache (`backends/vllm.py`), so every position is computed
+    by the request itself; with cache reads a later request could take the KV of the shared prefix
+    from an earlier call (vLLM issue #42019). One request per engine call (batch size 1).
+    """
+    from lm_eval_longmem.backends.vllm import _sampling_params
+
+    assert _sampling_params().skip_reading_prefix_cache is True
+    tokens = vllm_lm.tok_encode(play.read_text(encoding="utf-8")[20_000:40_000])
+    prefix = tokens[:600]
+    pairs = [(prefix + tokens[600 + 50 * i : 620 + 50 * i], tokens[620 + 50 * i : 660 + 50 * i]) for i in range(6)]
+
+    def score(order):
+        requests = [Instance(OUTPUT_TYPE, {}, pairs[i], i) for i in order]
+        return dict(zip(order, vllm_lm.loglikelihood_accuracy(requests, disable_tqdm=True), strict=True))
+
+    assert score(range(6)) == score(range(5, -1, -1))  # bit for bit: same bits, same summed log-probabilities

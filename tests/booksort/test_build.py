@@ -254,7 +254,7 @@ def test_books_too_short_for_any_trial_are_an_error_and_nothing_is_written(tmp_p
     from lm_eval_longmem.cli import main
 
     with pytest.raises(SystemExit) as exit_:
-        main(["booksort", "build", "--books", str(short.parent), "--out", str(out)])
+        main(["booksort", "build", "--books", str(short.parent), "--output_path", str(out)])
     assert exit_.value.code == 1
     err = capsys.readouterr().err
     assert "tiny (" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -16,11 +16,11 @@ def test_build_command(book_files, tmp_path, capsys):
             "--books",
             str(comedy_of_errors),
             str(hamlet),
-            "--out",
+            "--output_path",
             str(tmp_path / "data"),
-            "--excerpt-lengths",
+            "--excerpt_lengths",
             "250,20000",
-            "--segment-lengths",
+            "--segment_lengths",
             "50",
         ]
     )

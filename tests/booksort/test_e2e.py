@@ -54,6 +54,10 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
         correct = sum(float(s["acc"][1]) for s in samples)
         assert row["acc@LE250,none"] == pytest.approx(correct / 8)  # one condition: paper acc == plain acc
         assert row["acc,none"] == pytest.approx(correct / 8)
+        # Answer bias: the share of trials whose "A" log-probability is the higher (the log writes numbers as text).
+        answered_a = sum(float(s["filtered_resps"][0][0]) >= float(s["filtered_resps"][1][0]) for s in samples)
+        assert row["pct_A,none"] == pytest.approx(answered_a / 8) == pytest.approx(row["pct_A@LE250,none"])
+        assert row["pct_A_ci_low,none"] <= row["pct_A,none"] <= row["pct_A_ci_high,none"]
         prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
         assert prompt.startswith("<|im_start|>system\nAnswer with one letter.")
         assert prompt.endswith("<|im_start|>assistant\nAnswer: Segment")

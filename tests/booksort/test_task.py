@@ -13,6 +13,7 @@ from scipy import stats
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
 from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, parse_label
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.stats import proportion_interval
 from lm_eval_longmem.common.results import skip_reasons
 from lm_eval_longmem.common.task import cell_interval
 from lm_eval_longmem.paths import task_configs_dir
@@ -30,9 +31,7 @@ def _task_manager(metadata=None):
 
 
 def _load(task_name: str, metadata: dict) -> BooksortTask:
-    from lm_eval.tasks import get_task_dict
-
-    task = get_task_dict([task_name], _task_manager(metadata))[task_name]
+    task = _task_manager(metadata).load([task_name])["tasks"][task_name]
     assert isinstance(task, BooksortTask)
     return task
 
@@ -86,8 +85,9 @@ def test_parse_label_is_strict(generated, label):
 def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
-    (spec,) = BooksortTask.score_specs()
-    assert spec.binary  # a trial is right or wrong: Wilson intervals per cell
+    spec, answered_a = BooksortTask.score_specs()
+    assert spec.binary and answered_a.binary  # a trial is right or wrong, answered "A" or not: Wilson intervals per cell
+    assert (spec.name, spec.higher_is_better, answered_a.name, answered_a.higher_is_better) == ("acc", True, "pct_A", None)
     interval = cell_interval(items, spec)[1:]
     assert interval == pytest.approx((ci.low, ci.high))
     assert binomial_p_above_chance(items) == pytest.approx(stats.binomtest(15, 20, 0.5, alternative="greater").pvalue)
@@ -364,10 +364,36 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     right = task.process_results(doc, [f" {gold}. It is first."])
     wrong = task.process_results(doc, [" The first one"])
     cell = f"LE{doc['excerpt_length']}"
-    assert right["acc"] == 1.0 and right["summary"] == ["250x20", 1.0, 0.0] and cell in right["cells"]
-    assert wrong["acc"] == 0.0 and wrong["summary"] == ["250x20", 0.0, 1.0]
+    a = float(gold == "A")  # the right answer is "A" or "B"; the invalid one is not "A"
+    assert right["acc"] == 1.0 and right["summary"] == ["250x20", 1.0, 0.0, a] and cell in right["cells"]
+    assert wrong["acc"] == 0.0 and wrong["summary"] == ["250x20", 0.0, 1.0, 0.0]
+    assert right["pct_A"] == a and wrong["pct_A"] == 0.0
     raw = {(key, "none"): [right[key], wrong[key], right[key]] for key in right}  # two right, one invalid
     row, count = task.aggregate_payloads(raw, harness_default=None)
     assert count == 3 and row["invalid,none"] == 1.0 and row[f"acc@{cell},none"] == pytest.approx(2 / 3)
     assert row["acc,none"] == pytest.approx(2 / 3)  # one L_E x L_S condition: the paper's mean is the plain share
     assert row[f"acc@{cell}_p_above_chance,none"] == pytest.approx(0.5)  # exact binomial: 2 of 3 at chance 0.5
+    # Answer bias: pooled and per cell, Wilson intervals, no test against chance (neither side is better).
+    assert row["pct_A,none"] == pytest.approx(2 * a / 3) == pytest.approx(row[f"pct_A@{cell},none"])
+    low, high = proportion_interval(round(2 * a), 3)[1:]
+    assert (row["pct_A_ci_low,none"], row["pct_A_ci_high,none"]) == pytest.approx((low, high))
+    assert (row[f"pct_A@{cell}_ci_low,none"], row[f"pct_A@{cell}_ci_high,none"]) == pytest.approx((low, high))
+    assert f"pct_A@{cell}_p_above_chance,none" not in row
+    better = task.higher_is_better()
+    assert better["pct_A"] is None and better[f"pct_A@{cell}"] is None and better[f"acc@{cell}"] is True
+
+
+def test_answer_bias_on_the_log_prob_task(tiny_llama_dir, built_dir):
+    """`pct_A` counts the trials whose "A" log-probability is the higher, whatever the gold label."""
+    meta = {"pretrained": str(tiny_llama_dir), "booksort_data": str(built_dir), "booksort_excerpt_lengths": 250,
+            "booksort_segment_lengths": 20}  # fmt: skip
+    task = _load("booksort_in_context", meta)
+    task.build_all_requests(limit=4)
+    docs = [task.test_docs()[i] for i in range(4)]
+    picks_a = [(-0.1, False), (-2.0, False)]  # log P(" A") > log P(" B")
+    payloads = [task.process_results(doc, picks_a) for doc in docs]
+    assert [p["pct_A"] for p in payloads] == [1.0] * 4
+    assert [p["acc"] for p in payloads] == [float(doc["label"] == 0) for doc in docs]
+    raw = {(key, "none"): [p[key] for p in payloads] for key in payloads[0]}
+    row, _ = task.aggregate_payloads(raw, harness_default=None)
+    assert row["pct_A,none"] == 1.0 and row["acc,none"] == pytest.approx(sum(doc["label"] == 0 for doc in docs) / 4)

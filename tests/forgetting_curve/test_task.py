@@ -2,6 +2,7 @@
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,14 @@ def test_every_metric_is_scored_on_every_doc(tiny_run):
     assert "Metrics were not scored on the same number" not in (out / "stderr.txt").read_text()
 
 
+def test_data_builder_logs_through_the_harness(tiny_run):
+    """At lm_eval's default level (INFO) the builder's line shows in the harness's format; at WARNING it
+    does not (`tests/test_harness.py::test_r10_package_logs_follow_the_harness_level`)."""
+    stderr = (tiny_run[0] / "stderr.txt").read_text()
+    (line,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.forgetting_curve.data:" in line]
+    assert " INFO     [" in line and "forgetting_curve: 12 docs, 4 lengths (16,32,64,128)" in line
+
+
 def _value(metrics, name):
     return metrics[f"{name},none"]
 
@@ -89,6 +98,35 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
 
 
+def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
+    """`copy_ppl`/`lm_ppl` of a doc equal exp(mean NLL) of S's later half, computed here from the model's full logits."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lm_eval_longmem.forgetting_curve.data import COPY, PREFIX_ROLE, pair_sequences, role_tokens, sweep_options, sweep_sources
+
+    _, _, metrics, samples = tiny_run
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
+    metadata = json.loads(_metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)) | {"pretrained": str(tiny_llama_dir)}
+    sources = sweep_sources(sweep_options(metadata))
+    streams = sources.streams(metadata)
+    for record in samples[:3]:
+        doc = record["doc"]
+        s, i = (role_tokens(doc, sources, role, streams[role], None) for role in (COPY, PREFIX_ROLE))
+        for name, (context, continuation) in zip(("copy", "lm"), pair_sequences(s, i, doc["separator_id"]), strict=True):
+            ids = torch.tensor([[*context, *continuation]])
+            with torch.no_grad():
+                logprobs = torch.log_softmax(model(ids).logits[0, :-1].double(), dim=-1)
+            targets = ids[0, len(context) :]
+            nll = -logprobs[len(context) - 1 :].gather(1, targets[:, None]).mean().item()
+            assert record[f"{name}_ppl"] == pytest.approx(math.exp(nll), rel=1e-4)
+    for L in TINY_LENGTHS:  # an untrained model over a 101-token vocabulary: perplexity near 101 whatever it read
+        for name in ("copy_ppl", "lm_ppl"):
+            mean, low, high = (_value(metrics, f"{name}@{L}{stat}") for stat in ("", "_ci_low", "_ci_high"))
+            assert 50 < mean < 200 and low < mean < high  # a Student t interval, not clipped to [0, 1]
+            assert high > 1.0
+
+
 def test_the_bos_separator_is_recorded_in_the_config_metadata(tiny_run):
     _, results, _, _ = tiny_run
     assert results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"] == {"id": 1, "token": "<s>", "source": "bos"}
@@ -107,14 +145,17 @@ def test_random_model_is_the_control(tiny_run):
 def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
     out, _, _, samples = tiny_run
     assert len(samples) == 3 * len(TINY_LENGTHS)
-    assert [s["doc"]["length"] for s in samples[:3]] == list(TINY_LENGTHS)  # interleaved: --limit 3 covers the curve
+    assert sorted(s["doc"]["length"] for s in samples[:3]) == sorted(TINY_LENGTHS)  # interleaved: --limit 3 covers the curve
     for record in samples:
         L = record["doc"]["length"]
         (copy_bits, _), (lm_bits, _) = record["filtered_resps"]
         assert len(copy_bits) == len(lm_bits) == L - L // 2
         assert record["copy_acc"] == pytest.approx(copy_bits.count("1") / len(copy_bits))
         assert record["lm_acc"] == pytest.approx(lm_bits.count("1") / len(lm_bits))
-        assert record["metrics"] == ["copy_acc", "lm_acc", "cells", "summary"] and record["cells"] == [str(L)]
+        (_, copy_logprob), (_, lm_logprob) = record["filtered_resps"]  # the log writes the sums as text
+        assert record["copy_ppl"] == pytest.approx(math.exp(-float(copy_logprob) / len(copy_bits)), rel=1e-12)
+        assert record["lm_ppl"] == pytest.approx(math.exp(-float(lm_logprob) / len(lm_bits)), rel=1e-12)
+        assert record["metrics"] == ["copy_acc", "lm_acc", "copy_ppl", "lm_ppl", "cells", "summary"] and record["cells"] == [str(L)]
         context = record["arguments"]["gen_args_0"]["arg_0"]
         assert context.startswith(f"<{L + 2 + L // 2} token ids"), context  # [bos] S [bos] S[:L//2], logged as a digest
     biggest = max(len(line) for line in next(out.rglob("samples_*.jsonl")).read_text().splitlines())
@@ -131,7 +172,7 @@ def test_summarize_and_plot_read_the_run(tiny_run, capsys):
     assert summary["skipped_lengths"] == [128] and [x["samples"] for x in summary["lengths"]] == [3, 3, 3]
     assert summary["fine_memory_length"]["length"] == _value(metrics, "fine_memory_length")
     assert summary["coarse_memory_length"]["length"] == _value(metrics, "coarse_memory_length")
-    main(["plot", str(results_file), "--out", str(out / "fig")])
+    main(["plot", str(results_file), "--output_path", str(out / "fig")])
     written = capsys.readouterr().out.split()
     assert sorted(p.rsplit(".", 1)[1] for p in written) == ["png", "svg"]
     assert all(Path(p).stat().st_size > 1000 for p in written)
@@ -183,6 +224,9 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
         # Measured: copy 0.875 / 0.938 / 0.961 vs LM 0.375 / 0.328 / 0.391 (a 16-token cue copies less
         # surely, as the paper's footnote 7 notes for short lengths).
         assert copy > (0.8 if L == 32 else 0.9) and lm < 0.6 and copy - lm > 0.3, (L, copy, lm)
+        # Perplexity of the same tokens (measured at 64-512 on the plays: copy 1.2-1.5, LM 25-37).
+        copy_ppl, lm_ppl = _value(metrics, f"copy_ppl@{L}"), _value(metrics, f"lm_ppl@{L}")
+        assert 1.0 <= copy_ppl < 3.0 < 10.0 < lm_ppl, (L, copy_ppl, lm_ppl)
     assert _value(metrics, "coarse_memory_length") == 128 and _value(metrics, "coarse_memory_censored") == 1
     assert _value(metrics, "claimed_length") == 8192
     summary = summarize(load_curve(next(tmp_path.rglob("results_*.json"))))

@@ -1,0 +1,151 @@
+"""The package's shape, read with `ast` (nothing is imported): imports go one way, loggers sit under lm_eval's.
+
+Two import graphs, both built from every `import` statement of the package, function-level ones
+included (a lazy import is still a dependency):
+- modules: `lm_eval_longmem.common.task` -> `lm_eval_longmem.harness`, ...; no cycle allowed;
+- parts: each top-level module or subpackage (`harness`, `common`, `backends`, `babilong`, `cli`, ...);
+  no cycle allowed either, so the layering CONTRIBUTING.md states holds (`paths` <- `harness` <-
+  `common` <- `backends` <- evaluations <- `plots` <- `report` <- `demo` <- `cli`).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from kit import REPO_ROOT
+
+PACKAGE = "lm_eval_longmem"
+
+
+def package_modules() -> dict[str, Path]:
+    """Dotted name -> file, for every module of the package (a package's name maps to its `__init__.py`)."""
+    modules = {}
+    for path in sorted((REPO_ROOT / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _ours(name: str, modules: dict[str, Path]) -> str | None:
+    """The module of ours that `name` (a module or a name inside one) belongs to, if any."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every module of ours that the module `name` (file `path`) imports anywhere in its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            # `from pkg import mod` imports the module pkg.mod; `from mod import name` imports mod
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        found |= {module for target in targets if (module := _ours(target, modules))}
+    return found - {name}
+
+
+def part(module: str) -> str:
+    """`lm_eval_longmem.common.task` -> `common`; `lm_eval_longmem.harness` -> `harness`; the package -> `__init__`."""
+    rest = module.split(".")[1:]
+    return rest[0] if rest else "__init__"
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as [a, b, ..., a], or None when it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def module_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def part_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, targets in module_graph().items():
+        graph.setdefault(part(module), set()).update(part(t) for t in targets if part(t) != part(module))
+    return graph
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_import_reader_sees_every_form(tmp_path):
+    modules = {"pkg": tmp_path / "__init__.py", "pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py",
+               "pkg.sub": tmp_path / "sub" / "__init__.py", "pkg.sub.c": tmp_path / "sub" / "c.py"}  # fmt: skip
+    source = tmp_path / "sub" / "c.py"
+    source.parent.mkdir()
+    source.write_text(
+        "import os\nimport pkg.a\nfrom pkg import b\nfrom . import other\nfrom .. import a\n"
+        "def f():\n    from pkg.sub import name\n"
+    )
+    assert imported_modules("pkg.sub.c", source, modules) == {"pkg.a", "pkg.b", "pkg.sub"}
+
+
+def test_no_import_cycle_among_modules():
+    assert find_cycle(module_graph()) is None
+
+
+def test_no_import_cycle_among_the_package_parts():
+    graph = part_graph()
+    assert {"harness", "common", "backends", "cli", "demo"} <= set(graph)
+    assert find_cycle(graph) is None
+
+
+def test_harness_is_the_bottom_layer():
+    """Every touch of lm_eval's internals is in `harness.py`; it imports nothing of ours but `paths`."""
+    assert part_graph()["harness"] <= {"paths"}
+
+
+@pytest.mark.parametrize("module, path", sorted(package_modules().items()))
+def test_every_logger_is_under_the_harness_logger(module, path):
+    """`logging.getLogger(f"lm_eval.{__name__}")` (or another `lm_eval.` name): `--verbosity`/`LMEVAL_LOG_LEVEL`
+    and the harness's format then apply to our lines as to its own."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants = {  # module-level NAME = "text", for getLogger(NAME)
+        node.targets[0].id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "getLogger":
+            (arg,) = node.args
+            arg = constants.get(arg.id, arg) if isinstance(arg, ast.Name) else arg
+            first = arg.values[0] if isinstance(arg, ast.JoinedStr) else arg
+            text = first.value if isinstance(first, ast.Constant) else ""
+            assert str(text).startswith("lm_eval."), (
+                f"{path.name}:{node.lineno}: log under lm_eval's logger, e.g. logging.getLogger(f\"lm_eval.{{__name__}}\")"
+            )
