@@ -35,7 +35,6 @@ else 0 (the paper's binary "retrieval accuracy", Appendix G).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -49,7 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
-from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build
+from lm_eval_longmem.common.cache import cache_key, content_digest, items_digest, load_or_build
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, tokenizer_fingerprint
 
@@ -308,11 +307,7 @@ def _babi_samples(babi_dir: str, qa: str) -> tuple[Any, ...]:
 
 
 def _rows_digest(rows: Sequence[dict[str, Any]]) -> str:
-    digest = hashlib.sha256()
-    for row in rows:
-        blob = json.dumps([row["input"], row["question"], row.get("skip_reason") or ""], ensure_ascii=False)
-        digest.update(blob.encode("utf-8") + b"\0")
-    return digest.hexdigest()
+    return items_digest([row["input"], row["question"], row.get("skip_reason") or ""] for row in rows)
 
 
 def retrieve_cell(

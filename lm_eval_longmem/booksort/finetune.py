@@ -33,7 +33,6 @@ it in one output folder:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -48,7 +47,7 @@ import numpy as np
 from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
 from lm_eval_longmem.booksort.instructions import GENERATED, Conversation, load_instructions
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.cache import atomic_write, cache_key, content_digest
+from lm_eval_longmem.common.cache import atomic_write, cache_key, content_digest, items_digest
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, trust_remote_code
 from lm_eval_longmem.common.options import one_of, option, parse_options, text, whole_number
@@ -254,10 +253,7 @@ def build_training_data(options: FinetuneOptions, booksort_metadata: dict[str, A
 
 def examples_digest(examples: Sequence[Example]) -> str:
     """sha256 of the examples' kinds, token ids and scored spans (the data part of a training key)."""
-    digest = hashlib.sha256()
-    for example in examples:
-        digest.update(json.dumps([example.kind, example.scored_from, list(example.ids)]).encode("ascii"))
-    return digest.hexdigest()
+    return items_digest([example.kind, example.scored_from, list(example.ids)] for example in examples)
 
 
 # ---- the model ---------------------------------------------------------------------------------

@@ -69,6 +69,11 @@ def texts_digest(texts: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
+def items_digest(items: Iterable[object]) -> str:
+    """sha256 hex digest of a sequence of JSON-able items (each as sorted JSON): their order counts."""
+    return texts_digest(json.dumps(item, sort_keys=True, ensure_ascii=False, separators=(",", ":")) for item in items)
+
+
 def input_files(path: Path) -> list[tuple[str, Path]]:
     """(name, file) pairs under `path`: the file itself by its name, or a folder's files by relative name, sorted."""
     if path.is_file():

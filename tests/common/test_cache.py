@@ -192,3 +192,10 @@ def test_several_processes_build_one_entry_once(tmp_path):
     assert [w.exitcode for w in workers] == [0, 0, 0, 0]
     assert counter.read_text() == "built\n"
     assert cache.verify(entry) == ""
+
+
+def test_items_digest_counts_order_and_boundaries():
+    assert cache.items_digest([["a", 1], ["b", 2]]) == cache.items_digest(iter([["a", 1], ["b", 2]]))
+    assert cache.items_digest([["a", 1], ["b", 2]]) != cache.items_digest([["b", 2], ["a", 1]])
+    assert cache.items_digest(["ab", "c"]) != cache.items_digest(["a", "bc"])
+    assert cache.items_digest([{"x": 1, "y": 2}]) == cache.items_digest([{"y": 2, "x": 1}])
