@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
     from lm_eval.models.vllm_causallms import VLLM
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 def parse_prompt_logprobs(prompt_logprobs: Any, tokens: Sequence[int], n_context: int) -> TokenAccuracy:
