@@ -26,6 +26,7 @@ from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
 VOCAB = range(4, 101)  # the tiny tokenizer's printable characters
 LENGTHS = [(5, 12), (70, 30), (17, 1), (120, 25), (64, 20)]
 FIXTURES = Path(__file__).parent / "fixtures"
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run with -m gpu on a GPU machine)")
 
 
 def score(lm, pairs, batch_size=2):
@@ -103,6 +104,7 @@ def test_tensor_parallel_over_two_cpu_processes(tiny_llama_dir, tiny_lm, pairs, 
 
 
 @pytest.mark.gpu
+@needs_cuda
 def test_gpu_and_cpu_split_matches_one_device(tiny_llama_dir, tiny_lm, pairs, tmp_path):
     """A GPU + CPU split as `max_memory` makes it on a one-GPU machine: body on the GPU, head offloaded to CPU."""
     device_map = {"model.embed_tokens": 0, "model.rotary_emb": 0, "model.layers.0": 0, "model.layers.1": "cpu",
@@ -111,6 +113,7 @@ def test_gpu_and_cpu_split_matches_one_device(tiny_llama_dir, tiny_lm, pairs, tm
 
 
 @pytest.mark.gpu
+@needs_cuda
 def test_parallelize_over_two_gpus_matches_one_device(tiny_llama_dir, tiny_lm, pairs):
     """`parallelize=True` puts the last layers and the head on another GPU than the inputs."""
     if torch.cuda.device_count() < 2:
