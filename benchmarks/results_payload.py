@@ -27,6 +27,7 @@ import random
 import time
 import tracemalloc
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 from lm_eval_longmem.babilong.options import ALL_TASKS, STANDARD_LENGTHS
@@ -44,6 +45,7 @@ def synthetic_task() -> BabilongTask:
     task = BabilongTask.__new__(BabilongTask)
     task.cells = [cell(qa, length) for qa in ALL_TASKS for length in LENGTHS]
     task.skips = {}
+    task._config = SimpleNamespace(metadata={})  # default options (in-context: no retrieval summaries)
     task.score = lambda doc, results: {"acc": results[0], "acc_corrected": results[0]}  # instance attribute: no model
     return task
 
