@@ -263,24 +263,39 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     return section
 
 
-def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
-    """A warning for every Book-SORT task of a run whose answers were all one label.
+class AnswerBias(NamedTuple):
+    """A Book-SORT task of a run whose answers were all one label."""
+
+    task: str
+    label: str
+    """The one label answered: "A" or "B"."""
+    trials: int | None
+
+
+def answer_bias(run: Run) -> list[AnswerBias]:
+    """Every Book-SORT task of `run` that answered one label on every trial.
 
     Such a model scores the share of trials whose gold label is that one (about 50% on balanced
     data): its accuracy reads like a fair coin but says nothing about order recall.
     """
+    found = []
+    for task in booksort_rows(run):
+        metrics = run.metrics(task)
+        share, invalid = _number(metrics.get("pct_A")), _number(metrics.get("invalid")) or 0
+        if share in (0.0, 1.0) and not (share == 0.0 and invalid):  # not: mixed, before `pct_A`, invalid answers
+            found.append(AnswerBias(task, "A" if share == 1.0 else "B", run.n_samples(task)))
+    return found
+
+
+def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
+    """One warning paragraph per `answer_bias` finding, for the report."""
     flags = []
     for run, label in zip(runs, labels):
-        for task in booksort_rows(run):
-            metrics = run.metrics(task)
-            share, invalid = _number(metrics.get("pct_A")), _number(metrics.get("invalid")) or 0
-            if share not in (0.0, 1.0) or (share == 0.0 and invalid):
-                continue  # mixed answers, results before `pct_A`, or a generation task's invalid answers
-            n = run.n_samples(task)
-            trials = f"{n} of {n} trials" if n else "every trial"
+        for bias in answer_bias(run):
+            trials = f"{bias.trials} of {bias.trials} trials" if bias.trials else "every trial"
             flags.append(
-                f'**Answer bias: {label} answers "{"A" if share == 1.0 else "B"}" on {trials} of `{task}`**: its '
-                f"accuracy ({_pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
+                f'**Answer bias: {label} answers "{bias.label}" on {trials} of `{bias.task}`**: its accuracy '
+                f"({_pct(run.metrics(bias.task).get('acc'))}%) is the share of trials whose answer is that label, not order recall."
             )
     return flags
 
@@ -701,8 +716,10 @@ def headline_lines(runs: Sequence[Run]) -> list[str]:
     runs = [run for run in runs if booksort_finetune.summary_of(run.path) is None]
     section = _headline_section(runs, run_labels(runs))
     table = next(b for b in section.blocks if isinstance(b, Table))
-    lines = [
-        f"{row[0]}: forgetting_curve fine_memory_length {row[1]} (coarse {row[2]}), booksort acc {row[3]}%, babilong acc {row[4]}%"
-        for row in table.rows
-    ]
-    return lines + [flag.replace("**", "").replace("`", "") for flag in answer_bias_flags(runs, run_labels(runs))]
+    lines = []
+    for run, row in zip(runs, table.rows):
+        line = f"{row[0]}: forgetting_curve fine_memory_length {row[1]} (coarse {row[2]}), booksort acc {row[3]}%, babilong acc {row[4]}%"
+        for bias in answer_bias(run):
+            line += f' (answer bias: "{bias.label}" on every {bias.task} trial)'
+        lines.append(line)
+    return lines

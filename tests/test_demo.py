@@ -110,6 +110,7 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert 0.0 <= results["booksort_in_context"]["acc@LE250,none"] <= 1.0
     assert 0.0 <= results["babilong"]["acc,none"] <= 1.0 and "acc@qa1_0,none" in results["babilong"]
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
+    assert "| model | acc | answered A |" in (out / "report.md").read_text()  # Book-SORT's answer bias beside accuracy
     assert {"forgetting_curve_overlay.png", "booksort.png"} <= {p.name for p in (out / "figures").iterdir()}
     assert any(p.name.startswith("babilong") for p in (out / "figures").iterdir())
     assert f"report:  {out / 'report.html'}" in proc.stdout

@@ -259,8 +259,9 @@ def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path)
     ax_a = figure(report, "booksort").axes[0]
     dotted = {line.get_label(): list(line.get_ydata()) for line in ax_a.get_lines() if line.get_linestyle() == ":"}
     assert dotted == {'stuck-model: share answered "A"': [1.0, 1.0], 'mixed-model: share answered "A"': [0.5, 0.6]}
-    proc = subprocess.run([CLI, "report", str(stuck), "--out", str(tmp_path / "r")], capture_output=True, text=True)
-    assert 'Answer bias: stuck-model answers "A" on 48 of 48 trials of booksort_in_context' in proc.stdout
+    proc = subprocess.run([CLI, "report", str(stuck), "--output_path", str(tmp_path / "r")], capture_output=True, text=True)
+    assert 'stuck-model: forgetting_curve fine_memory_length 128 [64, 128] (coarse 512 [256, 512]), booksort acc 75.0 [30.0, 80.0]%, ' \
+        'babilong acc 55.0 [40.0, 70.0]% (answer bias: "A" on every booksort_in_context trial)' in [line.strip() for line in proc.stdout.splitlines()]
 
 
 def test_perplexity_is_drawn_under_the_curve(tmp_path):
