@@ -3,6 +3,7 @@
 Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
+  merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
   forgetting-curve summarize FILE memory lengths as JSON
@@ -39,6 +40,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
+      lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
     add --debug to any command to see a traceback instead of a one-line error
     """
 )
@@ -102,6 +104,27 @@ def _demo(args: argparse.Namespace) -> None:
         raise SystemExit(1) from None
 
 
+def _merge(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.merge import coverage_lines, merge_shards
+
+    merged = merge_shards(args.shards, args.output_path)
+    print(merged.results)
+    for line in coverage_lines(merged):
+        print(f"  {line}")
+
+
+def _add_merge(sub: argparse._SubParsersAction) -> None:
+    merge = sub.add_parser(
+        "merge",
+        help="one run's results (and samples) from the shards of one sweep, run as one lm_eval run per node",
+        description="Each node ran the same lm_eval command with --log_samples on its own --samples; this pools their "
+        "per-doc records into the results one process over all the docs gives (per-cell statistics included).",
+    )
+    merge.add_argument("shards", type=Path, nargs="+", help="each shard's results_*.json file or its --output_path folder")
+    add_flag(merge, "--output_path", type=Path, required=True, help="folder for the merged run (written as lm_eval writes a run)")
+    merge.set_defaults(func=_merge)
+
+
 def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser(
         "demo",
@@ -147,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     _add_demo_and_report(sub)
+    _add_merge(sub)
     for module_name in _EVALUATION_CLIS:
         importlib.import_module(module_name).add_commands(sub)
     return parser

@@ -50,6 +50,13 @@ R12 ``lm_eval._cli.utils.MergeDictAction`` is the argparse action (``nargs="+"``
    ``--model_args`` and ``--metadata``: ``k=v,k2=v2`` words or one JSON object, merged into a dict with
    the harness's value typing. Our subcommands take both flags through it, so they read alike.
    -> test_r12_dict_flags_parse_as_the_harness_parses_them
+R13 What ``evaluator.evaluate`` does after the model answered is
+   ``evaluator_utils._process_results(acc, groups, bootstrap_iters)._to_eval_results()``, with
+   ``acc[task] = {"task", "raw_metrics", "logged_samples"}`` and the groups of ``TaskManager.load``;
+   ``--log_samples`` records carry ``doc_hash`` (``hash_string`` of the doc as indented JSON) and the
+   results' ``task_hashes[task]`` is ``hash_string`` of every record's doc, prompt and target hashes
+   joined. ``lm-eval-longmem merge`` rebuilds one run's results from its shards' records this way.
+   -> test_r13_results_from_logged_payloads_and_sample_hashes
 
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
 ``activate`` applies all of them; ``install_request_type`` runs when a task module of ours is
@@ -506,3 +513,45 @@ def dict_flag_action() -> type:
     from lm_eval._cli.utils import MergeDictAction
 
     return MergeDictAction
+
+
+# ---------------------------------------------------------------- results from logged payloads (R13)
+
+
+def load_tasks(names: list[str], metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(leaf tasks, groups) as a run with this metadata (`--model_args` merged with `--metadata`) loads them."""
+    loaded = new_task_manager(metadata=metadata).load(names)
+    return dict(loaded["tasks"]), dict(loaded.get("groups") or {})
+
+
+def results_from_payloads(
+    tasks: dict[str, Any], groups: dict[str, Any], raw_metrics: dict[str, dict[tuple[str, str], list]], bootstrap_iters: int | None
+) -> dict[str, Any]:
+    """The harness's results dict (results, groups, configs, versions, n-shot, higher_is_better,
+    n-samples) from every task's per-doc payloads, exactly as `evaluate` builds it once the model
+    has answered: our tasks' rows come from their aggregation hook (R11), groups from the harness."""
+    from collections import defaultdict
+
+    from lm_eval.evaluator_utils import _process_results
+
+    acc = {
+        name: {"task": task, "raw_metrics": defaultdict(list, raw_metrics[name]), "logged_samples": []}
+        for name, task in tasks.items()
+    }
+    return dict(_process_results(acc, groups, bootstrap_iters)._to_eval_results(samples=None))
+
+
+def doc_hash(doc: Any) -> str:
+    """The `doc_hash` a `--log_samples` record gives `doc`."""
+    import json
+
+    from lm_eval.utils import handle_non_serializable, hash_string
+
+    return hash_string(json.dumps(doc, indent=2, default=handle_non_serializable, ensure_ascii=False))
+
+
+def task_hash(records: list[dict[str, Any]]) -> str:
+    """The results' `task_hashes` entry of a task whose `--log_samples` records are `records`, in file order."""
+    from lm_eval.utils import hash_string
+
+    return hash_string("".join(r["doc_hash"] + r["prompt_hash"] + r["target_hash"] for r in records))

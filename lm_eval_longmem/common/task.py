@@ -85,6 +85,9 @@ class LongmemTask(ConfigurableTask):
     """Prefix of its `--metadata` keys."""
     SCORES: ClassVar[tuple[str | ScoreSpec, ...]] = ()
     """Per-doc scores that get `score@cell` metrics: a `ScoreSpec`, or a bare name for a binary accuracy."""
+    RECORDED_METADATA: ClassVar[tuple[str, ...]] = ()
+    """Keys `dump_config` adds to the results' config metadata: facts of the run, not options (so
+    `lm-eval-longmem merge` leaves them out when it loads the task again from that metadata)."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # lm_eval hands a `class:` task its whole YAML, `class` key included, which TaskConfig rejects.
@@ -225,6 +228,16 @@ class LongmemTask(ConfigurableTask):
         fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
         kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
         super().build_all_requests(limit=limit, samples=samples, **kwargs)
+
+    def adopt_run(self, skips: dict[str, dict[str, int]], cells_column: Sequence[Sequence[str]]) -> None:
+        """Take the state aggregation reads (skips, cells in order) from a run's records instead of deciding it.
+
+        For `lm-eval-longmem merge`, which aggregates payloads that other processes logged: `skips` is
+        {cell: {reason: count}} of every shard, `cells_column` each doc's `cells`, in doc order (the
+        order `_decide_skips` meets them in).
+        """
+        self.skips = {cell: dict(reasons) for cell, reasons in skips.items()}
+        self.cells = list(dict.fromkeys(c for cells in cells_column for c in cells))
 
     def before_requests(self) -> None:
         """Called once before the fit checks (e.g. to log what the longest input needs)."""

@@ -78,6 +78,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     )
     """Shares of the scored tokens predicted greedily (fractions in [0, 1], not 0/1 per doc), and the
     perplexity of the same tokens (real, from 1 up, lower is better)."""
+    RECORDED_METADATA = (f"{PREFIX}separator_used",)
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
     model cannot physically run are skipped up front, never truncated."""
@@ -115,7 +116,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def dump_config(self) -> dict:
         config = super().dump_config()
-        config["metadata"] = {**(config.get("metadata") or {}), f"{PREFIX}separator_used": self.separator}
+        config["metadata"] = {**(config.get("metadata") or {}), self.RECORDED_METADATA[0]: self.separator}
         return config
 
     def before_requests(self) -> None:
