@@ -277,7 +277,7 @@ def coverage_lines(merged: Merged) -> list[str]:
     """One line per task: docs run and skipped of the sweep's, and what no shard holds."""
     lines = []
     for task, c in merged.coverage.items():
-        line = f"{task}: {c['ran']} docs run + {c['skipped']} skipped of {c['docs']}, from {c['shards']} shards"
+        line = f"{task}: {c['ran']} docs run + {c['skipped']} skipped of {c['docs']}, from {c['shards']} shard{'s' if c['shards'] != 1 else ''}"
         if c["missing"]:
             line += f"; PARTIAL: {c['missing']} docs are in no shard (configs.{task}.{CONFIG_KEY}.merge.docs_missing)"
         lines.append(line)

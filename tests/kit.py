@@ -63,6 +63,29 @@ def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Pat
     return out_dir
 
 
+def build_guessing_model(tiny_dir: Path, out_dir: Path) -> Path:
+    """The tiny model made to guess " " or "e" from the sign of one hidden unit: scores are real fractions, not all 0.
+
+    A random tiny model almost never predicts a character of English text, so every accuracy would
+    be 0 and sums in any order would agree. Here the final norm keeps one unit, whose sign depends
+    on the context through the random layers, and the head maps it to " " or "e".
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    with torch.no_grad():
+        model.model.norm.weight.zero_()
+        model.model.norm.weight[0] = 1.0
+        model.lm_head.weight.zero_()
+        model.lm_head.weight[tokenizer.convert_tokens_to_ids(" "), 0] = 3.0
+        model.lm_head.weight[tokenizer.convert_tokens_to_ids("e"), 0] = -3.0
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
 def run_lm_eval(
     args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:

@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from kit import read_results, read_samples, run_lm_eval
+from kit import build_guessing_model, read_results, read_samples, run_lm_eval
 
 LAUNCHER = Path(__file__).parent / "fixtures" / "data_parallel_lm_eval.py"
 TASKS = ("forgetting_curve", "booksort_in_context", "babilong")
@@ -27,26 +26,8 @@ TASKS = ("forgetting_curve", "booksort_in_context", "babilong")
 
 @pytest.fixture(scope="module")
 def guessing_model(tiny_llama_dir, tmp_path_factory):
-    """The tiny model made to guess " " or "e" from the sign of one hidden unit: scores are real fractions, not all 0.
-
-    A random tiny model almost never predicts a character of English text, so every accuracy would
-    be 0 and sums in any order would agree. Here the final norm keeps one unit, whose sign depends
-    on the context through the random layers, and the head maps it to " " or "e".
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
-    with torch.no_grad():
-        model.model.norm.weight.zero_()
-        model.model.norm.weight[0] = 1.0
-        model.lm_head.weight.zero_()
-        model.lm_head.weight[tokenizer.convert_tokens_to_ids(" "), 0] = 3.0
-        model.lm_head.weight[tokenizer.convert_tokens_to_ids("e"), 0] = -3.0
-    out = tmp_path_factory.mktemp("guessing-model")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    """The tiny model guessing " " or "e" (`kit.build_guessing_model`): scores are real fractions, not all 0."""
+    return build_guessing_model(tiny_llama_dir, tmp_path_factory.mktemp("guessing-model"))
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R12 in its docstring), and its behaviour."""
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R13 in its docstring), and its behaviour."""
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import logging
@@ -498,3 +499,39 @@ def test_r11_task_aggregation_hook_and_payload_order():
     source = inspect.getsource(evaluator.evaluate)
     assert 'acc["raw_metrics"][(metric, filter_key)].append(value)' in source  # one value per doc and key, in doc order
     assert "rank_data[task_name][metric_key]" in source and 'for metric_key in acc["raw_metrics"]' in source  # keys of rank 0
+
+
+def test_r13_results_from_logged_payloads_and_sample_hashes():
+    """What `evaluate` does once the model answered, from payloads alone; the hashes `--log_samples` records carry."""
+    from lm_eval import evaluator
+    from lm_eval.loggers import evaluation_tracker
+
+    class Stub:
+        VERSION, eval_docs = 1.5, [{"x": 0}, {"x": 1}, {"x": 2}]
+
+        def aggregate_payloads(self, raw_metrics, harness_default):
+            return {"acc@1,none": sum(raw_metrics["acc", "none"])}, len(raw_metrics["acc", "none"])
+
+        def dump_config(self):
+            return {"task": "stub", "num_fewshot": 0}
+
+        def higher_is_better(self):
+            return {"acc@1": True}
+
+    harness.install_aggregation()
+    results = harness.results_from_payloads({"stub": Stub()}, {}, {"stub": {("acc", "none"): [1, 0]}}, 0)
+    assert results["results"]["stub"]["acc@1,none"] == 1 and results["results"]["stub"]["sample_len"] == 2
+    assert results["n-samples"]["stub"] == {"original": 3, "effective": 2}
+    assert results["versions"]["stub"] == 1.5 and results["configs"]["stub"]["task"] == "stub"
+    assert results["higher_is_better"]["stub"] == {"acc@1": True} and results["n-shot"]["stub"] == 0
+
+    flat = lambda source: "".join(source.split())  # noqa: E731 (formatting aside)
+    evaluate = flat(inspect.getsource(evaluator.evaluate))
+    assert '"doc_hash":hash_string(json.dumps(requests[0].doc,indent=2,default=handle_non_serializable,ensure_ascii=False' in evaluate
+    saved = flat(inspect.getsource(evaluation_tracker.EvaluationTracker.save_results_aggregated))
+    assert 's["doc_hash"]+s["prompt_hash"]+s["target_hash"]forsintask_samples' in saved
+    assert 'task_hashes[task_name]=hash_string("".join(sample_hashes))' in saved
+    doc = {"length": 20, "text": "é"}
+    assert harness.doc_hash(doc) == hashlib.sha256(json.dumps(doc, indent=2, ensure_ascii=False).encode()).hexdigest()
+    records = [{"doc_hash": "a", "prompt_hash": "b", "target_hash": "c"}, {"doc_hash": "d", "prompt_hash": "e", "target_hash": "f"}]
+    assert harness.task_hash(records) == hashlib.sha256(b"abcdef").hexdigest()
