@@ -29,7 +29,7 @@ HUB_SAMPLES = 100
 def forgetting_curve_cells(window: int) -> list[list[dict]]:
     """The default grid (32 lengths up to the window, 10 samples each); every length runs."""
     lengths = forgetting_curve.length_grid(window)
-    return [[{"length": L, "s_start": 0} for _ in range(DEFAULT_SAMPLES)] for L in lengths]
+    return [[{"length": L} for _ in range(DEFAULT_SAMPLES)] for L in lengths]
 
 
 def babilong_cells(window: int) -> list[list[dict]]:

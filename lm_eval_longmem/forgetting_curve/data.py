@@ -295,9 +295,14 @@ def role_tokens(doc: dict[str, Any], sources: Sources, role: int, stream: np.nda
     return stream[start : start + length]
 
 
-def doc_work(doc: dict[str, Any]) -> int:
-    """Estimated work of a doc's requests (two forwards of the same length), for balancing ranks; a skipped one costs nothing."""
-    return 0 if doc["s_start"] < 0 else 2 * forward_work(model_inputs(doc["length"]))
+def doc_work(doc: dict[str, Any], limit: int | None = None) -> int:
+    """Estimated work of a doc's requests (two forwards of the same length), for balancing ranks.
+
+    A length beyond the backend's position `limit` is skipped and costs nothing. The limit decides
+    that, not `s_start`: a random S has no start either, and it runs.
+    """
+    inputs = model_inputs(int(doc["length"]))
+    return 0 if limit is not None and inputs > limit else 2 * forward_work(inputs)
 
 
 class Sweep(NamedTuple):
@@ -345,7 +350,7 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
                     **doc_sizes(sources, sizes),
                 }
             )
-    docs = interleave(by_length, cost=doc_work)
+    docs = interleave(by_length, cost=lambda doc: doc_work(doc, limit))
     return Sweep(docs, lengths, claimed)
 
 

@@ -51,7 +51,7 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
             assert row[f"acc@{cell}_ci_low,none"] <= row[f"acc@{cell},none"] <= row[f"acc@{cell}_ci_high,none"]
         samples = read_samples(tmp_path, task)
         assert len(samples) == 8
-        correct = sum(float(s["acc"][1]) for s in samples)
+        correct = sum(float(s["acc"]) for s in samples)
         assert row["acc@LE250,none"] == pytest.approx(correct / 8)  # one condition: paper acc == plain acc
         assert row["acc,none"] == pytest.approx(correct / 8)
         # Answer bias: the share of trials whose "A" log-probability is the higher (the log writes numbers as text).
