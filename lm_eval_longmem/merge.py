@@ -73,7 +73,13 @@ def merge_shards(paths: Sequence[Path], output_path: Path) -> Merged:
     """Merge the shard runs under `paths` (results files or folders) into one run under `output_path`."""
     shards = load_runs(paths)
     first = shards[0]
+    resolved = [shard.path.resolve() for shard in shards]
+    twice = [shard.path for shard, path in zip(shards, resolved) if resolved.count(path) > 1]
+    if twice:
+        raise UsageError(f"{twice[-1]} is given twice: name each shard once")
     leaves = list(first.data.get("configs") or {})
+    if not leaves:
+        raise UsageError(f"{first.path} holds no task: pass the results of the shards' lm_eval runs")
     for shard in shards:
         check_shard(shard, first, leaves)
     records = {task: [shard.samples(task) for shard in shards] for task in leaves}
@@ -132,17 +138,16 @@ def config_facts(run: Run) -> dict[str, Any]:
 
 def disjoint_doc_ids(task: str, shards: list[Run], records: list[list[dict[str, Any]]]) -> set[int]:
     """Every doc id of `task` the shards ran; a doc in two shards is an error."""
-    owner: dict[tuple[Any, int], Path] = {}
-    for shard, shard_records in zip(shards, records, strict=True):
+    owner: dict[tuple[Any, int], int] = {}
+    for index, (shard, shard_records) in enumerate(zip(shards, records, strict=True)):
         for r in shard_records:
-            if "doc_id" not in r or "filter" not in r or "metrics" not in r:
-                raise UsageError(f"{shard.samples_file(task)}: a record without doc_id, filter or metrics; pass the samples file lm_eval wrote")
+            if not {"doc_id", "filter", "metrics", "doc_hash"} <= set(r):
+                raise UsageError(f"{shard.samples_file(task)}: a record without doc_id, filter, metrics or doc_hash; pass the samples file lm_eval wrote")
             key = (r["filter"], int(r["doc_id"]))
-            if owner.get(key, shard.path) != shard.path:
+            if owner.setdefault(key, index) != index:
                 raise UsageError(
-                    f"doc {key[1]} of {task} is in both {owner[key]} and {shard.path}: give every node disjoint --samples"
+                    f"doc {key[1]} of {task} is in both {shards[owner[key]].path} and {shard.path}: give every node disjoint --samples"
                 )
-            owner[key] = shard.path
     return {doc_id for _, doc_id in owner}
 
 

@@ -163,7 +163,10 @@ def fake_shard(folder: Path, doc_ids: list[int], *, metadata: dict | None = None
     }
     (model / f"results_{stamp}.json").write_text(json.dumps(data))
     if samples:
-        records = [{"doc_id": i, "filter": "none", "metrics": ["copy_acc", "cells"], "copy_acc": 0.5, "cells": ["20"]} for i in doc_ids]
+        records = [
+            {"doc_id": i, "filter": "none", "metrics": ["copy_acc", "cells"], "copy_acc": 0.5, "cells": ["20"], "doc_hash": "x"}
+            for i in doc_ids
+        ]
         (model / f"samples_{task}_{stamp}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return folder
 
@@ -184,6 +187,12 @@ def test_shards_that_are_not_one_sweep_are_refused_in_one_line(second, message, 
     assert status == 1 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
     assert not (tmp_path / "merged").exists()
+
+
+def test_a_shard_given_twice_is_refused(tmp_path, capsys):
+    a = fake_shard(tmp_path / "a", [0, 2])
+    status, _, err = merge(capsys, a, next(a.rglob("results_*.json")), "--output_path", tmp_path / "merged")
+    assert status == 1 and "is given twice" in err and len(err.strip().splitlines()) == 1
 
 
 def test_merge_needs_an_output_path(tmp_path, capsys):
