@@ -3,6 +3,7 @@
 Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
+  shard --tasks T --nodes N --output_path DIR   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -40,6 +42,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
+      lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
     add --debug to any command to see a traceback instead of a one-line error
     """
@@ -113,6 +116,33 @@ def _merge(args: argparse.Namespace) -> None:
         print(f"  {line}")
 
 
+def _shard(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.cache import atomic_write
+    from lm_eval_longmem.merge import shard_samples
+
+    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    shares = shard_samples(names, {**(args.model_args or {}), **(args.metadata or {})}, args.nodes)
+    args.output_path.mkdir(parents=True, exist_ok=True)
+    for node, share in enumerate(shares):
+        path = args.output_path / f"samples_node{node}.json"
+        atomic_write(path, lambda tmp, share=share: tmp.write_text(json.dumps(share), encoding="utf-8"))
+        print(f"{path}: " + ", ".join(f"{name} {len(ids)} docs" for name, ids in share.items()))
+    print(f"on node i: lm_eval ... --log_samples --samples \"$(cat {args.output_path}/samples_node$i.json)\" --output_path shards/node$i")
+
+
+def _add_shard(sub: argparse._SubParsersAction) -> None:
+    shard = sub.add_parser(
+        "shard",
+        help="each node's --samples for running one sweep as one lm_eval run per node (then merge)",
+        description="Loads the tasks as the run will (building the data into the cache) and writes "
+        "OUTPUT_PATH/samples_nodeI.json for node I of --nodes: docs I, I+nodes, ... of every task.",
+    )
+    shard.add_argument("--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)")
+    add_dict_flag(shard, "--model_args", default=None, help="as for lm_eval (the tokenizer decides the docs)")
+    add_dict_flag(shard, "--metadata", default=None, help="as for lm_eval")
+    shard.add_argument("--nodes", type=int, required=True, help="number of nodes (shards)")
+    add_flag(shard, "--output_path", type=Path, required=True, help="folder for the samples_nodeI.json files")
+    shard.set_defaults(func=_shard)
 def _add_merge(sub: argparse._SubParsersAction) -> None:
     merge = sub.add_parser(
         "merge",
@@ -170,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     _add_demo_and_report(sub)
+    _add_shard(sub)
     _add_merge(sub)
     for module_name in _EVALUATION_CLIS:
         importlib.import_module(module_name).add_commands(sub)

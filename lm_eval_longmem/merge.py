@@ -104,6 +104,27 @@ def merge_shards(paths: Sequence[Path], output_path: Path) -> Merged:
     return write_merged(shards, processed, merged, coverage, output_path)
 
 
+def shard_samples(names: Sequence[str], metadata: dict[str, Any], nodes: int) -> list[dict[str, list[int]]]:
+    """Each node's `--samples` for running `names` as `nodes` shards: node i takes docs i, i+nodes, ...
+
+    Our doc order already balances the harness's every-N-th split (`common.order`), so these shares
+    carry about equal work. The tasks are loaded as a run loads them (`metadata`: `--model_args`
+    merged with `--metadata`), which builds the data into the cache the nodes can then share.
+    """
+    if nodes < 2:
+        raise UsageError(f"--nodes {nodes}: give the number of nodes, 2 or more")
+    tasks, _ = harness.load_tasks(list(names), metadata)
+    others = sorted(name for name, task in tasks.items() if not (isinstance(task, LongmemTask) and task.scored_by_cells))
+    if others:
+        raise UsageError(f"--tasks: {', '.join(others)} cannot be merged from shards (not ours): run them on one node")
+    sizes = {name: len(task.eval_docs) for name, task in tasks.items()}
+    few = {name: n for name, n in sizes.items() if n < nodes}
+    if few:
+        name, n = next(iter(few.items()))
+        raise UsageError(f"--nodes {nodes}: {name} has only {n} docs, so a node would run none of it; use at most {n} nodes")
+    return [{name: list(range(node, n, nodes)) for name, n in sizes.items()} for node in range(nodes)]
+
+
 # --- checks --------------------------------------------------------------------------------------
 
 

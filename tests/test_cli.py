@@ -217,7 +217,7 @@ def test_every_flag_is_spelled_with_underscores_and_outputs_are_output_path():
     }
     assert len(shown) > 20 and all("-" not in flag[2:] for _, flag in shown), sorted(f for f in shown if "-" in f[1][2:])
     assert not {flag for _, flag in shown} & {"--out", "--output"}
-    writers = {"demo", "report", "merge", "plot", "booksort build", "booksort select-prompt", "booksort finetune", "babilong simulate"}
+    writers = {"demo", "report", "merge", "plot", "booksort build", "booksort select-prompt", "booksort finetune", "babilong simulate", "shard"}
     assert {command for command, flag in shown if flag == "--output_path"} == writers
 
 

@@ -199,3 +199,36 @@ def test_merge_needs_an_output_path(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["merge", str(fake_shard(tmp_path / "a", [0]))])
     assert exit_.value.code == 2 and "--output_path" in capsys.readouterr().err
+
+
+def shard(capsys, *args) -> tuple[int, str, str]:
+    """`lm-eval-longmem shard ARGS` in this process: (exit status, stdout, stderr)."""
+    try:
+        cli.main(["shard", *map(str, args)])
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_shard_gives_each_node_every_nth_doc_of_every_task(tiny_llama_dir, embedded_books_dir, tmp_path, capsys):
+    metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": [20, 36], "forgetting_curve_samples": 3}
+    common = ["--tasks", "forgetting_curve", "--model_args", f"pretrained={tiny_llama_dir}", "--metadata", json.dumps(metadata)]
+    status, out, err = shard(capsys, *common, "--nodes", 4, "--output_path", tmp_path / "shares")
+    assert status == 0, err
+    shares = [json.loads((tmp_path / "shares" / f"samples_node{i}.json").read_text()) for i in range(4)]
+    assert shares == [{"forgetting_curve": ids} for ids in ([0, 4], [1, 5], [2], [3])]  # 2 lengths x 3 samples
+    assert "samples_node0.json: forgetting_curve 2 docs" in out and not (tmp_path / "shares" / "samples_node4.json").exists()
+    status, _, err = shard(capsys, *common, "--nodes", 7, "--output_path", tmp_path / "more")
+    assert status == 1 and "forgetting_curve has only 6 docs" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "more").exists()
+
+
+def test_shard_refuses_a_task_that_cannot_be_merged(tmp_path, capsys, monkeypatch):
+    from lm_eval_longmem import harness
+
+    monkeypatch.setattr(harness, "load_tasks", lambda names, metadata: ({"arc_easy": object()}, {}))
+    status, out, err = shard(capsys, "--tasks", "arc_easy", "--nodes", 2, "--output_path", tmp_path / "shares")
+    assert status == 1 and out == "" and "arc_easy cannot be merged from shards" in err
+    assert not (tmp_path / "shares").exists()
