@@ -36,15 +36,19 @@ def same(a, b) -> bool:
     return nan or (type(a) is type(b) and a == b)
 
 
-def merge(capsys, *args) -> tuple[int, str, str]:
-    """`lm-eval-longmem merge ARGS` in this process: (exit status, stdout, stderr)."""
+def command(capsys, name, *args) -> tuple[int, str, str]:
+    """`lm-eval-longmem NAME ARGS` in this process: (exit status, stdout, stderr)."""
     try:
-        cli.main(["merge", *map(str, args)])
+        cli.main([name, *map(str, args)])
         status = 0
     except SystemExit as exit_:
         status = exit_.code
     out, err = capsys.readouterr()
     return status, out, err
+
+
+def merge(capsys, *args) -> tuple[int, str, str]:
+    return command(capsys, "merge", *args)
 
 
 @pytest.fixture(scope="module")
@@ -202,14 +206,7 @@ def test_merge_needs_an_output_path(tmp_path, capsys):
 
 
 def shard(capsys, *args) -> tuple[int, str, str]:
-    """`lm-eval-longmem shard ARGS` in this process: (exit status, stdout, stderr)."""
-    try:
-        cli.main(["shard", *map(str, args)])
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
+    return command(capsys, "shard", *args)
 
 
 def test_shard_gives_each_node_every_nth_doc_of_every_task(tiny_llama_dir, embedded_books_dir, tmp_path, capsys):
