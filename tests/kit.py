@@ -86,6 +86,16 @@ def build_guessing_model(tiny_dir: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def build_booksort(book: Path, out: Path, excerpt_lengths: str = "250") -> Path:
+    """`lm-eval-longmem booksort build` of one play into `out` (20-word segments), as a user runs it."""
+    subprocess.run(
+        [str(Path(sys.executable).with_name("lm-eval-longmem")), "booksort", "build", "--books", str(book),
+         "--output_path", str(out), "--excerpt_lengths", excerpt_lengths, "--segment_lengths", "20"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return out
+
+
 def run_lm_eval(
     args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:

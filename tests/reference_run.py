@@ -9,31 +9,19 @@ Regenerate (only when a change of numbers is intended, and say so in the commit)
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from kit import run_lm_eval
+from kit import build_booksort, run_lm_eval
 
 LIMIT = 40
 """Docs per task: every forgetting-curve and BABILong doc, the first 40 Book-SORT trials."""
 
 
-def booksort_build(books: Path, out: Path) -> Path:
-    cli = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
-    subprocess.run(
-        [cli, "booksort", "build", "--books", str(books / "macbeth.txt"), "--out", str(out),
-         "--excerpt-lengths", "250,500", "--segment-lengths", "20"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return out
-
-
 def three_task_run(model: Path, books: Path, work: Path) -> Path:
     """forgetting_curve, booksort and babilong on `model` (SmolLM2) with small sizes and one skip each; returns the output folder."""
-    data = booksort_build(books, work / "booksort_data")
+    data = build_booksort(books / "macbeth.txt", work / "booksort_data", "250,500")
     out = work / "out"
     out.mkdir(parents=True, exist_ok=True)
     book = books / "macbeth.txt"

@@ -1,13 +1,10 @@
 """The user's command: our three tasks in one `lm_eval` run, next to another harness task, on the real SmolLM2."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from kit import read_results, run_lm_eval
+from kit import build_booksort, read_results, run_lm_eval
 
 ECHO_TASK_DIR = Path(__file__).parent / "common" / "fixtures"
 
@@ -15,12 +12,7 @@ ECHO_TASK_DIR = Path(__file__).parent / "common" / "fixtures"
 @pytest.mark.slow
 def test_forgetting_curve_booksort_babilong_and_another_task_in_one_run(smollm2_dir, embedded_books_dir, tmp_path):
     book = embedded_books_dir / "macbeth.txt"
-    booksort_data = tmp_path / "booksort_data"
-    subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem"), "booksort", "build", "--books", str(book),
-         "--output_path", str(booksort_data), "--excerpt_lengths", "250", "--segment_lengths", "20"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    booksort_data = build_booksort(book, tmp_path / "booksort_data")
     out = tmp_path / "out"
     out.mkdir()
     run_lm_eval(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import build_guessing_model, read_results, read_samples, run_lm_eval
+from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
 
 LAUNCHER = Path(__file__).parent / "fixtures" / "data_parallel_lm_eval.py"
 TASKS = ("forgetting_curve", "booksort_in_context", "babilong")
@@ -32,14 +32,7 @@ def guessing_model(tiny_llama_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def booksort_data(embedded_books_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("booksort") / "data"
-    cli = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
-    subprocess.run(
-        [cli, "booksort", "build", "--books", str(embedded_books_dir / "macbeth.txt"), "--out", str(out),
-         "--excerpt-lengths", "250", "--segment-lengths", "20"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return out
+    return build_booksort(embedded_books_dir / "macbeth.txt", tmp_path_factory.mktemp("booksort") / "data")
 
 
 def lm_eval_args(model: Path, book: Path, booksort_data: Path, tasks: str, limit: int) -> list[str]:

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from kit import build_guessing_model, read_results, read_samples, run_lm_eval
+from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
 from lm_eval_longmem import cli
 from lm_eval_longmem.common.results import load_run
 
@@ -57,11 +54,7 @@ def sweep(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     model = build_guessing_model(tiny_llama_dir, root / "model")
     book = embedded_books_dir / "macbeth.txt"
-    subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem"), "booksort", "build", "--books", str(book),
-         "--output_path", str(root / "booksort"), "--excerpt_lengths", "250", "--segment_lengths", "20"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    build_booksort(book, root / "booksort")
     metadata = {
         "forgetting_curve_corpus": str(book), "forgetting_curve_lengths": [20, 36, 50], "forgetting_curve_samples": 3,
         "booksort_data": str(root / "booksort"), "babilong_source": "generate", "babilong_facts": "simulated",

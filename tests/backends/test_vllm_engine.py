@@ -14,14 +14,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from lm_eval.api.instance import Instance
 
-from kit import read_results, run_lm_eval
+from kit import build_booksort, read_results, run_lm_eval
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, encode_request
 from lm_eval_longmem.common.results import skip_reasons
 
@@ -164,13 +162,7 @@ BABI_QA1 = """\
 def cli_data(tmp_path_factory, play) -> dict[str, Path]:
     """Book-SORT trials built from one play (two that fit the CLI window, two that cannot) and a bAbI qa1 file."""
     root = tmp_path_factory.mktemp("vllm-cli-data")
-    booksort = root / "booksort"
-    script = Path(sys.executable).with_name("lm-eval-longmem")
-    subprocess.run(
-        [str(script), "booksort", "build", "--books", str(play), "--output_path", str(booksort),
-         "--excerpt_lengths", "250,1000", "--segment_lengths", "20"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    booksort = build_booksort(play, root / "booksort", "250,1000")
     from lm_eval_longmem.booksort.data import build_docs
 
     docs = build_docs({"booksort_data": str(booksort)}, "test", "in_context")
