@@ -88,17 +88,18 @@ def merge_shards(paths: Sequence[Path], output_path: Path) -> Merged:
     tasks, groups = harness.load_tasks(load_names(first.data, leaves), run_metadata(first.data, leaves))
     if set(tasks) != set(leaves):
         raise UsageError(f"{first.path}: its tasks {sorted(leaves)} load here as {sorted(tasks)}; merge with the task configs that ran the shards")
+    skips = {name: summed_skips(name, shards) for name in tasks}
     coverage = {}
     for name, task in tasks.items():
         check_task(name, task, shards, records[name])
         for shard, shard_records in zip(shards, records[name], strict=True):
             check_reproduced(name, task, shard, shard_records)
-        coverage[name] = covered(name, task, shards, doc_ids[name])
+        coverage[name] = covered(name, task, len(shards), doc_ids[name], skips[name])
 
     merged = {task: sorted((r for rs in records[task] for r in rs), key=lambda r: (r["doc_id"], r["filter"])) for task in leaves}
     raw = {}
     for name, task in tasks.items():
-        task.adopt_run(summed_skips(name, shards), [r["cells"] for r in merged[name] if r["filter"] == merged[name][0]["filter"]])
+        task.adopt_run(skips[name], [r["cells"] for r in merged[name] if r["filter"] == merged[name][0]["filter"]])
         raw[name] = payload_columns(merged[name])
     processed = harness.results_from_payloads(tasks, groups, raw, (first.data.get("config") or {}).get("bootstrap_iters"))
     return write_merged(shards, processed, merged, coverage, output_path)
@@ -235,9 +236,9 @@ def same(a: Any, b: Any) -> bool:
     return nan or a == b
 
 
-def covered(name: str, task: LongmemTask, shards: list[Run], doc_ids: set[int]) -> dict[str, int]:
+def covered(name: str, task: LongmemTask, shards: int, doc_ids: set[int], skips: dict[str, dict[str, int]]) -> dict[str, int]:
     """Docs of the sweep run, skipped and in no shard; shards that together count more than the task has are an error."""
-    skipped = sum(sum(reasons.values()) for reasons in summed_skips(name, shards).values())
+    skipped = sum(sum(reasons.values()) for reasons in skips.values())
     docs = len(task.eval_docs)
     missing = docs - len(doc_ids) - skipped
     if missing < 0:
@@ -245,7 +246,7 @@ def covered(name: str, task: LongmemTask, shards: list[Run], doc_ids: set[int]) 
             f"{name}: the shards ran {len(doc_ids)} and skipped {skipped} docs, more than its {docs}: their --samples "
             "overlap in docs that were skipped; give every node disjoint --samples"
         )
-    return {"shards": len(shards), "ran": len(doc_ids), "skipped": skipped, "docs": docs, "missing": missing}
+    return {"shards": shards, "ran": len(doc_ids), "skipped": skipped, "docs": docs, "missing": missing}
 
 
 def summed_skips(name: str, shards: list[Run]) -> dict[str, dict[str, int]]:
