@@ -20,7 +20,6 @@ memory lengths that reach the last tested length are then censored.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -29,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
+from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, compact_ids
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
-from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
@@ -54,14 +52,6 @@ from lm_eval_longmem.forgetting_curve.data import (
 from lm_eval_longmem.forgetting_curve.options import AUTHORS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
-
-
-def _compact(ids: Any) -> Any:
-    """A short stand-in for a token-id list in the logged samples: its length and a digest."""
-    if isinstance(ids, str) or not isinstance(ids, Sequence):
-        return ids
-    digest = sha256_hex(json.dumps([int(t) for t in ids]))[:16]
-    return f"<{len(ids)} token ids sha256:{digest}>"
 
 
 def perplexity(logprob: float, tokens: int) -> float:
@@ -260,4 +250,4 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         super().apply_filters()
         for instance in self.instances:
             if instance.request_type == OUTPUT_TYPE:
-                instance.arguments = tuple(_compact(arg) for arg in instance.arguments)
+                instance.arguments = tuple(compact_ids(arg) for arg in instance.arguments)
