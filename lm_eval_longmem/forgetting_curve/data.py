@@ -482,7 +482,8 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
     running = running_lengths(lengths, limit)
     if options.protocol == AUTHORS:
         check_authors_vocabulary(sources, tokenizer)
-        draws = authors_draws(running, options.samples, options.seed, None if sources.copy == RANDOM else sizes[COPY])
+        # A random S has no start to record: the task draws its tokens (`authors_random_tokens`).
+        draws = {} if sources.copy == RANDOM else authors_draws(running, options.samples, options.seed, sizes[COPY])
     by_length = [[] for _ in lengths]
     for k in range(options.samples):
         for cell, L in zip(by_length, lengths, strict=True):
@@ -490,7 +491,7 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
                 spans = Spans(-1, -1)
             elif options.protocol == AUTHORS:
                 prefix = -1 if sources.prefix == RANDOM else authors_prefix_start(sizes[PREFIX_ROLE], L)
-                spans = Spans(draws[L, k].s_start, prefix)
+                spans = Spans(draws[L, k].s_start if draws else -1, prefix)
             elif sources.default:
                 spans = sample_spans(sizes[COPY], L, k, options.seed)
             else:
