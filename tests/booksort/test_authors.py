@@ -160,3 +160,22 @@ def test_their_protocol_needs_their_prompt_and_a_chat_template(chat_tiny, built_
             model="hf", model_args=f"pretrained={chat_tiny},dtype=float32", tasks=["booksort_memoryless"],
             device="cpu", limit=2, task_manager=task_manager(metadata=_meta(chat_tiny, built_dir), include_defaults=False),
         )  # fmt: skip
+
+
+def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir, built_dir):
+    """lm-eval puts the answer prefix in the assistant turn (`continue_final_message`); with SmolLM2's template
+    that is their `apply_chat_template(..., add_generation_prompt=True) + "Answer: Segment"`, character for character."""
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    meta = {**_meta(smollm2_dir, built_dir), "booksort_books": "macbeth"}
+    task = task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"]["booksort_in_context"]
+
+    def chat(history, add_generation_prompt=True):  # the call HFLM.apply_chat_template makes
+        return tokenizer.apply_chat_template(
+            history, tokenize=False, add_generation_prompt=add_generation_prompt, continue_final_message=not add_generation_prompt
+        )
+
+    for doc in list(task.test_docs())[:3]:
+        ours = task.rendered_prompt(doc, apply_chat_template=True, chat_template=chat)
+        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": doc["prompt_user"]}]
+        assert ours == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment"
+        assert "Macbeth" in doc["prompt_user"]
