@@ -47,6 +47,7 @@ uncommon but possible in bf16.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -98,6 +99,18 @@ class EncodedRequest(NamedTuple):
     def n_inputs(self) -> int:
         """Positions the model runs: context plus all but the last continuation token."""
         return len(self.context) + len(self.continuation) - 1
+
+
+def compact_ids(ids: object) -> object:
+    """A short stand-in for a token-id argument in the logged samples: its length and a digest (strings pass).
+
+    The harness logs every request's arguments verbatim; a task whose docs already say which tokens
+    were sent replaces them with this after the model has answered (its `apply_filters`).
+    """
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        return ids
+    digest = hashlib.sha256(json.dumps([int(t) for t in ids]).encode("utf-8")).hexdigest()[:16]
+    return f"<{len(ids)} token ids sha256:{digest}>"
 
 
 def as_token_ids(tokens: Sequence[int]) -> TokenIds:

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, load_books, write_dataset
-from lm_eval_longmem.booksort.prompts import VARIANTS
+from lm_eval_longmem.booksort.data import booksort_options
+from lm_eval_longmem.booksort.options import AUTHORS
+from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, VARIANTS
 from lm_eval_longmem.common.flags import add_dict_flag, add_flag
 
 EPILOG = textwrap.dedent(
@@ -98,7 +100,8 @@ def _select_prompt(args: argparse.Namespace) -> None:
     lm = lm_eval.api.registry.get_model(args.model).create_from_arg_obj(
         args.model_args, {"batch_size": args.batch_size, "device": args.device}
     )
-    variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    authors = booksort_options(metadata).protocol == AUTHORS  # the authors' readout goes with their 13 prompts
+    variants = args.variants.split(",") if args.variants else list(AUTHORS_PROMPTS if authors else VARIANTS)
     scores = score_variants(
         lm,
         metadata,
@@ -162,7 +165,11 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--model", default="hf", help="lm_eval model type (default hf)")
     add_dict_flag(s, "--model_args", required=True, help="as for lm_eval, e.g. pretrained=NAME,max_length=8192")
     add_dict_flag(s, "--metadata", default={}, help="booksort_* options, as for lm_eval (see the task README)")
-    s.add_argument("--variants", default=None, help=f"comma list (default: all of {', '.join(VARIANTS)})")
+    s.add_argument(
+        "--variants",
+        default=None,
+        help=f"comma list (default: all of {', '.join(VARIANTS)}; with booksort_protocol=authors, the authors' prompt_0 .. prompt_12)",
+    )
     s.add_argument("--limit", type=int, default=None, help="validation trials per variant (default: all)")
     s.add_argument("--batch_size", default="1")
     s.add_argument("--device", default=None)

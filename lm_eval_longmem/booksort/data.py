@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import BUILDER_VERSION, N_BINS, Trial
-from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
-from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
+from lm_eval_longmem.booksort.options import AUTHORS, OURS, PREFIX, BooksortOptions
+from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, Condition, authors_title, get_variant, render, render_authors
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_options
@@ -264,19 +264,23 @@ def prompt_work(row: dict[str, Any], condition: Condition) -> int:
     return forward_work(4 * words // 3)
 
 
-def make_doc(row: dict[str, Any], excerpt: str, *, variant_name: str, condition: Condition) -> dict[str, Any]:
-    """A harness doc: the trial's keys, its rendered prompt and the index of the right label."""
+def make_doc(
+    row: dict[str, Any], excerpt: str, *, variant_name: str, condition: Condition, protocol: str = OURS
+) -> dict[str, Any]:
+    """A harness doc: the trial's keys, its rendered prompt and the index of the right label.
+
+    `variant_name` is one of our variants or of the authors' configs (`prompts.AUTHORS_PROMPTS`,
+    filled in their way); the authors' protocol also writes the title in their casing.
+    """
     first, second = (
         (row["segment_1"], row["segment_2"]) if int(row["present_seg1_first"]) else (row["segment_2"], row["segment_1"])
     )
-    prompt = render(
-        get_variant(variant_name),
-        title=row["book_title"],
-        excerpt=excerpt,
-        first=first,
-        second=second,
-        condition=condition,
-    )
+    title = authors_title(row["book_title"]) if protocol == AUTHORS else row["book_title"]
+    fill = dict(title=title, excerpt=excerpt, first=first, second=second, condition=condition)
+    if variant_name in AUTHORS_PROMPTS:
+        prompt = render_authors(AUTHORS_PROMPTS[variant_name], **fill)
+    else:
+        prompt = render(get_variant(variant_name), **fill)
     doc = {k: v for k, v in row.items() if k != "excerpt_text"}
     doc.update(
         condition=condition,
@@ -293,6 +297,12 @@ def make_doc(row: dict[str, Any], excerpt: str, *, variant_name: str, condition:
 def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> list[dict[str, Any]]:
     """The docs of one split for the options in `metadata`."""
     options = booksort_options(metadata)
+    if options.protocol == AUTHORS and options.prompt not in AUTHORS_PROMPTS:
+        raise UsageError(
+            f"--metadata {PREFIX}protocol=authors renders the authors' prompt configs: add {PREFIX}prompt=prompt_0 .. "
+            f"prompt_12 (the paper takes each model's best on the validation split: `lm-eval-longmem booksort "
+            f"select-prompt` with {PREFIX}protocol=authors scores all 13)"
+        )
     source = read_split(options.data, split)
     add_bin_index(source.rows)
     rows = interleave(cells(select(source.rows, options)), cost=lambda row: prompt_work(row, condition))
@@ -303,6 +313,7 @@ def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> li
             source.excerpt(row) if condition == "in_context" else "",
             variant_name=variant_name,
             condition=condition,
+            protocol=options.protocol,
         )
         for row in rows
     ]

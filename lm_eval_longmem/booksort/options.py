@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, VARIANTS
+from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, DEFAULT_VARIANT, VARIANTS
 from lm_eval_longmem.common.options import items, one_of, option, text, whole_number, words
 
 PREFIX = "booksort_"
+OURS, AUTHORS = "ours", "authors"
+"""The two protocols (`booksort_protocol`): our readout, or the authors' (`task.py`, `prompts.py`)."""
 
 
 def book_ids(value: Any) -> tuple[str, ...]:
@@ -36,4 +38,15 @@ class BooksortOptions:
     segment_lengths: tuple[int, ...] | None = option(None, words, "keep these segment lengths L_S (words)", "[20,50]")
     books: tuple[str, ...] | None = option(None, book_ids, "keep these books (Gutenberg number or file stem)", "[69087]")
     distance_bins: tuple[int, ...] | None = option(None, distance_bins, "keep these distance bins (0 nearest .. 3)", "[0,3]")
-    prompt: str = option(DEFAULT_VARIANT, one_of(*VARIANTS), f"prompt variant: {', '.join(VARIANTS)}", DEFAULT_VARIANT)
+    prompt: str = option(
+        DEFAULT_VARIANT,
+        one_of(*VARIANTS, *AUTHORS_PROMPTS),
+        f"prompt: one of ours ({', '.join(VARIANTS)}) or of the authors' configs (prompt_0 .. prompt_12)",
+        DEFAULT_VARIANT,
+    )
+    protocol: str = option(
+        OURS,
+        one_of(OURS, AUTHORS),
+        "ours, or authors: their readout (bare label tokens), their title casing; needs one of their prompts",
+        AUTHORS,
+    )

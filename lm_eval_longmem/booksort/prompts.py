@@ -110,3 +110,100 @@ def render(
         raise ValueError(f"unknown condition {condition!r}: use in_context or memoryless")
     parts += [variant.task, f"Segment {LABELS[0]}: {first}", f"Segment {LABELS[1]}: {second}", variant.question]
     return RenderedPrompt(variant.system + "\n\n", "\n\n".join(parts) + "\n", variant.answer)
+
+
+# --- the authors' prompt configs (booksort_prompt=prompt_0 .. prompt_12) -------------------------
+#
+# The 13 prompt configurations of the SORT code (bridge-ai-neuro/SORT, sort/evaluation/conf/prompts/
+# prompt_N.yaml at ba13631, BSD-3-Clause), kept as data so that a run can be set beside the paper's:
+# the paper picks one per model on the validation split. `render_authors` fills them in as their
+# evaluation script does (the rendering code is ours).
+
+_THEIR_SYSTEM = "You are a helpful, respectful and honest assistant."
+_THEIR_READ = {
+    "take_time": "Please take some time to thoroughly read and comprehend this extract from the book <booktitle>. "
+    "The passage is as follows: <excerpt>",
+    "need": "I need you to thoroughly read and comprehend this extract from the book <booktitle>. "
+    "The passage is as follows: <excerpt>",
+    "carefully": "Please carefully read this excerpt from the book <booktitle>. This is the relevant passage: <excerpt>",
+}
+_THEIR_TASK = (
+    "You will be shown pairs of text fragments from <booktitle>. Please select which of two fragments appeared "
+    "<tasktype> in the book. You will be shown 10 such pairs. <segments> Which fragment appeared <tasktype> in the "
+    "book, <label_list[0]> or <label_list[1]>?",
+    "In this exercise, your objective is to identify the text segment, either <label_list[0]> or <label_list[1]>, "
+    "that appeared <tasktype> in <booktitle>. Please read the segments carefully to determine their order of "
+    "appearance in <booktitle> and respond with either <label_list[0]> or <label_list[1]>: <segments> Which of "
+    "these, <label_list[0]> or <label_list[1]>, was <tasktype> in <booktitle>?",
+    "Your task is to recall which text segment, either <label_list[0]> or <label_list[1]>, appeared <tasktype> in "
+    "the book <booktitle>. Please read the segments carefully to remember in which order they appeared in "
+    "<booktitle> and respond with either <label_list[0]> or <label_list[1]>: <segments> Which of these, "
+    "<label_list[0]> or <label_list[1]>, was <tasktype> in the book <booktitle>?",
+    "You will be shown two text segments, labeled as <label_list[0]> and <label_list[1]>. Please recall in which "
+    "order they appeared in the book <booktitle> and tell me which one came <tasktype>. Please read the segments "
+    "carefully: <segments> Which of these two parts of the book, <label_list[0]> or <label_list[1]>, came "
+    "<tasktype> in the book <booktitle>?",
+    "I will show you two short parts from a book, labeled as <label_list[0]> and <label_list[1]>. Your task is to "
+    "tell me which of them appeared <tasktype> in the book <booktitle>. Please read both segments carefully and try "
+    "to remember where in the book they come from: <segments> Which of these, <label_list[0]> or <label_list[1]>, "
+    "appeared <tasktype> in the book <booktitle>?",
+    "This is your task: Given two segments from a book, labeled as <label_list[0]> and <label_list[1]>, please tell "
+    "me which of them appeared <tasktype> in <booktitle>. Read both segments carefully and try to remember where in "
+    "<booktitle> they appeared: <segments> Which of these, <label_list[0]> or <label_list[1]>, comes <tasktype> in "
+    "the book <booktitle>?",
+)
+
+
+@dataclass(frozen=True)
+class AuthorsPrompt:
+    """One of the authors' prompt configs, with their placeholders (`<booktitle>`, `<excerpt>`, ...)."""
+
+    system_prompt: str
+    pre_excerpt: str
+    """Names the book and holds the excerpt; left out in the memory-less condition."""
+    post_excerpt: str
+    """Names the book again, holds the segments and asks the question (in both conditions)."""
+    model_answer_prefix: str = "Answer: Segment"
+
+
+AUTHORS_PROMPTS: dict[str, AuthorsPrompt] = {
+    "prompt_0": AuthorsPrompt(_THEIR_SYSTEM, _THEIR_READ["take_time"], _THEIR_TASK[0]),
+    **{f"prompt_{k}": AuthorsPrompt(_THEIR_SYSTEM, _THEIR_READ["need"], _THEIR_TASK[k]) for k in range(1, 6)},
+    **{f"prompt_{6 + k}": AuthorsPrompt(_THEIR_SYSTEM, _THEIR_READ["carefully"], _THEIR_TASK[k]) for k in range(6)},
+    "prompt_12": AuthorsPrompt(f"{_THEIR_SYSTEM} Please only answer A or B.", _THEIR_READ["need"], _THEIR_TASK[2]),
+}
+AUTHORS_TASK_TYPE = "first"
+"""Their `task_type`: the question asks which segment came first (their config's default)."""
+
+
+def authors_title(title: str) -> str:
+    """A book title as the authors' builder writes it: Python's `str.title()` ("The Murder Of Roger Ackroyd").
+
+    Idempotent, so titles of the hub dataset (built that way) stay as they are.
+    """
+    return title.title()
+
+
+def render_authors(
+    prompt: AuthorsPrompt, *, title: str, excerpt: str, first: str, second: str, condition: Condition
+) -> RenderedPrompt:
+    """One trial's prompt as the authors' evaluation script fills it in (task type "first", labels A and B).
+
+    The placeholders are replaced in their order (title, task type, then the excerpt or the
+    segments, so the text inserted last is not searched for the earlier ones), the user turn is the
+    read part (left out without the excerpt) followed directly by the task part, and the labels are
+    filled in last, everywhere. The memory-less prompt still names the book: the task part does.
+    """
+    if condition not in ("in_context", "memoryless"):
+        raise ValueError(f"unknown condition {condition!r}: use in_context or memoryless")
+    segments = f"Segment {LABELS[0]}: {first} Segment {LABELS[1]}: {second}\n"
+    read = prompt.pre_excerpt.replace("<booktitle>", title).replace("<tasktype>", AUTHORS_TASK_TYPE)
+    read = read.replace("<excerpt>", excerpt) if condition == "in_context" else ""
+    task = prompt.post_excerpt.replace("<booktitle>", title).replace("<tasktype>", AUTHORS_TASK_TYPE)
+    task = task.replace("<segments>", segments)
+    system = prompt.system_prompt.replace("<tasktype>", AUTHORS_TASK_TYPE)
+
+    def labelled(text: str) -> str:
+        return text.replace("<label_list[0]>", LABELS[0]).replace("<label_list[1]>", LABELS[1])
+
+    return RenderedPrompt(labelled(system), labelled(read + task), labelled(prompt.model_answer_prefix))

@@ -8,6 +8,13 @@ log P(" B" | prompt), i.e. the next-token probabilities of the two labels. With 
 HF's ``_loglikelihood_tokens`` groups both requests by context and runs the model once per trial
 (``tests/booksort/test_task.py`` counts the forward calls). Generation task: `parse_label`.
 
+The authors' readout (``booksort_protocol=authors``, log-prob tasks): their HF path reads the
+next-token log-probabilities after their prompt, tokenized by a plain ``tokenizer(prompt)`` call,
+at the last token of ``tokenizer.encode("A")`` and of ``tokenizer.encode("B")`` (the bare labels for
+byte-level BPE tokenizers), and answers the larger. To send exactly those tokens the task turns
+into ``loglikelihood_accuracy`` requests with token ids (`construct_requests`); `authors_answer`
+decides.
+
 Metrics (every one also in ``task_configs/booksort/README.md``):
 
 - ``acc``: as the paper reports it, the mean over L_E x L_S conditions of each condition's mean,
@@ -32,12 +39,18 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
+from lm_eval.api.instance import Instance
 
-from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
-from lm_eval_longmem.booksort.prompts import LABELS
+from lm_eval_longmem.backends import install
+from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
+from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
+from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
+from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import ScoreSpec
 from lm_eval_longmem.common.stats import (
     above_chance,
@@ -46,6 +59,8 @@ from lm_eval_longmem.common.stats import (
     proportion_interval,
 )
 from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
+
+install()  # the authors' readout sends `loglikelihood_accuracy` requests
 
 CHANCE = 0.5
 _STRICT_ANSWER = re.compile(r"^\s*(?:Segment\s+)?([AB])(?![A-Za-z0-9])")
@@ -59,6 +74,43 @@ def parse_label(generated: str) -> str | None:
     """
     match = _STRICT_ANSWER.match(generated)
     return match.group(1) if match else None
+
+
+def our_answer(logprobs: Sequence[float]) -> str:
+    """Ours: the label whose continuation after the answer prefix (" A", " B") is the more likely; a tie is A."""
+    return LABELS[int(np.argmax(logprobs))]
+
+
+def authors_answer(logprobs: Sequence[float]) -> str | None:
+    """The authors' decision from the log-probabilities of their two label tokens (`authors_label_ids`).
+
+    The larger wins, a tie is A (`np.argmax`); when both are equal and below -0.5e12 (their marker for
+    a label they did not find) the answer is their "X", None here, which is scored wrong.
+    """
+    if logprobs[0] == logprobs[1] and logprobs[0] < -0.5e12:
+        return None
+    return LABELS[int(np.argmax(logprobs))]
+
+
+def authors_label_ids(tokenizer: Any) -> list[int]:
+    """The tokens the authors' HF path reads each label from: the last id of ``tokenizer.encode(label)``.
+
+    Byte-level BPE tokenizers (Llama-3, SmolLM2, GPT-2) give the bare label, ``A``, not the `` A``
+    that follows "Answer: Segment" in text; SentencePiece tokenizers (Llama-2, Mistral) prefix a
+    space marker, ``▁A``, so for them it is the spaced label.
+    """
+    return [tokenizer.encode(label)[-1] for label in LABELS]
+
+
+def authors_answer_space(tokenizer: Any) -> str:
+    """" " when the tokenizer writes every space as a token of its own, else "".
+
+    The authors' script tests the tokenizer this way and then ends its prompt with a space after
+    "Answer: Segment" (practically never: most tokenizers fold the space into the next word).
+    """
+    space = tokenizer.encode(" ")[-1]
+    sentence = "Which of the two segments came first in the book"
+    return " " if tokenizer.encode(sentence).count(space) == sentence.count(" ") else ""
 
 
 def factor_cells(doc: dict[str, Any]) -> list[str]:
@@ -139,6 +191,60 @@ class BooksortTask(LongmemTask):
     SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
 
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        if self.options.protocol == AUTHORS and self.OUTPUT_TYPE == "multiple_choice":
+            self.OUTPUT_TYPE = TOKEN_REQUEST  # the authors' readout: exact token ids (`construct_requests`)
+
+    @cached_property
+    def authors_label_ids(self) -> list[int]:
+        return authors_label_ids(self.tokenizer)
+
+    @cached_property
+    def authors_answer_space(self) -> str:
+        return authors_answer_space(self.tokenizer)
+
+    def authors_context(self, prompt: str) -> list[int]:
+        """The prompt's tokens as the authors' HF path makes them: ``tokenizer(prompt)``, default special tokens
+        (a chat template that writes its own BOS then gets a second one, as theirs does)."""
+        return self.tokenizer(prompt + self.authors_answer_space)["input_ids"]
+
+    def before_requests(self) -> None:
+        if self.options.prompt in AUTHORS_PROMPTS and not self._render_kwargs.get("apply_chat_template"):
+            raise UsageError(
+                f"--metadata {PREFIX}prompt={self.options.prompt} is one of the authors' prompt configs, which are chat "
+                "prompts (their code always applies the model's chat template): add --apply_chat_template"
+            )
+
+    def answer_tokens(self, doc: dict[str, Any], prompt: str) -> int:
+        if self.OUTPUT_TYPE == TOKEN_REQUEST:
+            return len(self.authors_context(prompt)) + 1
+        return super().answer_tokens(doc, prompt)
+
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> Any:
+        """Ours: the harness's two `loglikelihood` requests. The authors' readout: one `loglikelihood_accuracy`
+        request per label, the prompt's tokens (`authors_context`) and the label's token (`authors_label_ids`)."""
+        if self.OUTPUT_TYPE != TOKEN_REQUEST:
+            return super().construct_requests(doc, ctx, **kwargs)
+        kwargs.pop("apply_chat_template", None)
+        kwargs.pop("chat_template", None)
+        context = as_token_ids(self.authors_context(ctx))
+        return [
+            Instance(request_type=TOKEN_REQUEST, doc=doc, arguments=(context, as_token_ids([label])), idx=i, **kwargs)
+            for i, label in enumerate(self.authors_label_ids)
+        ]
+
+    def apply_filters(self) -> None:
+        """After the model has answered: log the authors' token-id prompts as a length and a digest (the doc has the text)."""
+        super().apply_filters()
+        for instance in self.instances:
+            if instance.request_type == TOKEN_REQUEST:
+                instance.arguments = tuple(compact_ids(arg) for arg in instance.arguments)
+
+    def result_facts(self) -> dict[str, Any]:
+        """Our facts, and whose readout and prompt the run used (`booksort_protocol`, `booksort_prompt`)."""
+        return super().result_facts() | {"protocol": self.options.protocol, "prompt": self.options.prompt}
+
     def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
         """Accuracy cells also get the one-sided exact binomial test against chance; answer-bias cells do not."""
         if spec.name != "acc":
@@ -155,8 +261,10 @@ class BooksortTask(LongmemTask):
         gold = LABELS[int(doc["label"])]
         if self.OUTPUT_TYPE == "generate_until":
             answer = parse_label(results[0])
+        elif self.OUTPUT_TYPE == TOKEN_REQUEST:
+            answer = authors_answer([logprob for _, logprob in results])
         else:
-            answer = LABELS[int(np.argmax([ll for ll, _ in results]))]
+            answer = our_answer([ll for ll, _ in results])
         return {"acc": float(answer == gold), "pct_A": float(answer == LABELS[0]), "invalid": float(answer is None)}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:

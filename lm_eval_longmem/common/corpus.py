@@ -94,11 +94,23 @@ def _load_local(path: Path) -> list[str]:
     )
 
 
-def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[str]:
+def hub_dataset_spec(
+    source: str | Path | None, *, default_dataset: str = DEFAULT_DATASET, field: str = "text", split: str = "test"
+) -> tuple[str, str, str] | None:
+    """(name, split, field) of a hub source as `load_texts` reads it; None for a local file or folder."""
+    if source is None or str(source).strip() == "":
+        return default_dataset, split, field
+    if match := _HUB_SOURCE.match(str(source)):
+        return match["name"], match["split"] or split, match["field"] or field
+    return None
+
+
+def load_hub_dataset(name: str, split: str, *, hint_default: bool) -> Any:
+    """The `datasets.Dataset` of a hub source, or a `UsageError` that says how to use local text instead."""
     import datasets
 
     try:
-        dataset = datasets.load_dataset(name, split=split)
+        return datasets.load_dataset(name, split=split)
     except Exception as err:  # datasets raises many types offline (ConnectionError, OSError, ...)
         fix = (
             "point the evaluation at local text instead (a .txt file or a folder of .txt books, "
@@ -107,6 +119,10 @@ def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[
             else "check the name, split and your network/HF token, or use local .txt files"
         )
         raise UsageError(f"could not load the hub dataset {name!r} (split {split!r}, {type(err).__name__}); to fix: {fix}") from err
+
+
+def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[str]:
+    dataset = load_hub_dataset(name, split, hint_default=hint_default)
     if field not in dataset.column_names:
         raise UsageError(f"hub dataset {name!r} has no field {field!r}; its fields: {dataset.column_names}")
     return [str(t) for t in dataset[field]]
@@ -121,12 +137,17 @@ def strip_gutenberg(text: str) -> str:
     return text.strip()
 
 
-def tokenize_texts(texts: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
-    """Token ids (int32, no special tokens) of each text, cached on disk per tokenizer and text."""
-    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=texts_digest(texts), v=1)
+def tokenize_texts(texts: Sequence[str], tokenizer: Any, *, special_tokens: bool = False) -> list[np.ndarray]:
+    """Token ids (int32) of each text, cached on disk per tokenizer and text.
+
+    Without special tokens by default; `special_tokens=True` tokenizes each text as a plain
+    ``tokenizer(text)`` call does (e.g. a BOS before every text, for tokenizers that add one).
+    """
+    extra = {"special": True} if special_tokens else {}  # default keys unchanged: existing cache entries stay valid
+    key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=texts_digest(texts), v=1, **extra)
 
     def build() -> list[np.ndarray]:
-        ids = tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        ids = tokenizer(list(texts), add_special_tokens=special_tokens, verbose=False)["input_ids"]
         return [np.asarray(row, dtype=np.int32) for row in ids]
 
     def dump(arrays: list[np.ndarray], path: Path) -> None:
@@ -140,11 +161,14 @@ def tokenize_texts(texts: Sequence[str], tokenizer: Any) -> list[np.ndarray]:
     return load_or_build("tokens", key, build, dump=dump, load=load, suffix=".npz")
 
 
-def token_stream(texts: Sequence[str], tokenizer: Any, *, separator_ids: Sequence[int] = ()) -> np.ndarray:
-    """All texts' token ids concatenated (int32), with `separator_ids` between consecutive texts."""
+def token_stream(
+    texts: Sequence[str], tokenizer: Any, *, separator_ids: Sequence[int] = (), special_tokens: bool = False
+) -> np.ndarray:
+    """All texts' token ids concatenated (int32), with `separator_ids` between consecutive texts
+    (each text tokenized with or without the tokenizer's special tokens, see `tokenize_texts`)."""
     parts: list[np.ndarray] = []
     separator = np.asarray(separator_ids, dtype=np.int32)
-    for i, ids in enumerate(tokenize_texts(texts, tokenizer)):
+    for i, ids in enumerate(tokenize_texts(texts, tokenizer, special_tokens=special_tokens)):
         if i and separator.size:
             parts.append(separator)
         parts.append(ids)

@@ -21,21 +21,27 @@ skipped (and counted) by the task before any request is built, like every other 
 Sources (section 3.4, Table 2): `forgetting_curve_copy_source` and `forgetting_curve_prefix_source`
 draw S and I from other text sources, or from uniform random token ids (`random`). See `Sources`
 for which span each role gets; with neither set, the docs are exactly those of a one-corpus run.
+
+`forgetting_curve_protocol=authors` builds the samples as the authors' tool does instead (the
+section "the authors' construction" below): its grid, its stream, its spans (S drawn with Python's
+`random`, I the last L tokens of the stream), its separator id and its random token ids. The
+sequences keep the same shape, `[sep] X [sep] S`, and are scored the same way.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from lm_eval_longmem.common.corpus import load_texts, token_stream
+from lm_eval_longmem.common.corpus import hub_dataset_spec, load_hub_dataset, load_texts, token_stream
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
-from lm_eval_longmem.forgetting_curve.options import DEFAULT_POINTS, PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import AUTHORS, DEFAULT_POINTS, OURS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -61,6 +67,8 @@ def resolve_lengths(options: SweepOptions, metadata: dict[str, Any]) -> tuple[li
             f"--metadata {PREFIX}claimed_length=8192 (grid of {PREFIX}points lengths up to it) or "
             f"explicit lengths, e.g. --metadata {PREFIX}lengths=[1k,2k,4k]"
         )
+    if options.protocol == AUTHORS:
+        return authors_grid(claimed, options.points), claimed
     lengths = length_grid(claimed, options.points)
     if not lengths:
         raise UsageError(f"--metadata {PREFIX}points={options.points}: claimed length {claimed} gives no length >= 2 tokens")
@@ -87,12 +95,15 @@ def model_inputs(length: int) -> int:
     return 2 * length + 1
 
 
-def separator_id(tokenizer: Any, separator: str | None = None) -> int:
-    """The token used for [bos]: `separator` if given (a token or an id), else BOS, else EOS.
+def separator_id(tokenizer: Any, separator: str | None = None, protocol: str = OURS) -> int:
+    """The token used for [bos]: `separator` if given (a token or an id), else BOS, else EOS; with
+    the authors' protocol and no `separator`, their hard-coded id (`AUTHORS_SEPARATOR`).
 
     Tokenizers without BOS (e.g. Qwen's) get their EOS token: like BOS it marks a document
     boundary, which is the role [bos] plays between the two halves of the sequence.
     """
+    if separator is None and protocol == AUTHORS:
+        return AUTHORS_SEPARATOR
     if separator is not None:
         if separator.strip().lstrip("-").isdigit():
             return int(separator)
@@ -174,13 +185,15 @@ def corpus_stream(options: SweepOptions, metadata: dict[str, Any]) -> np.ndarray
     return source_stream(options.corpus, metadata)
 
 
-def source_stream(source: str | None, metadata: dict[str, Any], key: str | None = None) -> np.ndarray:
+def source_stream(source: str | None, metadata: dict[str, Any], key: str | None = None, protocol: str = OURS) -> np.ndarray:
     """A text source (None: the default PG-19 test books) as one token stream in the model's tokenizer.
 
-    `key` names the option that chose the source, for errors about it.
+    `key` names the option that chose the source, for errors about it. Ours: each text tokenized
+    without special tokens; the authors' protocol: their pieces (`authors_pieces`), each tokenized
+    with the tokenizer's default special tokens, as their tool calls it.
     """
     try:
-        texts = load_texts(source)
+        texts = authors_pieces(source) if protocol == AUTHORS else load_texts(source)
     except UsageError as err:
         if key is not None:
             raise UsageError(f"--metadata {key}={source}: {err}") from err
@@ -190,7 +203,7 @@ def source_stream(source: str | None, metadata: dict[str, Any], key: str | None 
             f"{err}; for the forgetting curve: --metadata {PREFIX}corpus=/path/to/books (a .txt file or a "
             "folder of .txt books, e.g. Project Gutenberg texts), or hf:OWNER/NAME[:SPLIT][#FIELD]"
         ) from err
-    return token_stream(texts, load_tokenizer(metadata))
+    return token_stream(texts, load_tokenizer(metadata), special_tokens=protocol == AUTHORS)
 
 
 # --- sources of S and I (section 3.4) ---------------------------------------------------------
@@ -217,6 +230,8 @@ class Sources(NamedTuple):
     corpus: str | None
     given: tuple[bool, bool] = (False, False)
     """Whether the copy and prefix sources were set by their own options."""
+    protocol: str = OURS
+    """Whose construction cuts the streams (`forgetting_curve_protocol`): ours here, the authors' in `authors_draws`."""
 
     @property
     def default(self) -> bool:
@@ -238,7 +253,8 @@ class Sources(NamedTuple):
         for role in (COPY, PREFIX_ROLE):
             spec = self.of(role)
             if spec != RANDOM and spec not in loaded:
-                loaded[spec] = source_stream(spec, metadata, self.key(role) if self.given[role - 1] else None)
+                key = self.key(role) if self.given[role - 1] else None
+                loaded[spec] = source_stream(spec, metadata, key, self.protocol)
             out[role] = None if spec == RANDOM else loaded[spec]
         return out
 
@@ -254,7 +270,14 @@ def sweep_sources(options: SweepOptions) -> Sources:
         return options.corpus if given is None else given
 
     given = (options.copy_source is not None, options.prefix_source is not None)
-    return Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given)
+    sources = Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given, options.protocol)
+    if options.protocol == AUTHORS and sources.prefix == RANDOM and sources.copy != RANDOM:
+        raise UsageError(
+            f"--metadata {PREFIX}prefix_source=random with {PREFIX}protocol=authors: the authors' tool draws a random "
+            f"prefix only beside a random copied text (its `random` data type): add {PREFIX}copy_source=random, "
+            f"or use {PREFIX}protocol=ours"
+        )
+    return sources
 
 
 def vocabulary_ids(tokenizer: Any) -> np.ndarray:
@@ -295,6 +318,11 @@ def role_tokens(doc: dict[str, Any], sources: Sources, role: int, stream: np.nda
     return stream[start : start + length]
 
 
+def running_lengths(lengths: list[int], limit: int | None) -> list[int]:
+    """The lengths whose 2L+1 input positions the backend can run (the others are skipped, never drawn for)."""
+    return [L for L in lengths if limit is None or model_inputs(L) <= limit]
+
+
 def doc_work(doc: dict[str, Any], limit: int | None = None) -> int:
     """Estimated work of a doc's requests (two forwards of the same length), for balancing ranks.
 
@@ -303,6 +331,127 @@ def doc_work(doc: dict[str, Any], limit: int | None = None) -> int:
     """
     inputs = model_inputs(int(doc["length"]))
     return 0 if limit is not None and inputs > limit else 2 * forward_work(inputs)
+
+
+# --- the authors' construction (forgetting_curve_protocol=authors) ---------------------------
+#
+# Read from their tool (github.com/1azybug/ForgettingCurve, draw.py at e3b76dc; the code here is
+# ours): one `random.seed(0)` for the whole run; PG-19 test books tokenized piece by piece; for each
+# length of a linear grid and each sample, S starts at `random.randint(0, N - 3L)` and I is the last
+# L tokens of the whole stream (the same for every sample); sequences `[1] X [1] S [2]`, ids 1 and 2
+# whatever the tokenizer; the last ceil(L/2) tokens of the second S scored, as ours. Their `random`
+# data type draws 2L ids with `random.randint(10, 31999)` per sample instead.
+
+AUTHORS_SEPARATOR = 1
+"""The id their tool writes as [bos] whatever the tokenizer (and 2 as the final [eos], never scored, so
+not sent): Llama-2's BOS, SmolLM2's BOS by chance, some other token elsewhere. Their bug, kept in this
+protocol; `forgetting_curve_separator` replaces it (a corrected authors' run)."""
+AUTHORS_FIRST_LENGTH = 8
+"""Their grid starts at 8 tokens."""
+AUTHORS_RANDOM_IDS = (10, 31999)
+"""Their random token ids: `random.randint(10, 31999)`, both ends included, whatever the vocabulary."""
+AUTHORS_TITLE_FIELD = "short_book_title"
+"""The PG-19 column their tool puts (with a newline) before each book's text (also with a newline)."""
+
+
+def authors_grid(last: int | None, points: int) -> list[int]:
+    """Their linear grid, `np.linspace(8, last, points, dtype=int)` (`last` plays their `--test_max_length`)."""
+    if last is None or last < AUTHORS_FIRST_LENGTH:
+        raise UsageError(
+            f"{PREFIX}protocol=authors: the authors' grid runs from {AUTHORS_FIRST_LENGTH} tokens up to "
+            f"{PREFIX}claimed_length (their --test_max_length), here {last}: pass e.g. --metadata "
+            f"{PREFIX}claimed_length=16000 (their Llama-3-8B run), or explicit {PREFIX}lengths"
+        )
+    grid = [int(L) for L in np.linspace(AUTHORS_FIRST_LENGTH, last, points, dtype=int)]
+    if len(set(grid)) < len(grid):
+        raise UsageError(
+            f"{PREFIX}protocol=authors: the authors' grid from {AUTHORS_FIRST_LENGTH} to {last} in {points} points "
+            f"repeats lengths: pass {PREFIX}claimed_length of at least {AUTHORS_FIRST_LENGTH + points - 1}, fewer "
+            f"{PREFIX}points, or explicit {PREFIX}lengths"
+        )
+    return grid
+
+
+def authors_pieces(source: str | None) -> list[str]:
+    """The strings the authors' tool tokenizes one by one, in stream order.
+
+    Their script reads PG-19's test books from the hub and tokenizes, for each book, its
+    `short_book_title` and a newline, then its text and a newline (verbatim). Their Python API takes a
+    list of texts and tokenizes each as given. So a hub source whose rows have `short_book_title` gives
+    the script's pieces; any other source (local books, read as `load_texts` reads them; a hub dataset
+    without titles) gives its texts, the API's pieces.
+    """
+    hub = hub_dataset_spec(source)
+    if hub is not None:
+        name, split, field = hub
+        dataset = load_hub_dataset(name, split, hint_default=source is None)
+        if {AUTHORS_TITLE_FIELD, field} <= set(dataset.column_names):
+            return [piece for row in dataset for piece in (f"{row[AUTHORS_TITLE_FIELD]}\n", f"{row[field]}\n")]
+    return load_texts(source)
+
+
+class AuthorsDraw(NamedTuple):
+    """One sample of the authors' random sequence."""
+
+    s_start: int
+    """Where S starts in the stream (-1 for a random S)."""
+    state: tuple
+    """Python's `random` state before this sample's calls (a random S and I are drawn again from it)."""
+
+
+def authors_draws(lengths: list[int], samples: int, seed: int, copy_tokens: int | None) -> dict[tuple[int, int], AuthorsDraw]:
+    """The authors' one `random` sequence (seeded once with `seed`), call by call, per (L, sample).
+
+    `lengths` are those that run, ascending (a length that cannot run is never drawn for; only
+    longer ones follow it). A text S (`copy_tokens`: its stream's size N) takes one
+    `randint(0, N - 3L)` per sample: its start. A random S (`copy_tokens` None) takes 2L
+    `randint(10, 31999)` per sample: L ids for S, then L for I, drawn even when I is taken from a text
+    (their code draws them before it looks for a given prefix).
+    """
+    rng = random.Random(seed)
+    out = {}
+    for L in lengths:
+        if copy_tokens is not None and copy_tokens < 3 * L:
+            raise UsageError(
+                f"{PREFIX}protocol=authors: the copy stream has {copy_tokens} tokens, fewer than the {3 * L} the authors' "
+                f"tool needs for length {L} (S starts in the first N - 3L tokens): use a larger corpus or shorter lengths"
+            )
+        for k in range(samples):
+            state = rng.getstate()
+            if copy_tokens is None:
+                for _ in range(2 * L):
+                    rng.randint(*AUTHORS_RANDOM_IDS)
+                out[L, k] = AuthorsDraw(-1, state)
+            else:
+                out[L, k] = AuthorsDraw(rng.randint(0, copy_tokens - 3 * L), state)
+    return out
+
+
+def authors_random_tokens(draw: AuthorsDraw, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """The random S and I of one sample: L ids, then L more, from the state before its calls."""
+    rng = random.Random()
+    rng.setstate(draw.state)
+
+    def ids() -> np.ndarray:
+        return np.fromiter((rng.randint(*AUTHORS_RANDOM_IDS) for _ in range(length)), dtype=np.int32, count=length)
+
+    return ids(), ids()
+
+
+def authors_prefix_start(n_tokens: int, length: int) -> int:
+    """Where the authors' I starts: the last L tokens of its stream."""
+    if n_tokens < length:
+        raise UsageError(f"the prefix stream has {n_tokens} tokens, fewer than length {length}: use a larger source or shorter lengths")
+    return n_tokens - length
+
+
+def check_authors_vocabulary(sources: Sources, tokenizer: Any) -> None:
+    """Their random ids run up to 31999: a random role needs a tokenizer with more tokens than that."""
+    if RANDOM in (sources.copy, sources.prefix) and len(tokenizer) <= AUTHORS_RANDOM_IDS[1]:
+        raise UsageError(
+            f"{PREFIX}protocol=authors with a random source draws ids up to {AUTHORS_RANDOM_IDS[1]}, but this tokenizer "
+            f"has {len(tokenizer)} tokens: use {PREFIX}protocol=ours (random ids from this vocabulary)"
+        )
 
 
 class Sweep(NamedTuple):
@@ -327,17 +476,26 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
     lengths, claimed = resolve_lengths(options, metadata)
     limit, _ = position_limit(options, metadata, claimed)
     tokenizer = load_tokenizer(metadata)
-    sep = separator_id(tokenizer, options.separator)
+    sep = separator_id(tokenizer, options.separator, options.protocol)
     sources = sweep_sources(options)
     sizes = {role: 0 if stream is None else len(stream) for role, stream in sources.streams(metadata).items()}
+    running = running_lengths(lengths, limit)
+    if options.protocol == AUTHORS:
+        check_authors_vocabulary(sources, tokenizer)
+        # A random S has no start to record: the task draws its tokens (`authors_random_tokens`).
+        draws = {} if sources.copy == RANDOM else authors_draws(running, options.samples, options.seed, sizes[COPY])
     by_length = [[] for _ in lengths]
     for k in range(options.samples):
         for cell, L in zip(by_length, lengths, strict=True):
-            runs = limit is None or model_inputs(L) <= limit
-            if sources.default:
-                spans = sample_spans(sizes[COPY], L, k, options.seed) if runs else Spans(-1, -1)
+            if L not in running:
+                spans = Spans(-1, -1)
+            elif options.protocol == AUTHORS:
+                prefix = -1 if sources.prefix == RANDOM else authors_prefix_start(sizes[PREFIX_ROLE], L)
+                spans = Spans(draws[L, k].s_start if draws else -1, prefix)
+            elif sources.default:
+                spans = sample_spans(sizes[COPY], L, k, options.seed)
             else:
-                spans = Spans(*(source_start(sources, role, sizes, L, k, options.seed) if runs else -1 for role in (COPY, PREFIX_ROLE)))
+                spans = Spans(*(source_start(sources, role, sizes, L, k, options.seed) for role in (COPY, PREFIX_ROLE)))
             cell.append(
                 {
                     "length": L,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_longmem.common.options import flag, length, lengths, option, text, whole_number
+from lm_eval_longmem.common.options import flag, length, lengths, one_of, option, text, whole_number
 
 PREFIX = "forgetting_curve_"
 DEFAULT_POINTS = 32
@@ -14,6 +14,8 @@ DEFAULT_SAMPLES = 10
 """Samples per length, as in the paper (section 3.3)."""
 RANDOM = "random"
 """The source value for uniform random token ids (the paper's `random` setting, Table 2)."""
+OURS, AUTHORS = "ours", "authors"
+"""The two sample constructions (`forgetting_curve_protocol`): ours, and the authors' tool's (`data.py`)."""
 
 
 def sweep_lengths(value: Any) -> tuple[int, ...]:
@@ -71,4 +73,13 @@ class SweepOptions:
     beyond_window: bool = option(
         True, flag, "let sequences run past the claimed window (the paper's grid needs up to 2l+2 tokens)", "false"
     )
-    separator: str | None = option(None, text, "token (string or id) used as [bos]; default: BOS, else EOS", "<|endoftext|>")
+    separator: str | None = option(
+        None, text, "token (string or id) used as [bos]; default: BOS, else EOS (authors protocol: id 1)", "<|endoftext|>"
+    )
+    protocol: str = option(
+        OURS,
+        one_of(OURS, AUTHORS),
+        "sample construction: ours, or authors (the authors' tool: its grid, stream, spans, separators and random "
+        "ids, to set a curve beside a published one)",
+        AUTHORS,
+    )

@@ -20,7 +20,6 @@ memory lengths that reach the last tested length are then censored.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -29,35 +28,30 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
+from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, compact_ids
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
-from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.task import Summary
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
     COPY,
     PREFIX_ROLE,
+    AuthorsDraw,
     Sources,
+    authors_draws,
+    authors_random_tokens,
     model_inputs,
     pair_sequences,
     position_limit,
     resolve_lengths,
     role_tokens,
+    running_lengths,
     sweep_sources,
     vocabulary_ids,
 )
-from lm_eval_longmem.forgetting_curve.options import PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import AUTHORS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
-
-
-def _compact(ids: Any) -> Any:
-    """A short stand-in for a token-id list in the logged samples: its length and a digest."""
-    if isinstance(ids, str) or not isinstance(ids, Sequence):
-        return ids
-    digest = sha256_hex(json.dumps([int(t) for t in ids]))[:16]
-    return f"<{len(ids)} token ids sha256:{digest}>"
 
 
 def perplexity(logprob: float, tokens: int) -> float:
@@ -98,6 +92,14 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return vocabulary_ids(self.tokenizer) if RANDOM in (self.sources.copy, self.sources.prefix) else None
 
     @cached_property
+    def authors_random(self) -> dict[tuple[int, int], AuthorsDraw]:
+        """The authors' random sequence per (L, sample), when their protocol draws a random S (else empty)."""
+        if self.options.protocol != AUTHORS or self.sources.copy != RANDOM:
+            return {}
+        lengths = running_lengths(resolve_lengths(self.options, self.metadata)[0], self.position_limit[0])
+        return authors_draws(lengths, self.options.samples, self.options.seed, None)
+
+    @cached_property
     def claimed(self) -> int | None:
         return resolve_lengths(self.options, self.metadata)[1]
 
@@ -108,10 +110,16 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     @cached_property
     def separator(self) -> dict[str, Any]:
-        """The token the sequences use as [bos] and where it came from ("option", "bos", or "eos" for a
-        tokenizer without BOS): recorded in the results' config metadata as `forgetting_curve_separator_used`."""
+        """The token the sequences use as [bos] and where it came from ("option"; "authors", their hard-coded
+        id 1; "bos"; or "eos" for a tokenizer without BOS): recorded in the results' config metadata as
+        `forgetting_curve_separator_used`."""
         sep = int(self.eval_docs[0]["separator_id"])
-        source = "option" if self.options.separator is not None else "bos" if sep == self.tokenizer.bos_token_id else "eos"
+        if self.options.separator is not None:
+            source = "option"
+        elif self.options.protocol == AUTHORS:
+            source = "authors"
+        else:
+            source = "bos" if sep == self.tokenizer.bos_token_id else "eos"
         return {"id": sep, "token": self.tokenizer.convert_ids_to_tokens(sep), "source": source}
 
     def dump_config(self) -> dict:
@@ -161,6 +169,8 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def tokens(self, doc: dict[str, Any], role: int) -> np.ndarray:
         """S or I of one doc, after checking that its stream is the one the docs were built from."""
+        if self.authors_random and self.sources.of(role) == RANDOM:
+            return authors_random_tokens(self.authors_random[int(doc["length"]), int(doc["sample"])], int(doc["length"]))[role - 1]
         stream = self.streams[role]
         if stream is not None:
             key = "corpus_tokens" if "corpus_tokens" in doc else ("copy_tokens" if role == COPY else "prefix_tokens")
@@ -184,6 +194,10 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
             "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
             "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
         }
+
+    def result_facts(self) -> dict[str, Any]:
+        """Our facts, and whose sample construction the run used (`forgetting_curve_protocol`)."""
+        return super().result_facts() | {"protocol": self.options.protocol}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
         return [int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"]]
@@ -236,4 +250,4 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         super().apply_filters()
         for instance in self.instances:
             if instance.request_type == OUTPUT_TYPE:
-                instance.arguments = tuple(_compact(arg) for arg in instance.arguments)
+                instance.arguments = tuple(compact_ids(arg) for arg in instance.arguments)
