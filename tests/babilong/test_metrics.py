@@ -226,22 +226,22 @@ READER_CASES = [
     ("qa1", "office", "1. In the office.", Q_MARY, False, True),
     ("qa1", "office", "1. In the office. 2. In the kitchen.", Q_MARY, False, False),
     ("qa1", "garden", "Where is the garden?  Where is the bathroom?", Q_MARY, False, False),
-    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, True),
+    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, False),
     ("qa1", "garden", "I thought so.\n\nI am going to the garden.", Q_MARY, False, False),
     ("qa1", "office", "The most recent location of John M. is office.", "Where is John?", False, True),
-    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, True),
+    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, False),
     ("qa2", "bedroom", "Based on the context, Daniel got the milk in the bedroom. Therefore the milk stayed.\n\nThe milk is in the bedroom.", "Where is the milk?", True, True),
 ]
 
 
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), READER_CASES)
 def test_answer_reader(qa, target, output, question, acc, acc_corrected):
-    assert check(qa, target, output, question) == (acc, acc_corrected)
+    assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
 
 
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), CASES)
 def test_checks(qa, target, output, question, acc, acc_corrected):
-    assert check(qa, target, output, question) == (acc, acc_corrected)
+    assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
 
 
 def test_table_covers_every_task_and_enough_rows():
@@ -273,12 +273,11 @@ def test_documented_limits(qa, target, output, question):
         ("qa8", "football, apple", "apple, football", Q_CARRY, "list"),
         ("qa19", "n,w", "north, west", Q_PATH, "path"),
         ("qa7", "none", "zero", Q_COUNT, "whole-word+word-form"),
-        ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form|negation"),
+        ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form"),
         ("qa19", "n,w", "n-w", Q_PATH, "normalize"),
         ("qa6", "no", "Mary is in the garden.", Q_KITCHEN, "polarity"),
         ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", "role"),
         ("qa1", "office", "1. In the office.", Q_MARY, "answer"),
-        ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", "clause"),
     ],
 )
 def test_deciding_rule(qa, target, output, question, rule):
@@ -303,9 +302,11 @@ def test_audit_lists_disagreements_with_their_rule():
         {"target": "one", "output": "No one knows", "question": Q_COUNT},
         {"target": "one", "output": "one", "question": Q_COUNT},
         {"target": "none", "output": "zero. Or one", "question": Q_COUNT},
+        {"target": "one", "output": "A. one\nB. two", "question": Q_COUNT},
     ]
     audit = audit_rows(rows, "qa7")
-    assert audit.score == (4, 50.0, 75.0)
+    assert audit.score == (5, 40.0, 60.0, 20.0)
+    assert audit.abstentions == {"options": 1}
     assert [(d.row, d.answer, d.acc, d.acc_corrected, d.rule) for d in audit.disagreements] == [
         (0, "None", False, True, "whole-word"),
         (1, "No one knows", True, False, "negation"),
