@@ -291,8 +291,10 @@ ABSTENTIONS: dict[str, str] = {
     "several": "the answer names several labels (for a question with one answer) and no rule picks one",
     "elsewhere": "the answer names no label but the output names one elsewhere (narration, a prompt the model "
     "invented, a cut-off answer line, a complete answer after an empty one)",
-    "quote": "the answer quotes the context (double quotes, \"Document[3]\")",
-    "exclamation": 'the answer opens with an interjection ("Oh no, ...")',
+    "statement": 'the answer is a qa5 statement that answers another question ("Jeff gave the milk to Fred" for '
+    '"What did Fred give to Jeff?": giver and receiver swapped)',
+    "quote": "the answer that names a label quotes the context (double quotes, \"Document[3]\")",
+    "exclamation": 'the answer that names a label opens with an interjection ("Oh no, ...")',
 }
 """Why the corrected reader found no answer it can read with confidence, by the names the audit reports.
 
@@ -341,6 +343,7 @@ _ANSWER_LINE = re.compile(rf"^{_BULLET}(final[ \t]+)?(?:answer|response|a)[ \t]*
 _HEADER = re.compile(r"^\W*(?:(?:answer|response|solution|output|result|reply)\W*\d*\W*|.*:\s*)$", re.IGNORECASE)
 _OPTION = re.compile(r"^[ \t]*\(?([A-E])[.):][ \t]+\S", re.MULTILINE)
 _OPTIONS_HEADER = re.compile(r"\b(?:options|choices)[ \t]*:", re.IGNORECASE)
+_LIST_LINE = re.compile(r"^[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]*([^:\n]*\w[^:\n]*)$", re.MULTILINE)
 _EXPLANATION = re.compile(r"\b(?:explanation|reasoning|rationale|justification|support)[ \t]*:", re.IGNORECASE)
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
 _DANGLING = re.compile(r"(?:\b(?:the|a|an|in|at|to|of|on|into|from|is|are|was|were|and|or|by)|:)[ \t]*$", re.IGNORECASE)
@@ -392,12 +395,12 @@ def _paragraphs(text: str) -> list[str]:
     return out
 
 
-def _line_answer(text: str, content: str, end: int) -> str:
-    """An answer line's text; when it is empty or a header ("The answer is:"), the paragraph after it."""
-    if _HAS_WORD.search(content) and not (_HEADER.match(content) or _DANGLING.search(content)):
-        return content
-    rest = _paragraphs(text[end:])
-    return f"{content} {rest[0]}".strip() if rest else content
+def _line_answer(text: str, content: str, end: int) -> list[str]:
+    """An answer line's sentences; when it is empty or a header ("The answer is:"), with the paragraph after it."""
+    if not _HAS_WORD.search(content) or _HEADER.match(content) or _DANGLING.search(content):
+        rest = _paragraphs(text[end:])
+        content = f"{content} {rest[0]}".strip() if rest else content
+    return _sentences(content) or [content]
 
 
 def find_answer(output: str) -> Candidates:
@@ -407,8 +410,10 @@ def find_answer(output: str) -> Candidates:
     "Question:"/"Context:" line). An option list (`_OPTION` lines with two letters, "Options:", a
     numbered list of different items) is no answer: `options`.
     """
-    text = _EMPHASIS.sub("", _TAG.split(output, maxsplit=1)[0])
-    if len(set(_OPTION.findall(text))) > 1 or _OPTIONS_HEADER.search(text):
+    text = _TAG.split(output, maxsplit=1)[0]
+    items = {normalize_answer(item) for item in _LIST_LINE.findall(text)}
+    text = _EMPHASIS.sub("", text)
+    if len(set(_OPTION.findall(text))) > 1 or _OPTIONS_HEADER.search(text) or len(items) > 1:
         return Candidates("", abstained="options")
     prompt = _PROMPT_LINE.search(text)
     if prompt:
@@ -417,8 +422,9 @@ def find_answer(output: str) -> Candidates:
     if lines:
         finals = [line for line in lines if line[1]]
         chosen = finals[-1] if finals else lines[0]
-        answer = _line_answer(text, chosen[2], chosen.end())
-        others = [_line_answer(text, line[2], line.end()) for line in lines if line is not chosen]
+        answer, *more = _line_answer(text, chosen[2], chosen.end())
+        others = [s for s in more if _CONCLUDES.search(s)]
+        others += [s for line in lines if line is not chosen for s in _line_answer(text, line[2], line.end())]
         others += _sentences(text[: lines[0].start()])
         return Candidates(answer, tuple(others))
     paragraphs = _paragraphs(_EXPLANATION.split(text, maxsplit=1)[0])
@@ -662,7 +668,7 @@ def _role(text: str, question: str, labels: tuple[str, ...], names: frozenset[st
 
     A give statement answers a qa5 question only when it agrees with what the question tells
     ("What did Fred give to Mary?" is not answered by "Mary gave the milk to Bill"): one that
-    disagrees gives no label; a receiver followed by another name ("to Fred, Mary") is no statement.
+    disagrees gives the empty set (the reader abstains: `statement`); a receiver followed by another name ("to Fred, Mary") is no statement.
     """
     if re.fullmatch(r"what is \w+ afraid of", question):
         fears = [m for m in _AFRAID.finditer(text) if m[1] in labels and not _negated(text, m.start(), labels)]
@@ -712,12 +718,12 @@ def asked_labels(question: str, labels: tuple[str, ...]) -> tuple[str, ...]:
     return labels
 
 
-def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]) -> tuple[set[str], bool]:
+def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]) -> tuple[set[str] | None, bool]:
     """(the labels the normalised answer `text` gives for the normalised `question`, whether a rule settled it).
 
     Labels the question names do not count (the authors' rule): "Where was the apple before the
     kitchen?" makes "kitchen" no answer. "Settled": a statement rule (`role`, `polarity`) read
-    the answer, so an empty set means a statement that answers no such question, not silence.
+    the answer. None: a qa5 statement that answers another question (`role`; the reader abstains).
     """
     question_words = frozenset(_WORDS.findall(question))
     if "word-form" in rules:
@@ -727,8 +733,11 @@ def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[s
         return _path(text) - _path(question), False
     in_question = {label for _, label in _mentions(question, labels, rules - {"negation"}, question_words)}
     if "role" in rules and (role := _role(text, question, labels, names)) is not None:
-        return role - in_question, True
-    found = {label for _, label in _mentions(text, labels, rules, question_words)} - in_question
+        return (role - in_question if role else None), True
+    mentioned = {label for _, label in _mentions(text, labels, rules, question_words)}
+    found = mentioned - in_question
+    if not found and mentioned:
+        return found, True  # names only what the question names: an answer, and a wrong one
     if "polarity" in rules and {"yes", "no"} <= set(labels) and not found & {"yes", "no", "maybe"}:
         polarity = _polarity(text, question)
         if polarity in labels:
@@ -760,31 +769,29 @@ def read(output: str, question: str, labels: tuple[str, ...], rules: frozenset[s
     found = Candidates(first_sentence(output)) if "answer" not in rules else find_answer(output)
     if found.abstained:
         return Reading(found.answer, None, found.abstained)
-    if "answer" in rules:
-        if _QUOTE.search(found.answer):
-            return Reading(found.answer, None, "quote")
-        if _INTERJECTION.match(found.answer):
-            return Reading(found.answer, None, "exclamation")
 
-    def labels_of(candidate: str) -> tuple[frozenset[str], bool]:
-        if "answer" not in rules:
-            return frozenset(_found(normalize_answer(candidate), question, labels, names, rules)[0]) & asked, False
-        tail, whole = _trimmed(candidate)
+    def labels_of(candidate: str) -> tuple[frozenset[str] | None, bool]:
+        tail, whole = _trimmed(candidate) if "answer" in rules else (candidate, candidate)
         labelled, settled = _found(normalize_answer(tail), question, labels, names, rules)
-        if not labelled and not settled and tail != whole:
+        if labelled == set() and not settled and tail != whole:
             labelled, settled = _found(normalize_answer(whole), question, labels, names, rules)
-        return frozenset(labelled) & asked, settled
+        return (None if labelled is None else frozenset(labelled) & asked), settled
 
     answer, settled = labels_of(found.answer)
+    if answer is None:
+        return Reading(found.answer, None, "statement")
     readings = {reading for reading, _ in map(labels_of, found.others) if reading}
     if answer:
         readings.add(answer)
     if len(readings) > 1:
         return Reading(found.answer, None, "conflict")
     answer = next(iter(readings), answer)
-    several = len(answer) > 1 and not _LIST_QUESTION.fullmatch(question)
-    if several:
+    if len(answer) > 1 and not _LIST_QUESTION.fullmatch(question):
         return Reading(found.answer, None, "several")
+    if answer and "answer" in rules and _QUOTE.search(found.answer):
+        return Reading(found.answer, None, "quote")
+    if answer and "answer" in rules and _INTERJECTION.match(found.answer):
+        return Reading(found.answer, None, "exclamation")
     if not answer and not settled and _named_anywhere(normalize_answer(output), question, tuple(sorted(asked)), rules):
         return Reading(found.answer, None, "elsewhere")
     return Reading(found.answer, answer)

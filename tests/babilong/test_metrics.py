@@ -210,9 +210,9 @@ READER_CASES = [
     ("qa16", "white", "Lily is a swan, and swans are white, so Lily is white.", "What color is Lily?", True, True),
     ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", False, True),
     ("qa5", "Fred", "Mary gave the apple to Fred.", "Who received the apple?", False, True),
-    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who gave the apple to Mary?", True, False),
+    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who gave the apple to Mary?", True, True),
     ("qa5", "milk", "Mary gave the milk to Bill.", "What did Fred give to Mary?", False, False),
-    ("qa5", "Fred", "Jeff handed the apple to Fred.", "Who gave the apple to Jeff?", True, False),
+    ("qa5", "Fred", "Jeff handed the apple to Fred.", "Who gave the apple to Jeff?", True, True),
     ("qa5", "Fred", "Bill gave the apple to Fred, Mary, and then kept it.", "Who did Bill give the apple to?", False, False),
     # negation scoped to the words it governs
     ("qa16", "green", "Lions are not gray or green.", "What color is Greg?", False, False),
