@@ -39,7 +39,7 @@ def test_audit_lists_each_disagreement_with_rows(predictions, capsys):
     ]
     assert lines[3] == (
         f"{predictions}: qa7 n=5  acc=40.00  acc_corrected=60.00  disagreeing=3 "
-        "(credited: whole-word 1, whole-word+word-form 1; failed: negation 1)  both fail=1"
+        "(credited: whole-word 1, whole-word+word-form 1; failed: negation 1)  both fail=1  abstained=0.00 (none)"
     )
     assert len(lines) == 4
 
