@@ -292,7 +292,8 @@ ABSTENTIONS: dict[str, str] = {
     "elsewhere": "the answer names no label but the output names one elsewhere (narration, a prompt the model "
     "invented, a cut-off answer line, a complete answer after an empty one)",
     "statement": 'the answer is a qa5 statement that answers another question ("Jeff gave the milk to Fred" for '
-    '"What did Fred give to Jeff?": giver and receiver swapped)',
+    '"What did Fred give to Jeff?": giver and receiver swapped), or one the `role` rule does not read ("Fred picked '
+    'up the milk there"; added after the held-out rows were frozen, see the card)',
     "quote": "the answer that names a label quotes the context (double quotes, \"Document[3]\")",
     "exclamation": 'the answer that names a label opens with an interjection ("Oh no, ...")',
 }
@@ -660,6 +661,9 @@ _GIVE_QUESTIONS = (  # the question forms of qa5: what they tell (named groups) 
     (re.compile(r"who did (?P<giver>\w+) give (?P<thing>\w+) to"), "receiver"),
     (re.compile(r"what did (?P<giver>\w+) give to (?P<receiver>\w+)"), "thing"),
 )
+_BARE_ANSWER = frozenset({"it", "was", "is", "did", "by", "to", "from", "he", "she", "answer", "response"})
+"""Words a bare qa5 answer may hold besides its label ("It was Mary.", "Answer: Bill"); any other word makes it a
+sentence, which only the `role` rule reads."""
 _AFRAID = re.compile(r"\b(?:afraid of|scared of|frightened of|fears?) (\w+)")
 
 
@@ -734,6 +738,9 @@ def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[s
     in_question = {label for _, label in _mentions(question, labels, rules - {"negation"}, question_words)}
     if "role" in rules and (role := _role(text, question, labels, names)) is not None:
         return (role - in_question if role else None), True
+    if "role" in rules and any(pattern.fullmatch(question) for pattern, _ in _GIVE_QUESTIONS):
+        if set(_WORDS.findall(text)) - set(labels) - _BARE_ANSWER:
+            return None, False  # a sentence that is no give statement ("Fred picked up the milk there")
     mentioned = {label for _, label in _mentions(text, labels, rules, question_words)}
     found = mentioned - in_question
     if not found and mentioned:
