@@ -31,8 +31,9 @@ CHANGED_ON_PURPOSE = {"babilong": ("acc_corrected", "effective_context_corrected
 check, did not, and is compared like every other number."""
 TOLERANCE = 1e-12
 """Absolute: the old sums were `sum(values)` in doc order, the new ones `math.fsum` of sorted values."""
-ADDED_SCORES = ("copy_ppl", "lm_ppl", "pct_A")
-"""Scores added after the reference run (issue 20: perplexity beside the curve, Book-SORT answer bias):
+ADDED_SCORES = ("copy_ppl", "lm_ppl", "pct_A", "corrected_abstained")
+"""Scores added after the reference run (issue 20: perplexity beside the curve, Book-SORT answer bias;
+issue 29: where BABILong's corrected reader abstained):
 the comparison is over what existed, with these and what the readers show of them taken out
 (`without_additions`, `figure_without_additions`)."""
 

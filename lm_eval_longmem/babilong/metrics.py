@@ -773,6 +773,7 @@ def read(output: str, question: str, labels: tuple[str, ...], rules: frozenset[s
     asked = frozenset(label.lower() for label in asked_labels(question, labels))
     names = frozenset(label.lower() for label in labels if label[:1].isupper())
     labels = tuple(sorted({label.lower() for label in labels}))
+    path = all("," in label for label in labels)  # qa19: any path read counts, a label or not ("s" is one step)
     found = Candidates(first_sentence(output)) if "answer" not in rules else find_answer(output)
     if found.abstained:
         return Reading(found.answer, None, found.abstained)
@@ -782,7 +783,9 @@ def read(output: str, question: str, labels: tuple[str, ...], rules: frozenset[s
         labelled, settled = _found(normalize_answer(tail), question, labels, names, rules)
         if labelled == set() and not settled and tail != whole:
             labelled, settled = _found(normalize_answer(whole), question, labels, names, rules)
-        return (None if labelled is None else frozenset(labelled) & asked), settled
+        if labelled is None:
+            return None, settled
+        return (frozenset(labelled) if path else frozenset(labelled) & asked), settled
 
     answer, settled = labels_of(found.answer)
     if answer is None:

@@ -9,6 +9,7 @@ import pytest
 from kit import SHARED_DATA
 
 from lm_eval_longmem.babilong.metrics import (
+    ABSTENTIONS,
     TASK_LABELS,
     WORD_FORMS,
     audit_rows,
@@ -18,6 +19,7 @@ from lm_eval_longmem.babilong.metrics import (
     first_sentence,
     normalize_answer,
     official_correct,
+    read,
     read_predictions,
     score_file,
 )
@@ -242,6 +244,58 @@ def test_answer_reader(qa, target, output, question, acc, acc_corrected):
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), CASES)
 def test_checks(qa, target, output, question, acc, acc_corrected):
     assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
+
+
+# The failure kinds of issue 29, each in the shape the issue gives (written for the issue, not judged
+# rows): (task, target, output, question, acc, acc_corrected, the reader's abstention or "").
+FAILURE_KINDS = [
+    # 1. a complete answer, then a later line that is cut off: the cut-off line names nothing and is passed over
+    ("qa1", "bathroom", "The most recent location of John is the bathroom.\n\nAnswer: The most recent location",
+     "Where is John?", True, True, ""),
+    # 2. the answer on the line after a header, or split by a line break
+    ("qa5", "milk", "A: The answer is:\n\nThe milk", "What did Mary give to Fred?", True, True, ""),
+    ("qa1", "office", "Daniel is in the\n\noffice", "Where is Daniel?", True, True, ""),
+    # 3. option lists the model invents: no answer to read, whatever the format
+    ("qa1", "kitchen", "Options: A. In the kitchen. B. In the hallway. C. ...", Q_MARY, False, False, "options"),
+    ("qa1", "kitchen", "A. In the kitchen.\nB. In the hallway.\nC. In the garden.", Q_MARY, False, False, "options"),
+    ("qa1", "hallway", "* In the kitchen\n* In the hallway", Q_MARY, False, False, "options"),
+    ("qa1", "kitchen", "1. In the kitchen. 2. In the hallway.", Q_MARY, False, False, "options"),
+    # 4. a label from quoted context or from narration, not from the answer given
+    ("qa1", "kitchen", "(Document[3]) Mary went to the kitchen.", Q_MARY, True, True, "quote"),
+    ("qa1", "kitchen", "(Document[3]) ... went to the kitchen", Q_MARY, False, False, "elsewhere"),
+    ("qa1", "kitchen", 'The context says: "Mary went to the kitchen."', Q_MARY, True, True, "quote"),
+    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, False, "elsewhere"),
+    # 5. hedges: not "no" (qa6); "maybe" in qa10, where the honest reading is that the story does not tell
+    ("qa6", "no", "There is no information about Daniel being in the kitchen", "Is Daniel in the kitchen?", True, False, ""),
+    ("qa10", "maybe", "The text does not provide information that Mary is in the park", "Is Mary in the park?",
+     False, True, ""),
+    ("qa10", "no", "The text does not provide information that Mary is in the park", "Is Mary in the park?",
+     True, False, ""),
+    # 6. a cut-off reasoning ("Therefore," and nothing after) or an opening exclamation is not the answer
+    ("qa2", "bathroom", "John went to the bathroom with the milk. Therefore,", "Where is the milk?", True, True, ""),
+    ("qa6", "yes", "Oh no, Mary is in the kitchen.", Q_KITCHEN, False, False, "exclamation"),
+    # 7. qa19: one step and an explanation repeating a direction is one step
+    ("qa19", "s,s", "first go south, since the bathroom is south of", Q_PATH, False, False, ""),
+    # 8. qa15: the answer stated as the deduction, before a cut-off "Therefore,"
+    ("qa15", "cat", "Emily is a mouse and mice are afraid of cats. Therefore,", "What is emily afraid of?", False, True, ""),
+    # 9. qa20: a motive word in the explanation is no second label for a "where" question
+    ("qa20", "kitchen", "He will go to the kitchen to quench his thirst", "Where will John go?", True, True, ""),
+    # and the other abstentions: several labels, two candidates, a qa5 statement of another question
+    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, False, "several"),
+    ("qa4", "kitchen", "Answer: bedroom\n\n- response: The kitchen is south of the hallway.", "What is south of the hallway?",
+     False, False, "conflict"),
+    ("qa5", "football", "Jeff gave the football to Fred.", "What did Fred give to Jeff?", True, True, "statement"),
+    ("qa5", "milk", "Fred picked up the milk there.", "What did Jeff give to Mary?", False, False, "statement"),
+]
+
+
+@pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected", "abstained"), FAILURE_KINDS)
+def test_failure_kinds_are_handled_or_abstained_on(qa, target, output, question, acc, acc_corrected, abstained):
+    verdict = check(qa, target, output, question)
+    assert verdict == (acc, acc_corrected, bool(abstained))
+    assert read(output, question, TASK_LABELS[qa]).abstained == abstained
+    if abstained:
+        assert abstained in ABSTENTIONS and verdict.acc_corrected == verdict.acc
 
 
 def test_table_covers_every_task_and_enough_rows():
