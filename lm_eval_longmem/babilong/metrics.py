@@ -8,16 +8,19 @@ qa8) is correct when exactly its items are left. It finds labels by substring, w
 defects: "none" also contains "one" (qa7's correct "none" scores 0), "not" contains "no" ("It is
 not known." is "no"), a target list written with spaces never matches.
 
-`acc_corrected` (v3) keeps the authors' rule but reads the answer as a careful reader does, by
+`acc_corrected` (v4) keeps the authors' rule but reads the answer as a careful reader does, by
 rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
-(`RULES`): it first finds the answer (`find_answer`: an "Answer:" line, the part before an
-explanation, a conclusion; not narration, not a question), then finds labels as whole words, with
-the forms of `WORD_FORMS` ("mice" for "mouse"), without negated mentions, reads qa19 paths as
-compass steps, a yes/no answer given as a statement by its polarity, the asked part of a give or
-fear statement, and the last clause of an answer naming several labels. `audit_rows` lists every
-answer on which the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a
-model judge: an answer the rules do not read is wrong. The card (task_configs/babilong/README.md)
-shows every rule with a real row and the rate of wrong verdicts on hand-judged real answers.
+(`RULES`), **precision first**: it finds the answer (`find_answer`: an "Answer:" line, the part
+before an explanation, a conclusion; the output cut where the model imitates the prompt), finds
+labels as whole words, with the forms of `WORD_FORMS` ("mice" for "mouse"), without negated
+mentions, reads qa19 paths as compass steps, a yes/no answer given as a statement by its polarity
+and the asked part of a give or fear statement (`read`). Where the reading is not unambiguous
+(`ABSTENTIONS`: option lists, candidate answers that disagree, several labels, a label only
+outside the answer, ...) the reader abstains and `acc_corrected` keeps `acc`'s verdict; `Check`
+says so (`abstained`, the task's `corrected_abstained`). `audit_rows` lists every answer on which
+the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a model judge.
+The card (task_configs/babilong/README.md) shows every rule and abstention with a row, and the
+figures measured on held-out models (`tests/babilong/test_judged.py`).
 """
 
 from __future__ import annotations
@@ -286,18 +289,19 @@ _ALL_RULES = frozenset(RULES)
 
 ABSTENTIONS: dict[str, str] = {
     "options": 'the output lists answer options ("A. kitchen B. hallway", "Options:", a numbered list of different items)',
-    "conflict": "two candidate answers name different labels (an answer line and the text before it, two answer lines, "
-    "the answer and a later conclusion)",
-    "several": "the answer names several labels (for a question with one answer) and no rule picks one",
-    "elsewhere": "the answer names no label but the output names one elsewhere (narration, a prompt the model "
-    "invented, a cut-off answer line, a complete answer after an empty one)",
     "statement": 'the answer is a qa5 statement that answers another question ("Jeff gave the milk to Fred" for '
     '"What did Fred give to Jeff?": giver and receiver swapped), or one the `role` rule does not read ("Fred picked '
     'up the milk there"; added after the held-out rows were frozen, see the card)',
+    "conflict": "two candidate answers name different labels (an answer line and the text before it, two answer lines, "
+    "the answer and a later conclusion)",
+    "several": "the answer names several labels (for a question with one answer) and no rule picks one",
     "quote": "the answer that names a label quotes the context (double quotes, \"Document[3]\")",
     "exclamation": 'the answer that names a label opens with an interjection ("Oh no, ...")',
+    "elsewhere": "the answer names no label but the output names one elsewhere (narration, a prompt the model "
+    "invented, a cut-off answer line, a complete answer after an empty one)",
 }
-"""Why the corrected reader found no answer it can read with confidence, by the names the audit reports.
+"""Why the corrected reader found no answer it can read with confidence, by the names the audit reports,
+in the order `read` tests them.
 
 On such an output `acc_corrected` keeps `acc`'s verdict and the doc counts in `corrected_abstained`.
 """
