@@ -8,6 +8,8 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
 * `acc@LEN`, `acc_corrected@LEN` with intervals: the unweighted mean over the tasks run at that
   length (with the default tasks, the paper's qa1-qa5 headline, Table 2);
 * `acc`, `acc_corrected` with intervals: the unweighted mean over every cell (the headline number);
+* `corrected_abstained` (per cell, per length, overall, with intervals): the share of answers on
+  which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`metrics.ABSTENTIONS`);
 * `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length (tokens) up
   to which the task's accuracy stays at or above 85% (the paper's "satisfactory"), null if not
   even the shortest; see `report.effective_context`.
@@ -94,7 +96,7 @@ class BabilongTask(LongmemTask):
     SCORES = (*CHECKS, ABSTAINED)
 
     def score_specs(self) -> tuple[ScoreSpec, ...]:
-        """The two checks, and retrieval recall under the retrieval condition."""
+        """The two checks and the corrected reader's abstention, and retrieval recall under the retrieval condition."""
         specs = super().score_specs()
         return (*specs, RECALL) if self.options.retrieval != "none" else specs
 
@@ -115,7 +117,7 @@ class BabilongTask(LongmemTask):
         return (cell(doc["qa"], int(doc["length"])),)
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
-        """Both checks on the answer (stripped first)."""
+        """Both checks on the answer (stripped first), and whether the corrected reader abstained."""
         options = self.options
         wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
         labels = labels_for_simulated(doc["qa"], True) if wide else None
