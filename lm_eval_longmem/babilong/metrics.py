@@ -412,8 +412,8 @@ def find_answer(output: str) -> Candidates:
     """The part of `output` that answers the question, and the other candidates (rule `answer`, see `RULES`).
 
     The output is cut where the model starts to imitate the prompt (`<context>`, `<example>`, a
-    "Question:"/"Context:" line). An option list (`_OPTION` lines with two letters, "Options:", a
-    numbered list of different items) is no answer: `options`.
+    "Question:"/"Context:" line). An option list (lettered lines with two letters, "A." and "B)",
+    "Options:"/"Choices:", a bullet or numbered list of different items) is no answer: `options`.
     """
     text = _TAG.split(output, maxsplit=1)[0]
     items = {normalize_answer(item) for item in _LIST_LINE.findall(text)}
