@@ -9,7 +9,8 @@ the paper's full prompt, the bare prompt (no instruction, examples or answer for
 answers) and the full prompt inside the model's chat template.
 
 These outputs are the SmolLM2 rows of `tests/babilong/fixtures/corrected_judged_heldout.csv`
-(the model is one of the held-out models there). About 10 minutes on one CPU core.
+(the model is one of the held-out models there). About 13 minutes of CPU time on one core
+(70 minutes wall on the shared 2-core machine at load average 10).
 
     python benchmarks/babilong_smollm2_predictions.py OUT_DIR [--per-task 8]
 """
