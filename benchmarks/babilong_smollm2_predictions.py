@@ -2,8 +2,9 @@
 
 Writes one CSV per (task, prompt setting) in the authors' format (`target`, `output`, `question`),
 named as their files are (`qa1_0k_instruction_no_examples_no_post_prompt_no.csv`), so
-`lm-eval-longmem babilong audit` reads them. The facts are the first questions of each bAbI test
-file (`--babi-dir`), the context is the question's facts alone (0k), the prompt is the package's
+`lm-eval-longmem babilong audit` reads them. The questions are the last question of each of the
+first `--per-task` stories of each bAbI test file (`--babi-dir`), the context is the question's facts
+alone (0k), the prompt is the package's
 (`prompts.build_prompt`), decoding is greedy with 20 new tokens as in the task. Three settings:
 the paper's full prompt, the bare prompt (no instruction, examples or answer format: the messiest
 answers) and the full prompt inside the model's chat template.
