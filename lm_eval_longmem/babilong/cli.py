@@ -66,7 +66,8 @@ def _score(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"file": str(path), "task": qa, **score._asdict()}))
         else:
-            print(f"{path}: n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}")
+            print(f"{path}: n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}  "
+                  f"abstained={score.abstained:.2f}")
     return 1 if failed else 0
 
 
@@ -116,6 +117,7 @@ def _audit(args: argparse.Namespace) -> int:
                 "file": str(path), "task": qa, **audit.score._asdict(),
                 "disagreements": [{**d._asdict(), "direction": d.direction} for d in audit.disagreements],
                 "by_rule": audit.by_rule, "by_direction": audit.by_direction, "both_fail": len(audit.both_fail),
+                "abstentions": audit.abstentions,
             }))
             continue
         if args.rows:
@@ -123,8 +125,10 @@ def _audit(args: argparse.Namespace) -> int:
                 print(f"row {d.row}: target={d.target!r} answer={d.answer!r} "
                       f"acc={int(d.acc)} acc_corrected={int(d.acc_corrected)} rule={d.rule}")
         score = audit.score
+        abstentions = ", ".join(f"{kind} {count}" for kind, count in audit.abstentions.items()) or "none"
         print(f"{path}: {qa} n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}  "
-              f"disagreeing={len(audit.disagreements)} ({_counts(audit)})  both fail={len(audit.both_fail)}")
+              f"disagreeing={len(audit.disagreements)} ({_counts(audit)})  both fail={len(audit.both_fail)}  "
+              f"abstained={score.abstained:.2f} ({abstentions})")
     if args.sample:
         _print_sample(results, args.sample, args.seed)
     return 1 if failed else 0

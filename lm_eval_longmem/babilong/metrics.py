@@ -8,16 +8,19 @@ qa8) is correct when exactly its items are left. It finds labels by substring, w
 defects: "none" also contains "one" (qa7's correct "none" scores 0), "not" contains "no" ("It is
 not known." is "no"), a target list written with spaces never matches.
 
-`acc_corrected` (v3) keeps the authors' rule but reads the answer as a careful reader does, by
+`acc_corrected` (v4) keeps the authors' rule but reads the answer as a careful reader does, by
 rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
-(`RULES`): it first finds the answer (`find_answer`: an "Answer:" line, the part before an
-explanation, a conclusion; not narration, not a question), then finds labels as whole words, with
-the forms of `WORD_FORMS` ("mice" for "mouse"), without negated mentions, reads qa19 paths as
-compass steps, a yes/no answer given as a statement by its polarity, the asked part of a give or
-fear statement, and the last clause of an answer naming several labels. `audit_rows` lists every
-answer on which the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a
-model judge: an answer the rules do not read is wrong. The card (task_configs/babilong/README.md)
-shows every rule with a real row and the rate of wrong verdicts on hand-judged real answers.
+(`RULES`), **precision first**: it finds the answer (`find_answer`: an "Answer:" line, the part
+before an explanation, a conclusion; the output cut where the model imitates the prompt), finds
+labels as whole words, with the forms of `WORD_FORMS` ("mice" for "mouse"), without negated
+mentions, reads qa19 paths as compass steps, a yes/no answer given as a statement by its polarity
+and the asked part of a give or fear statement (`read`). Where the reading is not unambiguous
+(`ABSTENTIONS`: option lists, candidate answers that disagree, several labels, a label only
+outside the answer, ...) the reader abstains and `acc_corrected` keeps `acc`'s verdict; `Check`
+says so (`abstained`, the task's `corrected_abstained`). `audit_rows` lists every answer on which
+the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a model judge.
+The card (task_configs/babilong/README.md) shows every rule and abstention with a row, and the
+figures measured on held-out models (`tests/babilong/test_judged.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -68,7 +71,9 @@ class Check(NamedTuple):
     acc: bool
     """The authors' check (substring matching)."""
     acc_corrected: bool
-    """The corrected check (`corrected_correct`: the answer found and read by `RULES`)."""
+    """The corrected check (`corrected_correct`): the reader's verdict, or `acc` where it abstained."""
+    abstained: bool = False
+    """The corrected reader found no answer to read with confidence (`ABSTENTIONS`), so `acc_corrected` is `acc`."""
 
 
 class Score(NamedTuple):
@@ -77,6 +82,8 @@ class Score(NamedTuple):
     n: int
     acc: float
     acc_corrected: float
+    abstained: float
+    """Share of answers on which the corrected reader abstained (`corrected_abstained`), in percent."""
 
 
 def task_name(qa: str) -> str:
@@ -180,6 +187,21 @@ WORD_FORMS: dict[str, tuple[str, ...]] = {
         "no way of knowing",
         "no way to determine",
         "not enough information",
+        # the text does not tell (`HEDGE`)
+        "no information",
+        "insufficient information",
+        "no mention",
+        "no indication",
+        "no evidence",
+        "does not provide",
+        "does not mention",
+        "does not say",
+        "does not state",
+        "does not specify",
+        "does not indicate",
+        "not mentioned",
+        "not specified",
+        "not stated",
     ),
 }
 """Other written forms of the answer labels, for the corrected check (rule `word-form`).
@@ -221,15 +243,21 @@ one"), unless the word is in the question ("No Mary is not in the office" for "I
 office?").
 """
 
-RULES: tuple[str, ...] = ("answer", "whole-word", "word-form", "negation", "list", "path", "polarity", "role", "clause")
-"""The corrected check's departures from the authors' check, by the names the audit reports.
+RULES: tuple[str, ...] = ("answer", "whole-word", "word-form", "negation", "list", "path", "polarity", "role")
+"""The corrected reader's departures from the authors' check, by the names the audit reports.
 
-* `answer`: read the answer, not the first sentence (`find_answer`): the text of an "Answer:"
-  line; else the part before an explanation ("Explanation:", a blank line); its first sentence,
-  or a later one that concludes ("Therefore ..."); after the last conclusion marker in it
-  ("..., so Lily is white"); without a lead-in ("Based on the context, ..."), parentheses or
-  markdown emphasis ("_bathroom_", "**office**"). A full stop after an initial ("John M.") does
-  not end a sentence.
+* `answer`: read the answer, not the first sentence (`find_answer`): the first "Answer:" line
+  (also "- response:", "A:"; the last "Final answer:"), the line after it when it is empty or a
+  header ("The answer is:"); else the first sentence of the first paragraph, past header lines
+  ("### Response", "Solution:") and before an explanation ("Explanation:", a blank line). A line
+  that opens a new prompt part ("Question:", "Context:", "Example:") ends the output, as
+  `<context>`/`<example>` do in the authors' check. A paragraph ending in a dangling word ("in
+  the", ":") goes on in the next one. The other candidates (other answer lines, the text before
+  the answer line, concluding sentences: "Therefore ...", "The answer is ...") must not name
+  another label (else: abstain, `conflict`); a candidate naming none (cut off: "Therefore,") is
+  passed over. In a sentence, what follows its last conclusion marker when that names a label
+  ("..., so Lily is white"); parentheses, lead-ins ("Based on the context, ...") and markdown
+  emphasis are dropped.
 * `whole-word`: a label is found only as a whole word, never inside a longer one ("none" is not
   also "one", "not" is not "no", "parking" is not "park").
 * `word-form`: the forms in `WORD_FORMS` count as their label ("mice" is "mouse", "0" is "none",
@@ -238,25 +266,45 @@ RULES: tuple[str, ...] = ("answer", "whole-word", "word-form", "negation", "list
   office", "not gray or green"), and "no" followed by a word is the determiner, not the answer
   "no" ("no idea").
 * `list`: a list target may have spaces after its commas ("football, apple").
-* `path`: a qa19 answer is the sequence of compass steps it names, letters or words, in order,
-  whatever stands between them ("north, west", "n, w", "go north then west" are all "n,w").
+* `path`: a qa19 answer is the sequence of compass steps it names, letters or words, in order, up
+  to an explanation ("since", "because", ...): "north, west", "n, w", "go north then west" are
+  all "n,w"; "first go south, since the bathroom is south of" is "s".
 * `polarity`: a yes/no question (qa6, qa9, qa10, qa17, qa18) answered by a statement instead of
   "yes"/"no" gets the statement's polarity: about the asked place ("Mary is not in the kitchen"
   is "no", "Mary is in the kitchen" is "yes", "Mary is in the garden" is "no", "either in the park
   or the school" is "maybe"), position ("the triangle is below the red square" for "above" is
-  "no") or size ("the suitcase does not fit inside the box" is "no").
+  "no") or size ("the suitcase does not fit inside the box" is "no"). A hedge ("there is no
+  information about ...", `HEDGE`) has no polarity; in qa10 it is "maybe".
 * `role`: where the question asks for one part of a statement, that part is the answer: the giver,
   receiver or object of "X gave the Y to Z" (qa5: "Mary gave the apple to Fred" answers "Who gave
-  the apple?" with Mary), and what "... afraid of Y" names (qa15: "Gertrude is a sheep, and sheep
-  are afraid of cats" is "cat").
-* `clause`: an answer that still names several labels is read from its last clause naming one,
-  unless that clause is about another person or object ("Mary went to the kitchen, then she went
-  to the office" is "office").
+  the apple?" with Mary; a statement that answers another question answers nothing), and what
+  "... afraid of Y" names (qa15: "Gertrude is a sheep, and sheep are afraid of cats" is "cat").
 
-Before any rule, both the answer and the question are normalised (`normalize_answer`); the audit
-calls a verdict that none of the rules changes `normalize`.
+Before any rule, both the answer and the question are normalised (`normalize_answer`), and the
+labels are those of the asked kind (`asked_labels`: qa5 "who" asks for a person, "what" for an
+object; qa20 "where" for a place, "why" for a motive); the audit calls a verdict that none of the
+rules changes `normalize`.
 """
 _ALL_RULES = frozenset(RULES)
+
+ABSTENTIONS: dict[str, str] = {
+    "options": 'the output lists answer options ("A. kitchen B. hallway", "Options:", a numbered list of different items)',
+    "statement": 'the answer is a qa5 statement that answers another question ("Jeff gave the milk to Fred" for '
+    '"What did Fred give to Jeff?": giver and receiver swapped), or one the `role` rule does not read ("Fred picked '
+    'up the milk there"; added after the held-out rows were frozen, see the card)',
+    "conflict": "two candidate answers name different labels (an answer line and the text before it, two answer lines, "
+    "the answer and a later conclusion)",
+    "several": "the answer names several labels (for a question with one answer) and no rule picks one",
+    "quote": "the answer that names a label quotes the context (double quotes, \"Document[3]\")",
+    "exclamation": 'the answer that names a label opens with an interjection ("Oh no, ...")',
+    "elsewhere": "the answer names no label but the output names one elsewhere (narration, a prompt the model "
+    "invented, a cut-off answer line, a complete answer after an empty one)",
+}
+"""Why the corrected reader found no answer it can read with confidence, by the names the audit reports,
+in the order `read` tests them.
+
+On such an output `acc_corrected` keeps `acc`'s verdict and the doc counts in `corrected_abstained`.
+"""
 
 
 _NORMALIZE = tuple(
@@ -294,80 +342,120 @@ _HAS_WORD = re.compile(r"\w")
 _WORDS = re.compile(r"\w+")
 _TAG = re.compile(r"<context>|<example>", re.IGNORECASE)
 _EMPHASIS = re.compile(r"[*`]+|(?<!\w)_+|_+(?!\w)|^[ \t]*#+[ \t]*", re.MULTILINE)
-_ANSWER_LINE = re.compile(r"^[ \t]*(final[ \t]+)?answer[ \t]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
-_EXPLANATION = re.compile(r"\b(?:explanation|reasoning|rationale|justification)[ \t]*:", re.IGNORECASE)
+_BULLET = r"[ \t]*(?:[-*\[(][ \t]*)?"
+_PROMPT_LINE = re.compile(rf"^{_BULLET}(?:question|context|example|story|instruction|q)[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_ANSWER_LINE = re.compile(rf"^{_BULLET}(final[ \t]+)?(?:answer|response|a)[ \t]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+_HEADER = re.compile(r"^\W*(?:(?:answer|response|solution|output|result|reply)\W*\d*\W*|.*:\s*)$", re.IGNORECASE)
+_OPTION = re.compile(r"^[ \t]*\(?([A-E])[.):][ \t]+\S", re.MULTILINE)
+_OPTIONS_HEADER = re.compile(r"\b(?:options|choices)[ \t]*:", re.IGNORECASE)
+_LIST_LINE = re.compile(r"^[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]*([^:\n]*\w[^:\n]*)$", re.MULTILINE)
+_EXPLANATION = re.compile(r"\b(?:explanation|reasoning|rationale|justification|support)[ \t]*:", re.IGNORECASE)
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
+_DANGLING = re.compile(r"(?:\b(?:the|a|an|in|at|to|of|on|into|from|is|are|was|were|and|or|by)|:)[ \t]*$", re.IGNORECASE)
 _LIST_START = re.compile(r"^\s*1[.)\]]\s")
 _LIST_ITEM = re.compile(r"(?:^|\s)\d+[.)\]](?:\s|$)")
 _SENTENCE_END = re.compile(r"(?<![a-z] [A-Z])([.!?])(?=\s|$)")
-_CONCLUDES = re.compile(r"\b(?:therefore|thus|hence|in conclusion|(?:the|my|final) answer is)\b", re.IGNORECASE)
+_CONCLUDES = re.compile(r"^\W*so\b|\b(?:therefore|thus|hence|in conclusion|(?:the|my|final) answer is)\b", re.IGNORECASE)
 _CONCLUSION_MARKER = re.compile(
     r"\b(?:therefore|thus|hence|in conclusion|which means|this means)\b(?: that)?|,\s*so\b|\b(?:the|my|final) answer is\b:?",
     re.IGNORECASE,
 )
 _LEAD_IN = re.compile(r"^\s*(?:based on|according to|given|from)\b[^,:]*[,:]", re.IGNORECASE)
 _PARENTHESES = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
+_QUOTE = re.compile(r"[\"\u201c\u201d]|\bdocument\b", re.IGNORECASE)
+_INTERJECTION = re.compile(r"^\W*(?:oh|ah|aha|wow|whoa|well|hmm+|um+|uh+|alas|oops)\b", re.IGNORECASE)
 
 
-def find_answer(output: str, names_label: Callable[[str, bool], bool] = lambda sentence, first: True) -> str:
-    """The part of `output` that answers the question, in its own case (rule `answer`).
+class Candidates(NamedTuple):
+    """Where `find_answer` found the answer in an output."""
 
-    The text of an "Answer:" line (the last "Final answer:" line if there is one; the next line
-    when the line is empty). Else the paragraphs before an explanation ("Explanation:",
-    "Reasoning:"; paragraphs are split at blank lines), or only the last one when the first opens
-    with a lead-in ("Based on the context, ...": reasoning first, answer last). A numbered list of
-    different items ("1. garden 2. kitchen") is several answers, so no answer; a list of one item
-    (or of one item repeated) is that item. Of the sentences, the first that is not a question and `names_label` (narration such as
-    "Daniel asked." is not an answer; `names_label(sentence, first)` is told whether the sentence
-    opens the answer), or a later one of its paragraph that concludes ("Therefore,
-    ...", "The answer is ..."); in it, what follows the last conclusion marker ("..., so Lily is
-    white"), without a lead-in, parentheses and markdown emphasis. A full stop after an initial
-    ("John M.") or before a closing quote does not end a sentence, nor does a line break. A model
-    imitating the prompt (`<context>`, `<example>`) is cut off, as in the authors' check.
+    answer: str
+    """The part read as the answer, in its own case ("" when the output gives none)."""
+    others: tuple[str, ...] = ()
+    """Other parts that could be the answer: they must not name another label."""
+    abstained: str = ""
+    """A key of `ABSTENTIONS` when the output's form already rules out a confident reading."""
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of `text` that have a word and are not questions; a line break does not end one."""
+    pieces = _SENTENCE_END.split(text)  # sentence, its end mark, sentence, ...
+    return [s.strip() for s, end in zip(pieces[::2], [*pieces[1::2], ""]) if _HAS_WORD.search(s) and end != "?"]
+
+
+def _paragraphs(text: str) -> list[str]:
+    """The paragraphs of `text` with a word, header lines dropped, one ending in a dangling word joined to the next."""
+    out: list[str] = []
+    for paragraph in _PARAGRAPH.split(text):
+        lines = paragraph.strip().splitlines()
+        while lines and _HEADER.match(lines[0]) and len(lines[0]) < 60:
+            lines.pop(0)  # "### Response", "Solution:", "The answer is:"
+        paragraph = " ".join(line.strip() for line in lines)
+        if not _HAS_WORD.search(paragraph):
+            continue
+        if out and _DANGLING.search(out[-1]):
+            out[-1] = f"{out[-1]} {paragraph}"
+        else:
+            out.append(paragraph)
+    return out
+
+
+def _line_answer(text: str, content: str, end: int) -> list[str]:
+    """An answer line's sentences; when it is empty or a header ("The answer is:"), with the paragraph after it."""
+    if not _HAS_WORD.search(content) or _HEADER.match(content) or _DANGLING.search(content):
+        rest = _paragraphs(text[end:])
+        content = f"{content} {rest[0]}".strip() if rest else content
+    return _sentences(content) or [content]
+
+
+def find_answer(output: str) -> Candidates:
+    """The part of `output` that answers the question, and the other candidates (rule `answer`, see `RULES`).
+
+    The output is cut where the model starts to imitate the prompt (`<context>`, `<example>`, a
+    "Question:"/"Context:" line). An option list (lettered lines with two letters, "A." and "B)",
+    "Options:"/"Choices:", a bullet or numbered list of different items) is no answer: `options`.
     """
-    text = _EMPHASIS.sub("", _TAG.split(output, maxsplit=1)[0])
-    answer_lines = [(m[1], m[2], m.end()) for m in _ANSWER_LINE.finditer(text)]
-    if answer_lines:
-        finals = [line for line in answer_lines if line[0]]
-        _, rest, end = finals[-1] if finals else answer_lines[0]
-        if not _HAS_WORD.search(rest):
-            rest = next((line for line in text[end:].splitlines() if _HAS_WORD.search(line)), "")
-        paragraphs = [rest]
-    else:
-        head = _EXPLANATION.split(text, maxsplit=1)[0]
-        if not _HAS_WORD.search(head):
-            head = text
-        paragraphs = [p for p in _PARAGRAPH.split(head) if _HAS_WORD.search(p)]
-        if len(paragraphs) > 1 and _LEAD_IN.match(paragraphs[0]):
-            paragraphs = paragraphs[-1:]
-    if paragraphs and _LIST_START.match(paragraphs[0]):
-        items = {normalize_answer(item) for item in _LIST_ITEM.split(" ".join(paragraphs)) if _HAS_WORD.search(item)}
+    text = _TAG.split(output, maxsplit=1)[0]
+    items = {normalize_answer(item) for item in _LIST_LINE.findall(text)}
+    text = _EMPHASIS.sub("", text)
+    if len(set(_OPTION.findall(text))) > 1 or _OPTIONS_HEADER.search(text) or len(items) > 1:
+        return Candidates("", abstained="options")
+    prompt = _PROMPT_LINE.search(text)
+    if prompt:
+        text = text[: prompt.start()]
+    lines = list(_ANSWER_LINE.finditer(text))
+    if lines:
+        finals = [line for line in lines if line[1]]
+        chosen = finals[-1] if finals else lines[0]
+        answer, *more = _line_answer(text, chosen[2], chosen.end())
+        others = [s for s in more if _CONCLUDES.search(s)]
+        others += [s for line in lines if line is not chosen for s in _line_answer(text, line[2], line.end())]
+        others += _sentences(text[: lines[0].start()])
+        return Candidates(answer, tuple(others))
+    paragraphs = _paragraphs(_EXPLANATION.split(text, maxsplit=1)[0])
+    if not paragraphs:
+        return Candidates("")
+    if _LIST_START.match(paragraphs[0]):
+        items = {normalize_answer(item) for item in _LIST_ITEM.split(paragraphs[0]) if _HAS_WORD.search(item)}
         if len(items) > 1:
-            return ""  # several different answers
+            return Candidates("", abstained="options")
         paragraphs[0] = _LIST_START.sub("", paragraphs[0])
-    chosen = None
-    for paragraph in paragraphs:
-        pieces = _SENTENCE_END.split(paragraph)  # sentence, its end mark, sentence, ...
-        sentences = [s for s, end in zip(pieces[::2], [*pieces[1::2], ""]) if _HAS_WORD.search(s) and end != "?"]
-        labelled = [s for s in sentences if names_label(s, chosen is None and s is sentences[0])]
-        if chosen is None and sentences:
-            chosen = sentences[0]
-        if labelled:
-            chosen = labelled[0]
-            for later in sentences[sentences.index(chosen) + 1 :]:
-                if _CONCLUDES.search(later):
-                    chosen = later
-            break
-    if chosen is None:
-        return ""
-    tail = _CONCLUSION_MARKER.split(chosen)[-1]
-    if _HAS_WORD.search(tail):
-        chosen = tail
-    chosen = _PARENTHESES.sub(" ", chosen)
-    without_lead_in = _LEAD_IN.sub("", chosen)
-    if _HAS_WORD.search(without_lead_in):
-        chosen = without_lead_in
-    return chosen.strip()
+    sentences = _sentences(paragraphs[0])
+    if not sentences:
+        return Candidates("")
+    later = [s for paragraph in paragraphs[1:] for s in _sentences(paragraph)]
+    return Candidates(sentences[0], tuple(s for s in sentences[1:] + later if _CONCLUDES.search(s)))
+
+
+def _trimmed(sentence: str) -> tuple[str, str]:
+    """(the sentence after its last conclusion marker, the whole sentence), without parentheses or lead-in."""
+
+    def clean(text: str) -> str:
+        text = _PARENTHESES.sub(" ", text)
+        without = _LEAD_IN.sub("", text)
+        return (without if _HAS_WORD.search(without) else text).strip()
+
+    return clean(_CONCLUSION_MARKER.split(sentence)[-1]), clean(sentence)
 
 
 # ---------------------------------------------------------------- finding labels
@@ -436,8 +524,13 @@ def _mentions(text: str, labels: tuple[str, ...], rules: frozenset[str], questio
     return found
 
 
+_PATH_END = re.compile(r"\b(?:since|because|as|which|where|given|so)\b")
+"""Where a qa19 path ends and its explanation starts ("go south, since the bathroom is south of ...")."""
+
+
 def _path(text: str) -> set[str]:
-    """The qa19 path `text` names: its compass steps in order (rule `path`)."""
+    """The qa19 path `text` names: its compass steps in order, up to an explanation (rule `path`)."""
+    text = _PATH_END.split(text, maxsplit=1)[0]
     path = ",".join(COMPASS[word] for word in _WORDS.findall(text) if word in COMPASS)
     return {path} if path else set()
 
@@ -476,8 +569,24 @@ _POSITION_STATEMENT = re.compile(rf"({_SHAPE})\b(.*?)\b({_POSITION}) ({_SHAPE})"
 _OPPOSITE_POSITION = {normalize_answer(k): normalize_answer(v) for k, v in words.OPPOSITE_POSITION.items()}
 
 
+HEDGE = re.compile(
+    r"\bno (?:information|mention|indication|evidence)\b|\b(?:not enough|insufficient) information\b"
+    r"|\bdoes not (?:provide|mention|say|state|specify|indicate|tell|give|contain)\b"
+    r"|\bnot (?:mentioned|specified|stated|provided|given|indicated)\b"
+)
+"""A statement that the text does not tell ("There is no information about Daniel being in the kitchen").
+
+It has no polarity (it is not "no"); in qa10 its phrases are forms of "maybe" (`WORD_FORMS`).
+"""
+
+
 def _polarity(text: str, question: str) -> str | None:
-    """"yes", "no" or "maybe" as the statement `text` answers the yes/no `question` (both normalised), or None."""
+    """"yes", "no" or "maybe" as the statement `text` answers the yes/no `question` (both normalised), or None.
+
+    None for a hedge (`HEDGE`): "no information about Daniel being in the kitchen" is not "no".
+    """
+    if HEDGE.search(text):
+        return None
     if m := _IS_IN_QUESTION.fullmatch(question):
         return _place_polarity(text, m[1], normalize_answer(m[2]))
     if m := _POSITION_QUESTION.fullmatch(question):
@@ -556,6 +665,9 @@ _GIVE_QUESTIONS = (  # the question forms of qa5: what they tell (named groups) 
     (re.compile(r"who did (?P<giver>\w+) give (?P<thing>\w+) to"), "receiver"),
     (re.compile(r"what did (?P<giver>\w+) give to (?P<receiver>\w+)"), "thing"),
 )
+_BARE_ANSWER = frozenset({"it", "was", "is", "did", "by", "to", "from", "he", "she", "answer", "response"})
+"""Words a bare qa5 answer may hold besides its label ("It was Mary.", "Answer: Bill"); any other word makes it a
+sentence, which only the `role` rule reads."""
 _AFRAID = re.compile(r"\b(?:afraid of|scared of|frightened of|fears?) (\w+)")
 
 
@@ -564,7 +676,7 @@ def _role(text: str, question: str, labels: tuple[str, ...], names: frozenset[st
 
     A give statement answers a qa5 question only when it agrees with what the question tells
     ("What did Fred give to Mary?" is not answered by "Mary gave the milk to Bill"): one that
-    disagrees gives no label; a receiver followed by another name ("to Fred, Mary") is no statement.
+    disagrees gives the empty set (the reader abstains: `statement`); a receiver followed by another name ("to Fred, Mary") is no statement.
     """
     if re.fullmatch(r"what is \w+ afraid of", question):
         fears = [m for m in _AFRAID.finditer(text) if m[1] in labels and not _negated(text, m.start(), labels)]
@@ -588,139 +700,154 @@ def _role(text: str, question: str, labels: tuple[str, ...], names: frozenset[st
     return set() if parsed else None
 
 
-# ---------------------------------------------------------------- rule `clause`: the last clause naming a label
+# ---------------------------------------------------------------- the corrected reader
 
 _LIST_QUESTION = re.compile(r"what is \w+ carrying")
-"""qa8's question: its answer may name several labels, so the clause rule leaves it alone."""
-_OTHER_ENTITIES = _PERSON_WORDS | {*words.OBJECTS, *words.WIDE_OBJECTS}
-_SUBJECT = re.compile(r"\b(?:is|was|will|did|does)\s+(\w+)")
+"""qa8's question: its answer may name several labels."""
 
 
-@cache
-def _clause_break(labels: tuple[str, ...]) -> re.Pattern[str]:
-    """Where a clause ends: a comma, "but", "so", "then", ... and "and" unless a place or label follows
+def asked_labels(question: str, labels: tuple[str, ...]) -> tuple[str, ...]:
+    """The labels of the kind the normalised `question` asks for.
 
-    ("north of kitchen and garden" is one clause naming two labels; "got it in kitchen and took it
-    to bedroom" is two).
+    qa5 mixes people and objects: "who ..." asks for a person (a label written with a capital),
+    "what ..." for an object. qa20 mixes places and motives: "why ..." asks for a motive, any
+    other question ("where will ... go") for a place, so "to quench his thirst" after the place
+    adds no label.
     """
-    joined = "|".join(re.escape(label) for label in (*labels, "in", "at", "to", "on", "into", "inside", "from"))
-    return re.compile(rf",|;|\b(?:but|so|because|since|while|whereas|then)\b|\band\b(?! (?:{joined})\b)")
+    names = {label for label in labels if label[:1].isupper()}
+    if names and len(names) < len(labels):
+        if question.startswith("who "):
+            return tuple(sorted(names))
+        if question.startswith("what "):
+            return tuple(sorted(set(labels) - names))
+    motives = set(labels) & words.MOTIVES.keys()
+    if motives and len(motives) < len(labels):
+        return tuple(sorted(motives if question.startswith("why ") else set(labels) - motives))
+    return labels
 
 
-def _last_clause(text: str, question: str, labels: tuple[str, ...], rules: frozenset[str], question_words: frozenset[str]) -> set[str] | None:
-    """The labels of the last clause of `text` that names one and is not about someone else, or None."""
-    subject = _SUBJECT.search(question)
-    subject = subject[1] if subject else ""
-    chosen = None
-    for clause in _clause_break(labels).split(text):
-        named = {label for _, label in _mentions(clause, labels, rules, question_words)}
-        if not named:
-            continue
-        others = set(_WORDS.findall(clause)) & _OTHER_ENTITIES - {subject, *labels}
-        if others and subject not in clause.split():
-            continue
-        chosen = named
-    return chosen
-
-
-# ---------------------------------------------------------------- the corrected check
-
-def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]) -> set[str]:
-    """The labels the normalised answer `text` gives for the normalised `question`, under `rules`.
+def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]) -> tuple[set[str] | None, bool]:
+    """(the labels the normalised answer `text` gives for the normalised `question`, whether a rule settled it).
 
     Labels the question names do not count (the authors' rule): "Where was the apple before the
-    kitchen?" makes "kitchen" no answer.
+    kitchen?" makes "kitchen" no answer. "Settled": a statement rule (`role`, `polarity`) read
+    the answer. None: a qa5 statement that answers another question (`role`; the reader abstains).
     """
     question_words = frozenset(_WORDS.findall(question))
     if "word-form" in rules:
         text = _apply_forms(text, labels)
         question = _apply_forms(question, labels)
     if "path" in rules and all("," in label for label in labels):
-        return _path(text) - _path(question)
+        return _path(text) - _path(question), False
     in_question = {label for _, label in _mentions(question, labels, rules - {"negation"}, question_words)}
     if "role" in rules and (role := _role(text, question, labels, names)) is not None:
-        return role - in_question
-    found = {label for _, label in _mentions(text, labels, rules, question_words)} - in_question
-    yes_no = {"yes", "no"} <= set(labels)
-    if "polarity" in rules and yes_no and not found & {"yes", "no", "maybe"}:
+        return (role - in_question if role else None), True
+    if "role" in rules and any(pattern.fullmatch(question) for pattern, _ in _GIVE_QUESTIONS):
+        if set(_WORDS.findall(text)) - set(labels) - _BARE_ANSWER:
+            return None, False  # a sentence that is no give statement ("Fred picked up the milk there")
+    mentioned = {label for _, label in _mentions(text, labels, rules, question_words)}
+    found = mentioned - in_question
+    if not found and mentioned:
+        return found, True  # names only what the question names: an answer, and a wrong one
+    if "polarity" in rules and {"yes", "no"} <= set(labels) and not found & {"yes", "no", "maybe"}:
         polarity = _polarity(text, question)
         if polarity in labels:
-            return {polarity}
-    if "clause" in rules and not yes_no and len(found) > 1 and not _LIST_QUESTION.fullmatch(question):
-        found = (_last_clause(text, question, labels, rules, question_words) or found) - in_question
-    return found
+            return {polarity}, True
+    return found, False
+
+
+class Reading(NamedTuple):
+    """What the corrected reader made of one output."""
+
+    answer: str
+    """The part of the output read as the answer, in its own case."""
+    labels: frozenset[str] | None
+    """The answer's labels (empty: it names none, a wrong answer); None when the reader abstained."""
+    abstained: str = ""
+    """Why the reader abstained: a key of `ABSTENTIONS`, or ""."""
 
 
 @lru_cache(maxsize=1 << 16)
-def _corrected(target: str, output: str, question: str, labels: tuple[str, ...], rules: frozenset[str]) -> bool:
-    """The corrected check with only `rules` (a subset of `RULES`) on; all of them is `acc_corrected`.
+def read(output: str, question: str, labels: tuple[str, ...], rules: frozenset[str] = _ALL_RULES) -> Reading:
+    """The corrected reader with only `rules` (a subset of `RULES`) on: the labels `output` answers, or an abstention.
 
     Cached: prediction files repeat the same answer to the same question many times.
     """
-    label_tuple = tuple(sorted({label.lower() for label in labels}))
-    names = frozenset(label.lower() for label in labels if label[:1].isupper())
     question = normalize_answer(question).strip(" ,")
-    if "answer" in rules:
-        answer = find_answer(output, _names_label(question, label_tuple, rules))
-    else:
-        answer = first_sentence(output)
-    found = _found(normalize_answer(answer), question, label_tuple, names, rules)
+    asked = frozenset(label.lower() for label in asked_labels(question, labels))
+    names = frozenset(label.lower() for label in labels if label[:1].isupper())
+    labels = tuple(sorted({label.lower() for label in labels}))
+    path = all("," in label for label in labels)  # qa19: any path read counts, a label or not ("s" is one step)
+    found = Candidates(first_sentence(output)) if "answer" not in rules else find_answer(output)
+    if found.abstained:
+        return Reading(found.answer, None, found.abstained)
+
+    def labels_of(candidate: str) -> tuple[frozenset[str] | None, bool]:
+        tail, whole = _trimmed(candidate) if "answer" in rules else (candidate, candidate)
+        labelled, settled = _found(normalize_answer(tail), question, labels, names, rules)
+        if labelled == set() and not settled and tail != whole:
+            labelled, settled = _found(normalize_answer(whole), question, labels, names, rules)
+        if labelled is None:
+            return None, settled
+        return (frozenset(labelled) if path else frozenset(labelled) & asked), settled
+
+    answer, settled = labels_of(found.answer)
+    if answer is None:
+        return Reading(found.answer, None, "statement")
+    readings = {reading for reading, _ in map(labels_of, found.others) if reading}
+    if answer:
+        readings.add(answer)
+    if len(readings) > 1:
+        return Reading(found.answer, None, "conflict")
+    answer = next(iter(readings), answer)
+    if len(answer) > 1 and not _LIST_QUESTION.fullmatch(question):
+        return Reading(found.answer, None, "several")
+    if answer and "answer" in rules and _QUOTE.search(found.answer):
+        return Reading(found.answer, None, "quote")
+    if answer and "answer" in rules and _INTERJECTION.match(found.answer):
+        return Reading(found.answer, None, "exclamation")
+    if not answer and not settled and _named_anywhere(normalize_answer(output), question, tuple(sorted(asked)), rules):
+        return Reading(found.answer, None, "elsewhere")
+    return Reading(found.answer, answer)
+
+
+def _named_anywhere(text: str, question: str, labels: tuple[str, ...], rules: frozenset[str]) -> bool:
+    """Whether the normalised `text` names a label (or a form, or a compass step) the question does not name."""
+    if all("," in label for label in labels):
+        return bool(set(_WORDS.findall(text)) & COMPASS.keys())
+    question_words = frozenset(_WORDS.findall(question))
+    in_question = {label for _, label in _mentions(_apply_forms(question, labels), labels, rules - {"negation"}, question_words)}
+    return bool({label for _, label in _mentions(_apply_forms(text, labels), labels, rules, question_words)} - in_question)
+
+
+def _verdict(target: str, answer: frozenset[str], labels: Iterable[str], rules: frozenset[str]) -> bool:
+    """Whether the labels read are exactly the target (a list target as a set)."""
     target = target.lower()
     if "list" in rules:
         target = re.sub(r"\s*,\s*", ",", target.strip())
-    if "," in target and target not in label_tuple:
-        return found == set(target.split(","))
-    return found == {target}
+    if "," in target and target not in {label.lower() for label in labels}:
+        return answer == set(target.split(","))
+    return answer == {target}
 
 
-_REFUSAL = re.compile(r"\b(?:i|we) (?:do not|did not|cannot) (?:know|tell|say)\b|\bno idea\b|\bnot sure\b")
-"""A sentence saying the speaker does not know: it is the answer, and what follows is not read."""
-_ABOUT = frozenset({"he", "she", "it", "they"})
-
-
-@lru_cache(maxsize=1 << 12)
-def _names_label(question: str, labels: tuple[str, ...], rules: frozenset[str]) -> Callable[[str, bool], bool]:
-    """Whether a sentence answers: names a label the question does not, or says the speaker does not know.
-
-    Past the answer's first sentence, a sentence must also be about the question's subject (name
-    it, or speak of "he", "she", "it", "they", or open with "in"/"at"): "Daniel asked. She is in
-    the garden." answers "Where is Sandra?", "I thought so. I am going to the garden." does not.
-    For yes/no questions the first sentence answers: a statement answers them without naming a label.
-    """
-    if {"yes", "no"} <= set(labels):
-        return lambda sentence, first: True
-    words_rules = rules - {"negation"}
-    question_words = frozenset(_WORDS.findall(question))
-    subject = _SUBJECT.search(question)
-    about = _ABOUT | ({subject[1]} if subject else set())
-    asked = {label for _, label in _mentions(_apply_forms(question, labels), labels, words_rules, question_words)}
-    path = all("," in label for label in labels)
-
-    def names_label(sentence: str, first: bool) -> bool:
-        text = normalize_answer(sentence)
-        if _REFUSAL.search(text):
-            return True
-        if not first and not (about & set(_WORDS.findall(text)) or text.lstrip(" ,").startswith(("in ", "at "))):
-            return False
-        if path:
-            return bool(set(_WORDS.findall(text)) & COMPASS.keys())
-        if "word-form" in rules:
-            text = _apply_forms(text, labels)
-        return any(label not in asked for _, label in _mentions(text, labels, words_rules, question_words))
-
-    return names_label
+def _corrected(target: str, output: str, question: str, labels: tuple[str, ...], rules: frozenset[str]) -> bool:
+    """The corrected verdict with only `rules` on: the reader's where it reads an answer, else `acc`'s."""
+    reading = read(output, question, labels, rules)
+    if reading.labels is None:
+        return official_correct(target, output, question, labels)
+    return _verdict(target, reading.labels, labels, rules)
 
 
 def corrected_correct(target: str, output: str, question: str, labels: Iterable[str]) -> bool:
-    """The authors' check made sound on the closed answer sets of the bAbI tasks (see `RULES`).
+    """`acc_corrected`: the corrected reader's verdict where it reads an answer with confidence, else the authors'.
 
     The answer is found in the output (`find_answer`) and it and the question are normalised
     (`normalize_answer`); forms in `WORD_FORMS` become their labels; labels are found as whole
     words, a negated mention does not count, a qa19 answer is read as its sequence of compass
     steps, a yes/no question answered by a statement gets its polarity, a question about one part
-    of a statement gets that part, and an answer naming several labels is read from its last
-    clause. Then the authors' rule: labels also in the question are dropped, and the target must
-    be exactly what remains (a list target as a set, a path in order).
+    of a statement gets that part. Then the authors' rule: labels also in the question are
+    dropped, and the target must be exactly what remains (a list target as a set, a path in
+    order). Where the reader abstains (`ABSTENTIONS`) the verdict is `official_correct`'s.
     """
     return _corrected(target, output, question, tuple(labels), _ALL_RULES)
 
@@ -748,10 +875,10 @@ def deciding_rule(target: str, output: str, question: str, labels: Iterable[str]
 def check(qa: str, target: str, output: str, question: str, labels: tuple[str, ...] | None = None) -> Check:
     """Both verdicts on one answer of task `qa` (`labels`: the task's label set, widened for simulated facts)."""
     labels = labels or labels_for(qa)
-    return Check(
-        acc=official_correct(target, output, question, labels),
-        acc_corrected=corrected_correct(target, output, question, labels),
-    )
+    acc = official_correct(target, output, question, labels)
+    reading = read(output, question, labels)
+    corrected = acc if reading.labels is None else _verdict(target, reading.labels, labels, _ALL_RULES)
+    return Check(acc=acc, acc_corrected=corrected, abstained=reading.labels is None)
 
 
 def score_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Score:
@@ -768,6 +895,7 @@ def _score(checks: list[Check]) -> Score:
         n=n,
         acc=100.0 * sum(c.acc for c in checks) / n,
         acc_corrected=100.0 * sum(c.acc_corrected for c in checks) / n,
+        abstained=100.0 * sum(c.abstained for c in checks) / n,
     )
 
 
@@ -883,8 +1011,7 @@ def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path)
 
 def corrected_answer(output: str, question: str, labels: Iterable[str]) -> str:
     """The part of `output` that `acc_corrected` reads as the answer (`find_answer`), in its own case."""
-    label_tuple = tuple(sorted({label.lower() for label in labels}))
-    return find_answer(output, _names_label(normalize_answer(question).strip(" ,"), label_tuple, _ALL_RULES))
+    return read(output, question, tuple(labels)).answer
 
 
 CREDITED, FAILED = "credited", "failed"
@@ -924,19 +1051,25 @@ class Audit(NamedTuple):
     """Number of disagreements per direction (`CREDITED`, `FAILED`) and deciding rule."""
     both_fail: list[int]
     """Positions of the answers both checks fail (for a reader to judge a sample of them)."""
+    abstentions: dict[str, int]
+    """Number of answers on which the corrected reader abstained, per kind (`ABSTENTIONS`), most frequent first."""
 
 
 def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
     """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
     labels = labels_for(qa)
-    verdicts, disagreements, both_fail = [], [], []
+    verdicts, disagreements, both_fail, abstentions = [], [], [], Counter()
     for index, row in enumerate(rows):
         verdict = check(qa, row["target"], row["output"], row["question"])
         verdicts.append(verdict)
+        if verdict.abstained:
+            abstentions[read(row["output"], row["question"], labels).abstained] += 1
         if verdict.acc != verdict.acc_corrected:
             rule = deciding_rule(row["target"], row["output"], row["question"], labels)
             answer = corrected_answer(row["output"], row["question"], labels)
-            disagreements.append(Disagreement(index, row["target"], row["output"], answer, *verdict, rule, row["question"]))
+            disagreements.append(Disagreement(
+                index, row["target"], row["output"], answer, verdict.acc, verdict.acc_corrected, rule, row["question"]
+            ))
         elif not verdict.acc:
             both_fail.append(index)
     by_rule = Counter(d.rule for d in disagreements)
@@ -944,7 +1077,9 @@ def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
         direction: dict(Counter(d.rule for d in disagreements if d.direction == direction).most_common())
         for direction in (CREDITED, FAILED)
     }
-    return Audit(_score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail)
+    return Audit(
+        _score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail, dict(abstentions.most_common())
+    )
 
 
 def audit_file(path: str | Path, qa: str) -> Audit:

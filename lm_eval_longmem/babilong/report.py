@@ -26,6 +26,8 @@ from lm_eval_longmem.common.results import facts, skip_reasons, task_metrics
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval
 
 Metric = Literal["acc", "acc_corrected"]
+ABSTAINED = "corrected_abstained"
+"""Share of answers the corrected reader did not read with confidence (`acc_corrected` kept `acc` there)."""
 DEFAULT_THRESHOLD = 0.85
 """The paper's "satisfactory" accuracy (section 3.1)."""
 EFFECTIVE = {"acc": "effective_context", "acc_corrected": "effective_context_corrected"}
@@ -42,6 +44,8 @@ class Cell(NamedTuple):
     """Docs evaluated (0 when read back from a results file, which holds the intervals instead)."""
     acc: Interval
     acc_corrected: Interval
+    corrected_abstained: Interval | None = None
+    """Share of the cell's answers on which `acc_corrected` kept `acc`'s verdict (None: not recorded)."""
 
 
 def ordered(cells: Iterable[Cell]) -> list[Cell]:
@@ -49,7 +53,7 @@ def ordered(cells: Iterable[Cell]) -> list[Cell]:
     return sorted(cells, key=lambda c: (int(c.qa[2:]), c.length))
 
 
-def mean_interval(cells: Sequence[Cell], metric: Metric) -> Interval:
+def mean_interval(cells: Sequence[Cell], metric: Metric | Literal["corrected_abstained"]) -> Interval:
     """Unweighted mean of the cells' accuracies with its 95% interval (`stats.mean_of_proportions_interval`)."""
     return mean_of_proportions_interval([(round(getattr(c, metric).estimate * c.n), c.n) for c in cells])
 
@@ -86,7 +90,8 @@ def read_cells(results: dict[str, Any]) -> list[Cell]:
         return []
     metrics = task_metrics(results, task)
     return ordered(
-        Cell(qa, length, 0, _interval(metrics, "acc", qa, length), _interval(metrics, "acc_corrected", qa, length))
+        Cell(qa, length, 0, _interval(metrics, "acc", qa, length), _interval(metrics, "acc_corrected", qa, length),
+             _interval(metrics, ABSTAINED, qa, length))
         for qa, length in _task_cells(metrics)
     )
 
@@ -175,6 +180,12 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
         f"overall (mean of all {len(cells)} task x length cells): "
         f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
     )
+    abstained = _interval(task_metrics(results, task), ABSTAINED)
+    if metric == "acc_corrected" and not math.isnan(abstained.estimate):
+        lines.append(
+            f"the corrected reader abstained (kept acc's verdict) on {100 * abstained.estimate:.1f}% of answers "
+            f"[{100 * abstained.low:.1f}, {100 * abstained.high:.1f}]"
+        )
     lines.append("")
     lines.append(f"effective context ({metric} >= {100 * threshold:g}% at this and every shorter length):")
     stored = read_effective_context(results, metric) if threshold == DEFAULT_THRESHOLD else {}

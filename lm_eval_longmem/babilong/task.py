@@ -8,6 +8,8 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
 * `acc@LEN`, `acc_corrected@LEN` with intervals: the unweighted mean over the tasks run at that
   length (with the default tasks, the paper's qa1-qa5 headline, Table 2);
 * `acc`, `acc_corrected` with intervals: the unweighted mean over every cell (the headline number);
+* `corrected_abstained` (per cell, per length, overall, with intervals): the share of answers on
+  which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`metrics.ABSTENTIONS`);
 * `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length (tokens) up
   to which the task's accuracy stays at or above 85% (the paper's "satisfactory"), null if not
   even the shortest; see `report.effective_context`.
@@ -42,6 +44,9 @@ from lm_eval_longmem.common.stats import mean_of_proportions_interval, proportio
 from lm_eval_longmem.common.task import LongmemTask, Summary
 
 CHECKS = ("acc", "acc_corrected")
+ABSTAINED = ScoreSpec("corrected_abstained", higher_is_better=None)
+"""1 when the corrected reader found no answer to read with confidence (`metrics.ABSTENTIONS`), so
+`acc_corrected` kept `acc`'s verdict: the share of `acc_corrected` that rests on the authors' check."""
 RECALL = ScoreSpec("retrieval_recall")
 """1 when every supporting fact is among the retrieved pieces (binary, Wilson intervals); retrieval condition only."""
 
@@ -55,7 +60,7 @@ def recall_mean(length: int, bound: int) -> Callable[[Sequence[Any]], float | No
 
     def fn(items: Sequence[Sequence[Any]]) -> float | None:
         counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for qa, item_length, _acc, _corrected, recall in items:
+        for qa, item_length, _acc, _corrected, recall, *_ in items:
             if int(item_length) == length and recall is not None:
                 counts[qa][0] += round(recall)
                 counts[qa][1] += 1
@@ -67,7 +72,10 @@ def recall_mean(length: int, bound: int) -> Callable[[Sequence[Any]], float | No
 
 
 def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
-    """`report.Cell`s (accuracy with Wilson interval per check) from the docs' [qa, length, acc, acc_corrected] items."""
+    """`report.Cell`s (Wilson intervals) from the docs' [qa, length, acc, acc_corrected, recall, abstained] items.
+
+    The last two may be missing (items of older callers): the cell then has no abstention share.
+    """
     grouped: dict[tuple[str, int], list[Sequence[Any]]] = defaultdict(list)
     for qa, length, *scores in items:
         grouped[qa, int(length)].append(scores)
@@ -75,7 +83,8 @@ def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
     for (qa, length), rows in grouped.items():
         n = len(rows)
         acc, corrected = (proportion_interval(round(math.fsum(r[k] for r in rows)), n) for k in (0, 1))
-        cells.append(report.Cell(qa, length, n, acc, corrected))
+        abstained = proportion_interval(round(math.fsum(r[3] for r in rows)), n) if all(len(r) > 3 for r in rows) else None
+        cells.append(report.Cell(qa, length, n, acc, corrected, abstained))
     return report.ordered(cells)
 
 
@@ -84,10 +93,10 @@ class BabilongTask(LongmemTask):
 
     OPTIONS = BabilongOptions
     PREFIX = PREFIX
-    SCORES = CHECKS
+    SCORES = (*CHECKS, ABSTAINED)
 
     def score_specs(self) -> tuple[ScoreSpec, ...]:
-        """The two checks, and retrieval recall under the retrieval condition."""
+        """The two checks and the corrected reader's abstention, and retrieval recall under the retrieval condition."""
         specs = super().score_specs()
         return (*specs, RECALL) if self.options.retrieval != "none" else specs
 
@@ -108,18 +117,18 @@ class BabilongTask(LongmemTask):
         return (cell(doc["qa"], int(doc["length"])),)
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
-        """Both checks on the answer (stripped first)."""
+        """Both checks on the answer (stripped first), and whether the corrected reader abstained."""
         options = self.options
         wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
         labels = labels_for_simulated(doc["qa"], True) if wide else None
         verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
-        scores = {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected)}
+        scores = {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected), ABSTAINED.name: float(verdict.abstained)}
         if options.retrieval != "none":
             scores[RECALL.name] = doc["retrieval_recall"]  # None when the doc's facts are unknown
         return scores
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"], scores.get(RECALL.name)]
+        return [doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"], scores.get(RECALL.name), scores[ABSTAINED.name]]
 
     def summaries(self) -> dict[str, Summary]:
         """Means over cells (all, and per length) with intervals, and effective context per task."""
@@ -150,11 +159,14 @@ class BabilongTask(LongmemTask):
             return fn
 
         out: dict[str, Summary] = {}
-        for check_name in CHECKS:
+        for check_name in (*CHECKS, ABSTAINED.name):
+            better = ABSTAINED.higher_is_better if check_name == ABSTAINED.name else True
             for length in (None, *lengths):
                 on = () if length is None else (length,)
                 for bound, suffix in enumerate(("", "_ci_low", "_ci_high")):
-                    out[metric_names.name(check_name, *on, stat=suffix)] = (mean_of(check_name, bound, length), True)
+                    out[metric_names.name(check_name, *on, stat=suffix)] = (mean_of(check_name, bound, length), better)
+            if check_name == ABSTAINED.name:
+                continue
             label = "effective_context" if check_name == "acc" else "effective_context_corrected"
             out.update({metric_names.name(label, qa): (effective(check_name, qa), True) for qa in tasks})
         if self.options.retrieval != "none":

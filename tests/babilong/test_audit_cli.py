@@ -39,7 +39,7 @@ def test_audit_lists_each_disagreement_with_rows(predictions, capsys):
     ]
     assert lines[3] == (
         f"{predictions}: qa7 n=5  acc=40.00  acc_corrected=60.00  disagreeing=3 "
-        "(credited: whole-word 1, whole-word+word-form 1; failed: negation 1)  both fail=1"
+        "(credited: whole-word 1, whole-word+word-form 1; failed: negation 1)  both fail=1  abstained=0.00 (none)"
     )
     assert len(lines) == 4
 
@@ -83,8 +83,22 @@ def test_audit_of_a_file_where_the_checks_agree(tmp_path, capsys):
     path.write_text("target,output,question\noffice,The most recent location of Mary is office.,Where is Mary?\n")
     main(["babilong", "audit", str(path), "--task", "qa1"])
     assert capsys.readouterr().out == (
-        f"{path}: qa1 n=1  acc=100.00  acc_corrected=100.00  disagreeing=0 (none)  both fail=0\n"
+        f"{path}: qa1 n=1  acc=100.00  acc_corrected=100.00  disagreeing=0 (none)  both fail=0  abstained=0.00 (none)\n"
     )
+
+
+def test_audit_and_score_show_where_the_corrected_reader_abstained(tmp_path, capsys):
+    path = tmp_path / "qa1.csv"
+    path.write_text(
+        "target,output,question\n"
+        "office,office,Where is Mary?\n"
+        '"kitchen","A. kitchen\nB. hallway",Where is Mary?\n'
+    )
+    main(["babilong", "audit", str(path), "--task", "qa1", "--json"])
+    audit = json.loads(capsys.readouterr().out)
+    assert audit["abstained"] == 50.0 and audit["abstentions"] == {"options": 1}
+    main(["babilong", "score", str(path), "--task", "qa1"])
+    assert capsys.readouterr().out.endswith("abstained=50.00\n")
 
 
 # ---------------------------------------------------------------- issue 21, defect 4: the content names the task
@@ -125,4 +139,4 @@ def test_questions_of_another_task_are_refused(tmp_path, capsys):
 
 def test_the_right_task_scores(renamed_qa5, capsys):
     main(["babilong", "score", str(renamed_qa5), "--task", "qa5"])
-    assert capsys.readouterr().out == f"{renamed_qa5}: n=3  acc=100.00  acc_corrected=100.00\n"
+    assert capsys.readouterr().out == f"{renamed_qa5}: n=3  acc=100.00  acc_corrected=100.00  abstained=0.00\n"

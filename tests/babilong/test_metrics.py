@@ -9,6 +9,7 @@ import pytest
 from kit import SHARED_DATA
 
 from lm_eval_longmem.babilong.metrics import (
+    ABSTENTIONS,
     TASK_LABELS,
     WORD_FORMS,
     audit_rows,
@@ -18,6 +19,7 @@ from lm_eval_longmem.babilong.metrics import (
     first_sentence,
     normalize_answer,
     official_correct,
+    read,
     read_predictions,
     score_file,
 )
@@ -210,9 +212,9 @@ READER_CASES = [
     ("qa16", "white", "Lily is a swan, and swans are white, so Lily is white.", "What color is Lily?", True, True),
     ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", False, True),
     ("qa5", "Fred", "Mary gave the apple to Fred.", "Who received the apple?", False, True),
-    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who gave the apple to Mary?", True, False),
+    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who gave the apple to Mary?", True, True),
     ("qa5", "milk", "Mary gave the milk to Bill.", "What did Fred give to Mary?", False, False),
-    ("qa5", "Fred", "Jeff handed the apple to Fred.", "Who gave the apple to Jeff?", True, False),
+    ("qa5", "Fred", "Jeff handed the apple to Fred.", "Who gave the apple to Jeff?", True, True),
     ("qa5", "Fred", "Bill gave the apple to Fred, Mary, and then kept it.", "Who did Bill give the apple to?", False, False),
     # negation scoped to the words it governs
     ("qa16", "green", "Lions are not gray or green.", "What color is Greg?", False, False),
@@ -226,22 +228,74 @@ READER_CASES = [
     ("qa1", "office", "1. In the office.", Q_MARY, False, True),
     ("qa1", "office", "1. In the office. 2. In the kitchen.", Q_MARY, False, False),
     ("qa1", "garden", "Where is the garden?  Where is the bathroom?", Q_MARY, False, False),
-    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, True),
+    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, False),
     ("qa1", "garden", "I thought so.\n\nI am going to the garden.", Q_MARY, False, False),
     ("qa1", "office", "The most recent location of John M. is office.", "Where is John?", False, True),
-    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, True),
+    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, False),
     ("qa2", "bedroom", "Based on the context, Daniel got the milk in the bedroom. Therefore the milk stayed.\n\nThe milk is in the bedroom.", "Where is the milk?", True, True),
 ]
 
 
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), READER_CASES)
 def test_answer_reader(qa, target, output, question, acc, acc_corrected):
-    assert check(qa, target, output, question) == (acc, acc_corrected)
+    assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
 
 
 @pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), CASES)
 def test_checks(qa, target, output, question, acc, acc_corrected):
-    assert check(qa, target, output, question) == (acc, acc_corrected)
+    assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
+
+
+# The failure kinds of issue 29, each in the shape the issue gives (written for the issue, not judged
+# rows): (task, target, output, question, acc, acc_corrected, the reader's abstention or "").
+FAILURE_KINDS = [
+    # 1. a complete answer, then a later line that is cut off: the cut-off line names nothing and is passed over
+    ("qa1", "bathroom", "The most recent location of John is the bathroom.\n\nAnswer: The most recent location",
+     "Where is John?", True, True, ""),
+    # 2. the answer on the line after a header, or split by a line break
+    ("qa5", "milk", "A: The answer is:\n\nThe milk", "What did Mary give to Fred?", True, True, ""),
+    ("qa1", "office", "Daniel is in the\n\noffice", "Where is Daniel?", True, True, ""),
+    # 3. option lists the model invents: no answer to read, whatever the format
+    ("qa1", "kitchen", "Options: A. In the kitchen. B. In the hallway. C. ...", Q_MARY, False, False, "options"),
+    ("qa1", "kitchen", "A. In the kitchen.\nB. In the hallway.\nC. In the garden.", Q_MARY, False, False, "options"),
+    ("qa1", "hallway", "* In the kitchen\n* In the hallway", Q_MARY, False, False, "options"),
+    ("qa1", "kitchen", "1. In the kitchen. 2. In the hallway.", Q_MARY, False, False, "options"),
+    # 4. a label from quoted context or from narration, not from the answer given
+    ("qa1", "kitchen", "(Document[3]) Mary went to the kitchen.", Q_MARY, True, True, "quote"),
+    ("qa1", "kitchen", "(Document[3]) ... went to the kitchen", Q_MARY, False, False, "elsewhere"),
+    ("qa1", "kitchen", 'The context says: "Mary went to the kitchen."', Q_MARY, True, True, "quote"),
+    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, False, "elsewhere"),
+    # 5. hedges: not "no" (qa6); "maybe" in qa10, where the honest reading is that the story does not tell
+    ("qa6", "no", "There is no information about Daniel being in the kitchen", "Is Daniel in the kitchen?", True, False, ""),
+    ("qa10", "maybe", "The text does not provide information that Mary is in the park", "Is Mary in the park?",
+     False, True, ""),
+    ("qa10", "no", "The text does not provide information that Mary is in the park", "Is Mary in the park?",
+     True, False, ""),
+    # 6. a cut-off reasoning ("Therefore," and nothing after) or an opening exclamation is not the answer
+    ("qa2", "bathroom", "John went to the bathroom with the milk. Therefore,", "Where is the milk?", True, True, ""),
+    ("qa6", "yes", "Oh no, Mary is in the kitchen.", Q_KITCHEN, False, False, "exclamation"),
+    # 7. qa19: one step and an explanation repeating a direction is one step
+    ("qa19", "s,s", "first go south, since the bathroom is south of", Q_PATH, False, False, ""),
+    # 8. qa15: the answer stated as the deduction, before a cut-off "Therefore,"
+    ("qa15", "cat", "Emily is a mouse and mice are afraid of cats. Therefore,", "What is emily afraid of?", False, True, ""),
+    # 9. qa20: a motive word in the explanation is no second label for a "where" question
+    ("qa20", "kitchen", "He will go to the kitchen to quench his thirst", "Where will John go?", True, True, ""),
+    # and the other abstentions: several labels, two candidates, a qa5 statement of another question
+    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, False, "several"),
+    ("qa4", "kitchen", "Answer: bedroom\n\n- response: The kitchen is south of the hallway.", "What is south of the hallway?",
+     False, False, "conflict"),
+    ("qa5", "football", "Jeff gave the football to Fred.", "What did Fred give to Jeff?", True, True, "statement"),
+    ("qa5", "milk", "Fred picked up the milk there.", "What did Jeff give to Mary?", False, False, "statement"),
+]
+
+
+@pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected", "abstained"), FAILURE_KINDS)
+def test_failure_kinds_are_handled_or_abstained_on(qa, target, output, question, acc, acc_corrected, abstained):
+    verdict = check(qa, target, output, question)
+    assert verdict == (acc, acc_corrected, bool(abstained))
+    assert read(output, question, TASK_LABELS[qa]).abstained == abstained
+    if abstained:
+        assert abstained in ABSTENTIONS and verdict.acc_corrected == verdict.acc
 
 
 def test_table_covers_every_task_and_enough_rows():
@@ -273,12 +327,11 @@ def test_documented_limits(qa, target, output, question):
         ("qa8", "football, apple", "apple, football", Q_CARRY, "list"),
         ("qa19", "n,w", "north, west", Q_PATH, "path"),
         ("qa7", "none", "zero", Q_COUNT, "whole-word+word-form"),
-        ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form|negation"),
+        ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form"),
         ("qa19", "n,w", "n-w", Q_PATH, "normalize"),
         ("qa6", "no", "Mary is in the garden.", Q_KITCHEN, "polarity"),
         ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", "role"),
         ("qa1", "office", "1. In the office.", Q_MARY, "answer"),
-        ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", "clause"),
     ],
 )
 def test_deciding_rule(qa, target, output, question, rule):
@@ -303,9 +356,11 @@ def test_audit_lists_disagreements_with_their_rule():
         {"target": "one", "output": "No one knows", "question": Q_COUNT},
         {"target": "one", "output": "one", "question": Q_COUNT},
         {"target": "none", "output": "zero. Or one", "question": Q_COUNT},
+        {"target": "one", "output": "A. one\nB. two", "question": Q_COUNT},
     ]
     audit = audit_rows(rows, "qa7")
-    assert audit.score == (4, 50.0, 75.0)
+    assert audit.score == (5, 40.0, 60.0, 20.0)
+    assert audit.abstentions == {"options": 1}
     assert [(d.row, d.answer, d.acc, d.acc_corrected, d.rule) for d in audit.disagreements] == [
         (0, "None", False, True, "whole-word"),
         (1, "No one knows", True, False, "negation"),

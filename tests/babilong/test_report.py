@@ -85,6 +85,19 @@ def test_task_summaries_from_doc_items():
     assert cells[0].acc.estimate == 0.5 and cells[0].acc_corrected.estimate == 1.0
 
 
+def test_abstention_share_per_cell_and_in_the_report():
+    items = [["qa1", 0, 1.0, 1.0, None, 1.0], ["qa1", 0, 0.0, 1.0, None, 0.0], ["qa2", 0, 1.0, 1.0, None, 0.0]]
+    cells = cells_from_items(items)
+    assert [c.corrected_abstained.estimate for c in cells] == [0.5, 0.0]
+    assert mean_interval(cells, "corrected_abstained").estimate == pytest.approx(0.25)
+    results = _results()
+    results["results"]["babilong"] |= {"corrected_abstained,none": 0.125, "corrected_abstained_ci_low,none": 0.1,
+                                       "corrected_abstained_ci_high,none": 0.15}
+    line = "the corrected reader abstained (kept acc's verdict) on 12.5% of answers [10.0, 15.0]"
+    assert line in format_report(results, metric="acc_corrected")
+    assert line not in format_report(results) and "abstained" not in format_report(_results(), metric="acc_corrected")
+
+
 def test_mean_interval_does_not_collapse_with_two_docs():
     # defect 9: every qa1-qa5 cell 0 of 2 right printed the interval [0.0, 0.0]
     zero = Interval(0.0, 0.0, 0.0)

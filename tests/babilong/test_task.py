@@ -51,7 +51,7 @@ def tiny_results(tiny_llama_dir, books) -> dict:
 def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     metrics = tiny_results["results"]["babilong"]
     assert list(tiny_results["results"]) == ["babilong"]  # one task, no per-length groups
-    for check in ("acc", "acc_corrected"):
+    for check in ("acc", "acc_corrected", "corrected_abstained"):
         cells = [metrics[f"{check}@{qa}_0,none"] for qa in ("qa1", "qa2")]  # "0k": 0 tokens of haystack
         assert metrics[f"{check}@0,none"] == pytest.approx(sum(cells) / 2)
         assert metrics[f"{check},none"] == pytest.approx(sum(cells) / 2)  # only 0k ran
@@ -73,7 +73,10 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     assert prompt.startswith("S" * 150)
     assert prompt.endswith(build_prompt(doc["qa"], doc["input"], doc["question"]))
     assert sample["arguments"][0][1]["max_gen_toks"] == 20 and sample["arguments"][0][1]["do_sample"] is False
-    assert sample["metrics"] == ["acc", "acc_corrected", "cells", "summary"]  # its own scores and cell, nothing per run cell
+    assert sample["metrics"] == ["acc", "acc_corrected", "corrected_abstained", "cells", "summary"]  # its own scores and cell
+    assert sample["corrected_abstained"] in (0.0, 1.0)
+    if sample["corrected_abstained"]:
+        assert sample["acc_corrected"] == sample["acc"]  # abstained: the authors' verdict stands
     assert sample["acc"] in (0.0, 1.0) and sample["cells"] == [f"{doc['qa']}_{doc['length']}"]
 
 
