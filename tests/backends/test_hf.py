@@ -6,7 +6,7 @@ import logging
 
 import pytest
 import torch
-from kit import build_tiny_llama
+from kit import RecordingBar, build_tiny_llama
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import CachingLM
 
@@ -100,6 +100,31 @@ def test_auto_batch_size_on_an_accelerator_tries_sizes_from_the_cap_down(tiny_ll
     lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
     assert batches[0] == 5, "the probe starts at the memory cap, not at max_batch_size"
     assert sum(batches[1:]) == len(pairs)
+
+
+def test_the_harness_own_auto_probe_stays_within_memory(tiny_llama_dir, monkeypatch, make_lm):
+    """`loglikelihood`/`multiple_choice`/`generate_until` on auto: the harness's probe, capped by `stock_batch_size` (R14)."""
+    lm = make_lm(tiny_llama_dir, batch_size="auto", max_batch_size=64)
+    forwards = []
+    lm.model.register_forward_pre_hook(lambda module, args: forwards.append(args[0].shape) if args else None)
+    requests = [("k", [1] * 300, [5] * 12)]
+    assert lm._detect_batch_size(requests) == 64 and forwards == []  # ample memory, and on CPU no trial forward
+    shape = cost.ModelShape.from_config(lm.model.config, dtype="float32")
+    one = cost.hf_peak(shape, "loglikelihood", 311).total - shape.weights_bytes
+    monkeypatch.setattr(hf, "available_bytes", lambda device: int(5.5 * one / hf.AUTO_MEMORY_SHARE))
+    assert lm._detect_batch_size(requests) == 5 and forwards == []
+    monkeypatch.setattr(hf, "available_bytes", lambda device: one // 2)
+    with pytest.raises(UsageError, match=r"full-logits probe\): one sequence of 311 positions.*--batch_size 1"):
+        lm._detect_batch_size(requests)
+
+
+def test_progress_counts_input_positions(tiny_lm, pairs, monkeypatch):
+    monkeypatch.setattr(hf, "tqdm", RecordingBar)
+    run(tiny_lm, pairs, batch_size=2)
+    bar = RecordingBar.made[-1]
+    positions = sum(len(ctx) + len(cont) - 1 for ctx, cont in pairs)
+    assert (bar.total, bar.unit, bar.unit_scale, sum(bar.steps)) == (positions, "tok", True, positions)
+    assert bar.steps[0] == 120 + 25 - 1, "the longest request runs first, alone in its width"
 
 
 def test_largest_batch():
