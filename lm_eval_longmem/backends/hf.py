@@ -381,13 +381,21 @@ def batch_size_cap(self: HFLM, positions: int, extra_bytes: Callable[[int], int]
 
 
 def accuracy_extra_bytes(self: HFLM, rows: int, chunked: bool) -> int:
-    """Estimated memory `score_batch` needs over `rows` positions beyond the weights on the device: body
-    activations and one LM-head chunk, and the full logits when the model runs without the chunked head."""
+    """Estimated memory `score_batch` needs over `rows` positions beyond the weights on the device.
+
+    The larger of the body's activations and what comes after the body has freed them: its output
+    hidden states, one LM-head chunk and, when the model runs without the chunked head, the full
+    logits (`cost.hf_peak` for the same estimate from a config).
+    """
+    weights = body_forward_bytes(self, 0, self.device)
     body = body_forward_bytes(self, rows, self.device)
-    vocab = self.model.config.get_text_config().vocab_size
+    config = self.model.config.get_text_config()
+    itemsize = torch.finfo(self.model.dtype).bits // 8
     softmax_itemsize = torch.finfo(self.softmax_dtype or torch.float32).bits // 8
-    full_logits = 0 if chunked else rows * vocab * torch.finfo(self.model.dtype).bits // 8
-    return body - body_forward_bytes(self, 0, self.device) + cost.head_chunk_bytes(body, vocab, softmax_itemsize) + full_logits
+    after = rows * int(config.hidden_size) * itemsize + cost.head_chunk_bytes(body, config.vocab_size, softmax_itemsize)
+    if not chunked:
+        after += rows * config.vocab_size * itemsize
+    return max(body - weights, after)
 
 
 def stock_batch_size(self: HFLM, positions: int) -> tuple[int, bool]:

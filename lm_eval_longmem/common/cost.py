@@ -30,14 +30,18 @@ The terms, for one sequence of n positions:
   elements: a gated MLP holds three intermediate-size tensors at its peak (activated gate, up
   projection, their product), attention and the residual stream about four hidden-size ones.
   Attention kernels that skip the mask keep no n x n matrix; "eager" attention also holds the scores
-  and their softmax, 2 x heads x n^2 elements, for the layer that runs (`eager_scores_bytes`).
+  and their softmax, 2 x heads x n^2 elements, and the n x n mask (`eager_scores_bytes`). Checked
+  on CPU (SmolLM2's widths, 4 layers, sdpa, fp32): live tensors peak about 20% below this estimate
+  and the process's resident memory 15-30% above it (allocator and kernel buffers), growing
+  linearly with n as estimated (`tests/common/test_cost.py`).
 * **LM-head chunk** (`head_chunk_rows`): our `loglikelihood_accuracy` on HF applies the head to the
   scored positions in chunks whose logits and log-probabilities (2 x vocab elements per position,
   in the softmax dtype, fp32 by default) take at most `HEAD_MEMORY_SHARE` of what the body forward
   needs (weights plus activations); `backends/hf.py` sizes its chunks with these functions.
-* **Peak on the HF path** (`hf_peak`): weights + activations + what the request type adds: the
-  head chunk (ours), full-vocabulary logits and their `log_softmax` at every position (the
-  harness's stock `loglikelihood`, which `multiple_choice` uses), or the KV cache (generation).
+* **Peak on the HF path** (`hf_peak`): weights plus the larger of the body's activations and what
+  the request type makes after the body has run (its output hidden states with the head chunk,
+  ours, or with full-vocabulary logits and their `log_softmax` at every position, the harness's
+  stock `loglikelihood`, which `multiple_choice` uses); generation adds the KV cache.
 * **GPU time** (`gpu_seconds`): FLOPs / (the card's peak dense FLOP/s at the dtype x utilisation);
   the peaks are the vendors' datasheet figures (`GPUS`). Utilisation is a stated assumption, not a
   measurement: long prefills on H100-class cards typically reach 30-50% of peak.
@@ -215,8 +219,9 @@ def activation_bytes(rows: int, hidden: int, intermediate: int, itemsize: int) -
 
 
 def eager_scores_bytes(shape: ModelShape, width: int, batch: int = 1) -> int:
-    """The attention scores and their softmax that eager attention holds for one layer (0 for causal kernels)."""
-    return 2 * batch * shape.heads * width * width * shape.itemsize if shape.attention == EAGER else 0
+    """What eager attention holds for one layer (0 for causal kernels): scores and their softmax for
+    every head, and the additive causal mask."""
+    return (2 * shape.heads + 1) * batch * width * width * shape.itemsize if shape.attention == EAGER else 0
 
 
 def head_chunk_rows(body_bytes: int, vocab: int, softmax_itemsize: int) -> int:
@@ -230,19 +235,18 @@ def head_chunk_bytes(body_bytes: int, vocab: int, softmax_itemsize: int) -> int:
 
 
 class Peak(NamedTuple):
-    """Estimated peak memory of one HF forward, by part (bytes)."""
+    """Estimated peak memory of one HF forward (bytes), and the parts it is made of."""
 
     weights: int
     activations: int
-    """Body activations (and eager attention's scores)."""
+    """Largest body activations (and eager attention's scores)."""
     kv_cache: int
     """The KV cache `generate` holds (0 for scoring, which runs without a cache)."""
     logits: int
     """The LM-head chunk (ours) or full-vocabulary logits and log-probabilities (stock `loglikelihood`)."""
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.activations + self.kv_cache + self.logits
+    total: int
+    """Weights plus whichever is larger: the body's activations, or its output hidden states with the
+    logits (they are made after the body's activations are freed); generation adds the KV cache."""
 
 
 def hf_peak(shape: ModelShape, output_type: str, positions: int, *, batch: int = 1, new_tokens: int = 0, softmax_itemsize: int = 4) -> Peak:
@@ -251,15 +255,22 @@ def hf_peak(shape: ModelShape, output_type: str, positions: int, *, batch: int =
     `output_type` is the task's: `loglikelihood_accuracy` (ours: head chunks), `loglikelihood` or
     `multiple_choice` (the harness's stock path: `[positions, vocab]` logits in the model's dtype
     and their `log_softmax`), `generate_until` (prefill, then a KV cache that grows by `new_tokens`).
+    The logits come after the body has run and freed its activations, so the two do not add up:
+    measured on CPU (SmolLM2's widths, 4 layers, 1k-16k tokens), scoring with our head chunks peaks
+    exactly where the bare body does.
     """
-    body = shape.activation_bytes(batch * positions) + eager_scores_bytes(shape, positions, batch)
+    rows = batch * positions
+    body = shape.activation_bytes(rows) + eager_scores_bytes(shape, positions, batch)
+    hidden_out = rows * shape.hidden * shape.itemsize
     if output_type == "loglikelihood_accuracy":
         logits = head_chunk_bytes(shape.weights_bytes + body, shape.vocab, softmax_itemsize)
-        return Peak(shape.weights_bytes, body, 0, logits)
+        return Peak(shape.weights_bytes, body, 0, logits, shape.weights_bytes + max(body, hidden_out + logits))
     if output_type in ("loglikelihood", "multiple_choice"):
-        return Peak(shape.weights_bytes, body, 0, 2 * batch * positions * shape.vocab * shape.itemsize)
+        logits = 2 * rows * shape.vocab * shape.itemsize
+        return Peak(shape.weights_bytes, body, 0, logits, shape.weights_bytes + max(body, hidden_out + logits))
     if output_type == "generate_until":
-        return Peak(shape.weights_bytes, body, kv_cache_bytes(shape, batch * (positions + new_tokens)), 0)
+        kv = kv_cache_bytes(shape, batch * (positions + new_tokens))
+        return Peak(shape.weights_bytes, body, kv, 0, shape.weights_bytes + body + kv)
     raise ValueError(f"unknown output type {output_type!r}")
 
 
