@@ -330,7 +330,7 @@ def vllm_settings(shape: ModelShape, tokens: int, gpu: Gpu, prompt_logprobs: boo
 
     `max_model_len` is the longest sequence plus the one token vLLM always generates. Each engine step
     runs up to `max_num_batched_tokens` positions (chunked prefill); with prompt log-probabilities
-    (our `loglikelihood_accuracy`) every one of them gets fp32 logits and log-probabilities over the
+    (our `loglikelihood_accuracy`, the harness's `loglikelihood`) every one of them gets fp32 logits and log-probabilities over the
     vocabulary, so the step is chosen to keep those within `VLLM_LOGITS_SHARE` of the card (a
     multiple of 256, at least 256, at most `max_model_len`). `gpu_memory_utilization` covers
     weights, one sequence's KV cache and one step's activations and logits, plus 2 percentage
