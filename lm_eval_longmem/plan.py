@@ -215,7 +215,7 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
             if book in BOOKSORT_HUB_BOOKS and not (book == BOOKSORT_SHORT_BOOK and excerpt >= BOOKSORT_SHORT_LIMIT)
             for _ in range(BOOKSORT_TEST_EXCERPTS * bins)
         ]
-        ratio, estimated = WORD_TOKENS, True
+        ratio = WORD_TOKENS
         notes.append(f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word")
         if options.data != "hub":
             notes.append(f"{task.name}: {options.data} is assumed to have memari/booksort's layout")
@@ -225,8 +225,13 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         chosen = select(source.rows, options)
         trials = [(int(row["excerpt_length"]), int(row["segment_length"])) for row in chosen]
         sample = " ".join(source.excerpt(max(chosen, key=lambda row: int(row["excerpt_length"]))).split()[:5000])
-        ratio, estimated = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split())), True
+        ratio = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split()))
         notes.append(f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text")
+    if not trials:
+        raise UsageError(
+            f"no Book-SORT trial of memari/booksort matches booksort_books={list(options.books or ())}: its books are "
+            f"{', '.join(BOOKSORT_HUB_BOOKS)}"
+        )
     rows = []
     answer = task.max_gen_toks if task.output_type == "generate_until" else 1  # generated tokens, or the label
     for excerpt in sorted({e for e, _ in trials}):
@@ -237,7 +242,7 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         skipped = len(every) - len(tokens)
         note = f"{skipped:,} trials of about {max(every):,} tokens exceed the {window.tokens:,}-token window: skipped" if skipped else ""
         if not tokens:
-            rows.append(Row(task.name, task.output_type, f"LE{excerpt}", max(every), 0, 0, 0, 0, 0, 0, 0, 0, skipped=skipped, estimated=estimated, note=note))
+            rows.append(Row(task.name, task.output_type, f"LE{excerpt}", max(every), 0, 0, 0, 0, 0, 0, 0, 0, skipped=skipped, estimated=True, note=note))
             continue
         docs, generating = len(tokens), task.output_type == "generate_until"
         mean = round(sum(tokens) / docs)
@@ -246,7 +251,7 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
                 task.name, task.output_type, f"LE{excerpt}", max(tokens), docs, docs * (1 if generating else 2), docs,
                 sum(tokens) * (1 if generating else 2), max(tokens), forward_positions=mean - answer if generating else mean - 1,
                 head_positions=1 if generating else mean - 1, new_tokens=task.max_gen_toks if generating else 0,
-                data_tokens=sum(every), skipped=skipped, estimated=estimated, note=note,
+                data_tokens=sum(every), skipped=skipped, estimated=True, note=note,
             )
         )  # fmt: skip
     return rows, notes
@@ -431,12 +436,11 @@ def plan_lines(plan: Plan) -> list[str]:
     if plan.gpu is not None:
         gpu = plan.gpu
         peak = gpu.fp32_tflops if plan.shape.itemsize >= 4 else gpu.half_tflops
-        lines.append(
-            f"gpu: {gpu.name}, {peak:g} TFLOP/s dense {'fp32' if plan.shape.itemsize >= 4 else 'bf16/fp16'}, {gpu.memory_gib:g} GiB "
-            f"({gpu.source}); times at {plan.utilisation:.0%} of peak; a sequence fits when its HF peak is within "
-            f"{cost.HF_GPU_MEMORY_SHARE:.0%} of the memory"
-        )
-    header = ["task", "cell", "docs", "requests", "input tok", "longest", "prefill", "KV/seq", "logits", "HF peak", "data"]
+        lines += [
+            f"gpu: {gpu.name}, {peak:g} TFLOP/s dense {'fp32' if plan.shape.itemsize >= 4 else 'bf16/fp16'}, {gpu.memory_gib:g} GiB ({gpu.source})",
+            f"  GPU time at {plan.utilisation:.0%} of that peak; a sequence fits when its HF peak is within {cost.HF_GPU_MEMORY_SHARE:.0%} of the memory",
+        ]
+    header = ["task", "cell", "docs", "requests", "input tok", "longest", "FLOPs", "KV/seq", "logits", "HF peak", "data"]
     if plan.gpu is not None:
         header += ["GPU time", "fits"]
     table = [header]
@@ -472,6 +476,10 @@ def plan_lines(plan: Plan) -> list[str]:
                 + ("" if settings.fits else f": does not fit one {plan.gpu.name}; shard the model with tensor_parallel_size") + ")"
             )
     notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
-    notes.append("~ marks estimated token counts; logits: our LM-head chunk (loglikelihood_accuracy) or the stock path's full-vocabulary logits")
+    notes.append(
+        "~: estimated tokens; FLOPs: prefill and generation; KV/seq: K and V of the longest sequence; logits: our LM-head chunk "
+        "(loglikelihood_accuracy) or the stock path's full-vocabulary logits; HF peak: one sequence on --model hf; "
+        "data: CPU time the data phase tokenizes per run"
+    )
     lines += [f"note: {note}" for note in notes]
     return lines

@@ -320,8 +320,11 @@ def check_lengths(self: HFLM, encoded: Sequence[EncodedRequest]) -> None:
             raise ValueError(f"{head}, more than this model can run at all: {physical.reason}")
 
 
-AUTO_MEMORY_SHARE = 0.90
-"""Share of the memory available when `--batch_size auto` starts that a batch's estimated peak may take."""
+AUTO_MEMORY_SHARE = 0.60
+"""Share of the memory available when `--batch_size auto` starts that a batch's estimated memory may take.
+The margin is wide: on CPU glibc's heap can hold the process's resident memory well above the
+estimate of the tensors (up to 1.8x measured at 1k-4k positions, `common/cost.py`), and other
+processes may take memory meanwhile."""
 
 
 def available_bytes(device: torch.device) -> int | None:
@@ -357,13 +360,16 @@ def batch_size_cap(self: HFLM, positions: int, extra_bytes: Callable[[int], int]
     """The largest batch `--batch_size auto` may try: none whose estimated peak exceeds the memory available.
 
     `extra_bytes(size)` is the estimated memory a batch of `size` sequences of `positions` positions
-    needs beyond the loaded weights (`common.cost`). Logs what it decided, once per call; raises a
+    needs beyond the loaded weights (`common.cost`); it may take `AUTO_MEMORY_SHARE` of the memory
+    available (on CPU, of this rank's share of it). Logs what it decided, once per call; raises a
     `UsageError` naming `--batch_size 1` when not even one sequence fits the estimate.
     """
     available = available_bytes(self.device)
     if available is None:
         log.info("--batch_size auto (%s): no memory figure for %s; probing from %d as the harness does", what, self.device, self.max_batch_size)
         return self.max_batch_size
+    if self.device.type == "cpu":  # data-parallel ranks on CPU share the machine's memory
+        available //= max(1, self.world_size)
     size = largest_batch(extra_bytes, int(AUTO_MEMORY_SHARE * available), self.max_batch_size)
     one = cost.gib(extra_bytes(1))
     if size == 0:

@@ -31,9 +31,11 @@ The terms, for one sequence of n positions:
   projection, their product), attention and the residual stream about four hidden-size ones.
   Attention kernels that skip the mask keep no n x n matrix; "eager" attention also holds the scores
   and their softmax, 2 x heads x n^2 elements, and the n x n mask (`eager_scores_bytes`). Checked
-  on CPU (SmolLM2's widths, 4 layers, sdpa, fp32): live tensors peak about 20% below this estimate
-  and the process's resident memory 15-30% above it (allocator and kernel buffers), growing
-  linearly with n as estimated (`tests/common/test_cost.py`).
+  on CPU (sdpa, fp32, 1k-16k positions, `tests/common/test_cost.py`, `benchmarks/cost_model.py`):
+  with every allocation of 64 KiB or more mmapped (`MALLOC_MMAP_THRESHOLD_=65536`), the resident
+  memory a forward adds is within 2-10% of this estimate; with glibc's default it ran up to 1.8x
+  above it at 1k-4k positions, where glibc's heap keeps freed blocks below its growing mmap
+  threshold (up to 32 MiB), and within 10% once the tensors are larger than that.
 * **LM-head chunk** (`head_chunk_rows`): our `loglikelihood_accuracy` on HF applies the head to the
   scored positions in chunks whose logits and log-probabilities (2 x vocab elements per position,
   in the softmax dtype, fp32 by default) take at most `HEAD_MEMORY_SHARE` of what the body forward

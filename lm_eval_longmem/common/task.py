@@ -281,9 +281,10 @@ class LongmemTask(ConfigurableTask):
         if self.window.backend == "vllm":
             return f"KV cache {cost.gib(cost.kv_cache_bytes(shape, tokens))} per sequence (vLLM; weights {cost.gib(shape.weights_bytes)})"
         peak = cost.hf_peak(shape, self.OUTPUT_TYPE, tokens)
-        parts = {"weights": peak.weights, "activations": peak.activations, "KV cache": peak.kv_cache, "logits": peak.logits}
-        shown = ", ".join(f"{name} {cost.gib(size)}" for name, size in parts.items() if size)
-        return f"estimated peak {cost.gib(peak.total)} per sequence on the HF backend ({shown})"
+        parts = f"weights {cost.gib(peak.weights)}, activations {cost.gib(peak.activations)}"
+        parts += f", KV cache {cost.gib(peak.kv_cache)}" if peak.kv_cache else ""
+        parts += f", then logits {cost.gib(peak.logits)} in their place" if peak.logits else ""
+        return f"estimated peak {cost.gib(peak.total)} per sequence on the HF backend ({parts})"
 
     def adopt_run(self, skips: dict[str, dict[str, int]], cells_column: Sequence[Sequence[str]]) -> None:
         """Take the state aggregation reads (skips, cells in order) from a run's records instead of deciding it.

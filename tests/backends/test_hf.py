@@ -78,7 +78,7 @@ def test_auto_batch_size_never_picks_a_size_beyond_the_memory_available(tiny_lla
     same = [([1] + [10 + i] * 99, [20 + i] * 20) for i in range(7)]  # seven requests of one width (128)
     fits = lambda size: hf.accuracy_extra_bytes(lm, size * 128, True)  # noqa: E731
     assert fits(1) < fits(3) < fits(4)
-    # Room for three such sequences under the 90% share, not four:
+    # Room for three such sequences under the share of available memory, not four:
     monkeypatch.setattr(hf, "available_bytes", lambda device: int(fits(3) / hf.AUTO_MEMORY_SHARE) + 1)
     batches = _record_batches(monkeypatch)
     lm.loglikelihood_accuracy(instances(same), disable_tqdm=True)

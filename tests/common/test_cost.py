@@ -3,8 +3,8 @@
 The estimates are checked where a CPU can check them, on tiny random-weight Llamas of two shapes
 (the kit's 64-wide one, and SmolLM2's widths with 4 layers and its 49k vocabulary, where the body
 and the head weigh alike): parameters exactly; FLOPs of our `loglikelihood_accuracy` path against
-torch's `FlopCounterMode` (eager attention, whose square it counts); and how peak memory grows
-between two lengths against the process's resident memory (`slow`: fresh processes). Counting and
+torch's `FlopCounterMode` (eager attention, whose square it counts); and peak memory at two lengths
+against the process's resident memory (`slow`: fresh processes). Counting and
 resident memory do not depend on how busy the machine is; times would, so they are left to
 `benchmarks/`.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,14 +166,18 @@ print(json.dumps(out))
 @pytest.mark.parametrize("shape_name, lengths", [("tiny", (4096, 16384)), ("smol", (1024, 4096))])
 def test_peak_memory_grows_as_estimated(shape_name, lengths, tiny_llama_dir, smol_dir):
     """The peak resident memory a forward adds, at two lengths (one fresh process, shorter first), grows by
-    the ratio `hf_peak` predicts, within 25%. (Measured: 3.4 vs 4.0 for the 64-wide model at 4k/16k,
-    4.01 vs 4.00 for SmolLM2's widths at 1k/4k.)"""
+    the ratio `hf_peak` predicts, within 25%, and is that size, within 25%. (Measured: 11.6 and 45.1 MB
+    against 10.5 and 41.9 estimated for the 64-wide model at 4k/16k; 28.9 and 115.6 MB against 28.3
+    and 113.2 for SmolLM2's widths at 1k/4k.)"""
     model_dir = tiny_llama_dir if shape_name == "tiny" else smol_dir
+    # glibc keeps freed blocks below its (growing) mmap threshold in its heap, which makes resident memory
+    # depend on what ran before; with every block of 64 KiB or more mmapped it follows the live tensors.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     proc = subprocess.run([sys.executable, "-c", MEASURE, str(model_dir), *map(str, lengths)],
-                          capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+                          capture_output=True, text=True, timeout=600, check=True, env=env)  # fmt: skip
     measured = {int(n): extra for n, extra in json.loads(proc.stdout.strip().splitlines()[-1]).items()}
     shape = cost.ModelShape.from_config(AutoConfig.from_pretrained(model_dir), dtype="float32")
     predicted = {n: cost.hf_peak(shape, "loglikelihood_accuracy", n).total - shape.weights_bytes for n in lengths}
     short, long = lengths
     assert predicted[long] / predicted[short] == pytest.approx(measured[long] / measured[short], rel=0.25)
-    assert predicted[long] == pytest.approx(measured[long], rel=0.5), "the estimate is of the right size too"
+    assert predicted[long] == pytest.approx(measured[long], rel=0.25), "the estimate is of the right size too"
