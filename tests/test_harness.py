@@ -184,8 +184,10 @@ def test_r4_lm_factories_are_classmethods_and_hflm_has_max_length():
     assert isinstance(inspect.getattr_static(HFLM, "max_length"), property)
 
 
-def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir):
+def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir, monkeypatch):
     from lm_eval.models.huggingface import HFLM
+
+    monkeypatch.setattr(harness, "_live", None)  # and back afterwards: later tests must not see this model
 
     harness.patch_lm_factories()
     harness.patch_lm_factories()  # twice = once

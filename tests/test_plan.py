@@ -13,6 +13,7 @@ import pytest
 from kit import build_booksort
 from transformers import AutoConfig
 
+from lm_eval_longmem import harness
 from lm_eval_longmem import plan as plan_module
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
@@ -27,6 +28,12 @@ LLAMA3_8B = {
 """Llama-3.1-8B's shape (its config.json's numbers); the weights never exist."""
 
 RANDOM_SOURCES = {"forgetting_curve_copy_source": "random", "forgetting_curve_prefix_source": "random"}
+
+
+@pytest.fixture(autouse=True)
+def no_live_model(monkeypatch):
+    """`plan` runs in its own process, where no harness model exists; other tests may have left one recorded."""
+    monkeypatch.setattr(harness, "_live", None)
 
 
 @pytest.fixture(scope="module")
