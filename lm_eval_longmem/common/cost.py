@@ -45,8 +45,10 @@ The terms, for one sequence of n positions:
   ours, or with full-vocabulary logits and their `log_softmax` at every position, the harness's
   stock `loglikelihood`, which `multiple_choice` uses); generation adds the KV cache.
 * **GPU time** (`gpu_seconds`): FLOPs / (the card's peak dense FLOP/s at the dtype x utilisation);
-  the peaks are the vendors' datasheet figures (`GPUS`). Utilisation is a stated assumption, not a
-  measurement: long prefills on H100-class cards typically reach 30-50% of peak.
+  the peaks are the vendors' datasheet figures (`GPUS`). Utilisation is an assumption the caller
+  states: a Llama-3-8B-shaped body forward (bf16, sdpa) reached 0.54-0.56 of an H200's 989 TFLOP/s
+  at 8k-128k tokens, counting attention as causal, and its activations were within 0.4% of
+  `activation_bytes` (`torch.cuda.max_memory_allocated`; CONTRIBUTING.md).
 * **Data phase** (`tokenize_seconds`): CPU seconds to tokenize a number of tokens, at
   `TOKENIZE_TOKENS_PER_CPU_SECOND`.
 """
