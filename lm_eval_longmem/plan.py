@@ -219,8 +219,7 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         ]
         ratio = WORD_TOKENS
         notes.append(f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word")
-        if options.data != "hub":
-            notes.append(f"{task.name}: {options.data} is assumed to have memari/booksort's layout")
+        unknown = "" if options.data == "hub" else f"docs unknown offline: {options.data} counted as memari/booksort's layout"
     else:
         source = read_split(options.data, "test")
         add_bin_index(source.rows)
@@ -228,6 +227,7 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         trials = [(int(row["excerpt_length"]), int(row["segment_length"])) for row in chosen]
         sample = " ".join(source.excerpt(max(chosen, key=lambda row: int(row["excerpt_length"]))).split()[:5000])
         ratio = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split()))
+        unknown = ""
         notes.append(f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text")
     if not trials:
         raise UsageError(
@@ -243,6 +243,7 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         tokens = [n for n in every if window.tokens is None or n <= window.tokens]
         skipped = len(every) - len(tokens)
         note = f"{skipped:,} trials of about {max(every):,} tokens exceed the {window.tokens:,}-token window: skipped" if skipped else ""
+        note = "; ".join(part for part in (unknown, note) if part)
         if not tokens:
             rows.append(Row(task.name, task.output_type, f"LE{excerpt}", max(every), 0, 0, 0, 0, 0, 0, 0, 0, skipped=skipped, estimated=True, note=note))
             continue
@@ -432,7 +433,7 @@ def plan_lines(plan: Plan) -> list[str]:
     window = plan.window
     lines = [
         f"model: {plan.model}: {plan.shape.describe()}",
-        f"window: {window.tokens:,} tokens ({window.source}); attention: {plan.shape.attention}"
+        f"window: {f'{window.tokens:,} tokens' if window.tokens else 'unknown'} ({window.source}); attention: {plan.shape.attention}"
         + (f"; positions past it: up to {window.positions:,}" if window.positions else ""),
     ]
     if plan.gpu is not None:

@@ -80,7 +80,9 @@ def test_booksort_hub_counts_follow_the_published_layout(tiny_llama_dir):
     assert {r.cell: r.docs for r in rows} == {"LE250": 7200, "LE1000": 7200, "LE2500": 7200, "LE10000": 6400, "LE20000": 6400}
     chosen = {**metadata, "booksort_books": "[73017,69087]", "booksort_excerpt_lengths": "[250,20000]", "booksort_distance_bins": 0}
     assert {r.cell: r.docs for r in make_plan(["booksort"], chosen).rows} == {"LE250": 400, "LE20000": 200}
-    assert all(r.estimated and r.requests == 2 * r.docs and r.forwards == r.docs for r in rows)
+    assert all(r.estimated and r.requests == 2 * r.docs and r.forwards == r.docs and not r.note for r in rows)
+    copy = make_plan(["booksort"], {**metadata, "booksort_data": "hf:someone/booksort-copy"}).rows
+    assert [r.docs for r in copy] == [r.docs for r in rows] and all("docs unknown offline" in r.note for r in copy)
 
 
 def test_booksort_local_build_counts_and_tokens_agree_with_the_run(tiny_llama_dir, embedded_books_dir, tmp_path):
