@@ -82,6 +82,8 @@ def build(shape: dict, out: Path, max_positions: int) -> Path:
 
 
 def main() -> None:
+    from transformers import AutoConfig
+
     from lm_eval_longmem.common import cost
     from lm_eval_longmem.common.lengths import parse_lengths
 
@@ -95,7 +97,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape in SHAPES.items():
             folder = build(shape, Path(tmp) / name, max(lengths) + 64)
-            model = cost.ModelShape.from_config(__import__("transformers").AutoConfig.from_pretrained(folder), dtype="float32")
+            model = cost.ModelShape.from_config(AutoConfig.from_pretrained(folder), dtype="float32")
             first = None
             for n in lengths:
                 got = child(folder, n, args.repeats, {})

@@ -276,11 +276,11 @@ class LongmemTask(ConfigurableTask):
             shape = cost.ModelShape.from_config(
                 config, dtype=self.metadata.get("dtype"), attention=self.metadata.get("attn_implementation")
             )
-        except ValueError as err:
+            if self.window.backend == "vllm":
+                return f"KV cache {cost.gib(cost.kv_cache_bytes(shape, tokens))} per sequence (vLLM; weights {cost.gib(shape.weights_bytes)})"
+            peak = cost.hf_peak(shape, self.OUTPUT_TYPE, tokens)
+        except ValueError as err:  # a config the cost model cannot size, or a request type it does not know
             return f"memory not estimated ({err})"
-        if self.window.backend == "vllm":
-            return f"KV cache {cost.gib(cost.kv_cache_bytes(shape, tokens))} per sequence (vLLM; weights {cost.gib(shape.weights_bytes)})"
-        peak = cost.hf_peak(shape, self.OUTPUT_TYPE, tokens)
         parts = f"weights {cost.gib(peak.weights)}, activations {cost.gib(peak.activations)}"
         parts += f", KV cache {cost.gib(peak.kv_cache)}" if peak.kv_cache else ""
         parts += f", then logits {cost.gib(peak.logits)} in their place" if peak.logits else ""
