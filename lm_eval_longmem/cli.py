@@ -3,6 +3,7 @@
 Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
+  plan --tasks T --model_args ... [--gpu h100]  what a run will cost, before anything runs or downloads
   shard --tasks T --nodes N --output_path DIR   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
@@ -42,6 +43,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
+      lm-eval-longmem plan --tasks forgetting_curve,booksort,babilong --model_args pretrained=/path/to/model --gpu h100
       lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
     add --debug to any command to see a traceback instead of a one-line error
@@ -130,6 +132,35 @@ def _shard(args: argparse.Namespace) -> None:
     print(f"on node i: lm_eval ... --log_samples --samples \"$(cat {args.output_path}/samples_node$i.json)\" --output_path shards/node$i")
 
 
+def _plan(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.plan import make_plan, plan_lines
+
+    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    plan = make_plan(names, {**(args.model_args or {}), **(args.metadata or {})}, gpu=args.gpu, utilisation=args.utilisation)
+    print(json.dumps(plan.json_rows(), indent=1) if args.json else "\n".join(plan_lines(plan)))
+
+
+def _add_plan(sub: argparse._SubParsersAction) -> None:
+    from lm_eval_longmem.common.cost import GPUS
+    from lm_eval_longmem.plan import DEFAULT_UTILISATION
+
+    plan = sub.add_parser(
+        "plan",
+        help="what a run will cost (docs, tokens, FLOPs, memory, time on a GPU), before anything runs or downloads",
+        description="Reads only the model's config and tokenizer: docs and requests per task and length, input tokens, "
+        "prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak of one sequence, and the data "
+        "phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings.",
+    )
+    plan.add_argument("--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)")
+    add_dict_flag(plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)")
+    add_dict_flag(plan, "--metadata", default=None, help="as for lm_eval")
+    plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
+    plan.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION,
+                      help=f"share of the card's peak FLOP/s assumed (default {DEFAULT_UTILISATION})")  # fmt: skip
+    plan.add_argument("--json", action="store_true", help="print a JSON list of rows instead of the table")
+    plan.set_defaults(func=_plan)
+
+
 def _add_shard(sub: argparse._SubParsersAction) -> None:
     shard = sub.add_parser(
         "shard",
@@ -200,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     _add_demo_and_report(sub)
+    _add_plan(sub)
     _add_shard(sub)
     _add_merge(sub)
     for module_name in _EVALUATION_CLIS:

@@ -58,6 +58,12 @@ R13 What ``evaluator.evaluate`` does after the model answered is
    joined. ``lm-eval-longmem merge`` rebuilds one run's results from its shards' records this way.
    -> test_r13_results_from_logged_payloads_and_sample_hashes
 
+R14 ``HFLM._detect_batch_size(requests=None, pos=0)`` is the harness's ``--batch_size auto`` for its own
+   request types: it starts ``find_executable_batch_size`` at ``self.max_batch_size``, runs full-logits
+   forwards of ``requests[pos]`` (a ``(key, context_enc, continuation_enc)`` triple, cut to
+   ``max_length`` positions) or of ``max_length`` positions, and returns the size.
+   -> test_r14_detect_batch_size_starts_at_max_batch_size
+
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
 ``activate`` applies all of them; ``install_request_type`` runs when a task module of ours is
 imported (through ``backends.install``); the rest are plain functions other modules call. This
@@ -425,6 +431,50 @@ def cached_call(caching_lm: Any, name: str, compute: Any, requests: list) -> lis
             caching_lm.dbdict[keys[i]] = answer
         caching_lm.dbdict.commit()
     return answers
+
+
+# ---------------------------------------------------------------- the harness's --batch_size auto probe (R14)
+
+
+def install_batch_probe_cap(cap: Callable[[Any, int], tuple[int, bool]]) -> None:
+    """Bound the harness's own `--batch_size auto` probe (`HFLM._detect_batch_size`) by `cap` (idempotent).
+
+    The harness probes its request types (`loglikelihood`, hence `multiple_choice`, and
+    `generate_until`) by running full-logits forwards of `max_batch_size` (64) copies of the longest
+    request, or of `max_length` positions, halving on out-of-memory. `cap(lm, positions)` gets the
+    positions that probe runs (cut to the window as the harness cuts them) and returns (largest size
+    to try, whether that size is the answer without a trial): the probe then starts from that size,
+    or does not run at all (every data-parallel rank still takes the smallest size any rank chose).
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    original = inspect.getattr_static(HFLM, "_detect_batch_size")
+    if getattr(original, MARK, False):
+        return
+
+    @functools.wraps(original)
+    def _detect_batch_size(self: Any, requests: Any = None, pos: int = 0) -> int:
+        if requests:
+            _, context_enc, continuation_enc = requests[pos]
+            positions = len((context_enc + continuation_enc)[-(self.max_length + 1) :][:-1])
+        else:
+            positions = self.max_length
+        size, decided = cap(self, positions)
+        if decided:
+            if self.world_size > 1:
+                import torch
+
+                size = int(min(self.all_gather(torch.tensor([size], device=self.device)).cpu().tolist()))
+            return size
+        start = self.max_batch_size
+        self.max_batch_size = min(start, size)
+        try:
+            return original(self, requests, pos)
+        finally:
+            self.max_batch_size = start
+
+    setattr(_detect_batch_size, MARK, True)
+    HFLM._detect_batch_size = _detect_batch_size
 
 
 # ---------------------------------------------------------------- request cache key (R7)

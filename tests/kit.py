@@ -140,3 +140,19 @@ def babilong_simulated(books: Path, **extra) -> dict:
         "babilong_samples": 3,
         **extra,
     }
+
+
+class RecordingBar:
+    """Stands in for tqdm: what each progress bar made since import was told (`RecordingBar.made`)."""
+
+    made: list[RecordingBar] = []
+
+    def __init__(self, total=None, unit="it", unit_scale=False, disable=False, desc=None):
+        self.total, self.unit, self.unit_scale, self.steps = total, unit, unit_scale, []
+        RecordingBar.made.append(self)
+
+    def update(self, n):
+        self.steps.append(n)
+
+    def close(self):
+        pass

@@ -1,4 +1,4 @@
-"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R13 in its docstring), and its behaviour."""
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R14 in its docstring), and its behaviour."""
 
 from __future__ import annotations
 
@@ -184,8 +184,10 @@ def test_r4_lm_factories_are_classmethods_and_hflm_has_max_length():
     assert isinstance(inspect.getattr_static(HFLM, "max_length"), property)
 
 
-def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir):
+def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir, monkeypatch):
     from lm_eval.models.huggingface import HFLM
+
+    monkeypatch.setattr(harness, "_live", None)  # and back afterwards: later tests must not see this model
 
     harness.patch_lm_factories()
     harness.patch_lm_factories()  # twice = once
@@ -218,6 +220,47 @@ def test_describe_lm_reads_the_window_safely():
 
     assert harness.describe_lm(VLLM()) == harness.LiveBackend(kind="vllm", max_length=None)
     assert harness.describe_lm(Remote()) == harness.LiveBackend(kind="remote", max_length=None)
+
+
+# ---------------------------------------------------------------- R14: the harness's --batch_size auto probe
+
+
+def _forward_batches(lm) -> list[tuple[int, int]]:
+    """(batch, positions) of every forward the model runs from now on."""
+    shapes: list[tuple[int, int]] = []
+    lm.model.register_forward_pre_hook(lambda module, args: shapes.append(tuple(args[0].shape)) if args else None)
+    return shapes
+
+
+def test_r14_detect_batch_size_starts_at_max_batch_size(tiny_llama_dir):
+    from lm_eval.models.huggingface import HFLM
+
+    install()
+    original = inspect.unwrap(HFLM._detect_batch_size)
+    assert list(inspect.signature(original).parameters) == ["self", "requests", "pos"]
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", dtype="float32", max_batch_size=3)
+    shapes = _forward_batches(lm)
+    requests = [("k0", [1] * 10, [5] * 4), ("k1", [1] * 30, [5] * 10)]
+    assert original(lm, requests, 1) == 3  # fits: the first size tried is the answer
+    assert set(shapes) == {(3, 39)}, "full forwards of max_batch_size copies of requests[pos], its last token dropped"
+    shapes.clear()
+    assert original(lm) == 3
+    assert set(shapes) == {(3, lm.max_length)}, "without requests the probe runs the whole window"
+
+
+def test_the_harness_probe_starts_from_the_cap_or_does_not_run(tiny_llama_dir, monkeypatch):
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", dtype="float32", max_batch_size=8)
+    shapes = _forward_batches(lm)
+    requests = [("k", [1] * 30, [5] * 10)]
+    caps = []
+    monkeypatch.setattr(HFLM, "_detect_batch_size", inspect.unwrap(HFLM._detect_batch_size))
+    harness.install_batch_probe_cap(lambda model, positions: caps.append(positions) or (2, True))
+    assert lm._detect_batch_size(requests) == 2 and shapes == [] and caps == [39]  # decided: no trial forward
+    monkeypatch.setattr(HFLM, "_detect_batch_size", inspect.unwrap(HFLM._detect_batch_size))
+    harness.install_batch_probe_cap(lambda model, positions: (2, False))
+    assert lm._detect_batch_size(requests) == 2 and set(shapes) == {(2, 39)} and lm.max_batch_size == 8
 
 
 # ---------------------------------------------------------------- R5, R6: request type and CachingLM

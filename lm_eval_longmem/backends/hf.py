@@ -4,7 +4,7 @@ The harness's `loglikelihood` runs the whole model and takes `log_softmax` over
 `[batch, sequence, vocabulary]` logits: at 32k tokens and a 128k vocabulary that alone is
 17-25 GB. Here the model *body* (`model.base_model`) runs once, and the LM head is applied only
 at the scored positions, in chunks of positions sized so that one chunk's logits and their
-`log_softmax` add at most `HEAD_MEMORY_SHARE` to what the body forward already needs (its weights
+`log_softmax` add at most `cost.HEAD_MEMORY_SHARE` to what the body forward already needs (its weights
 and largest activations, `head_chunk_rows`); each chunk yields argmax hits and log-probabilities
 and is dropped. Peak memory is the body's forward plus one chunk, whatever the vocabulary and
 sequence length, and the chunks are as large as that budget allows: every chunk re-reads the whole
@@ -32,7 +32,9 @@ batch sizes the accuracy bits are identical but for near-ties and summed log-pro
 to fp32 rounding (measured ~2e-5 on SmolLM2-135M; the tests allow 1e-4), often bit for bit on a
 given CPU, but that is not promised. `--batch_size N`
 and `auto`/`auto:N` are honoured; `auto` probes this memory-flat path (not the harness's
-full-logits one), and under data parallelism every rank takes the smallest size any rank found.
+full-logits one), never tries a size whose estimated peak (`common.cost`) exceeds the memory
+available, decides from that estimate alone on CPU (`_auto_batch_size`), and under data
+parallelism every rank takes the smallest size any rank found.
 
 Several devices. With `parallelize=True`, a `device_map` (GPU + CPU with `max_memory`, or offload)
 or transformers' tensor parallelism (`tp_plan`), the inputs go to `self.device`, the hidden states
@@ -69,6 +71,8 @@ from lm_eval_longmem.backends.request_type import (
     check_token_range,
     encode_request,
 )
+from lm_eval_longmem.common import cost
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import physical_max_length
 
 if TYPE_CHECKING:
@@ -76,12 +80,6 @@ if TYPE_CHECKING:
     from lm_eval.models.huggingface import HFLM
 
 log = logging.getLogger(f"lm_eval.{__name__}")
-
-HEAD_MEMORY_SHARE = 0.10
-"""How much one chunk of the LM head (its logits and their `log_softmax`) may add to the memory the
-body forward already needs (weights plus largest activations, `body_forward_bytes`). 10% keeps the
-whole scoring call within the 1.15x-of-body target with room for the allocator, and gives SmolLM2
-(49k vocabulary, 0.54 GB of weights) about 170 positions per chunk at 4k tokens."""
 
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
@@ -159,9 +157,8 @@ def uses_chunked_head(self: HFLM, probe: Sequence[int]) -> bool:
 def body_forward_bytes(self: HFLM, n_rows: int, device: torch.device | None = None) -> int:
     """Memory one body forward over `n_rows` positions needs on `device`: weights plus its largest activations.
 
-    The activations are estimated from the config: a gated MLP holds three `intermediate_size`
-    tensors per position at its peak (activated gate, up projection, their product), attention and
-    the residual stream about four `hidden_size` ones. Weights: those resident on `device`, the one
+    The activations are estimated from the config (`cost.activation_bytes`: a gated MLP's three
+    intermediate-size tensors and about four hidden-size ones per position). Weights: those resident on `device`, the one
     that runs the LM head (of a model split over devices, only its share; offloaded weights sit on
     "meta" and are not counted), or all of them when `device` is None. Counted once per model and device.
     """
@@ -173,16 +170,14 @@ def body_forward_bytes(self: HFLM, n_rows: int, device: torch.device | None = No
     config = self.model.config.get_text_config()
     hidden = int(config.hidden_size)
     inner = int(getattr(config, "intermediate_size", None) or 4 * hidden)
-    itemsize = torch.finfo(self.model.dtype).bits // 8
-    return counted[device] + n_rows * (3 * inner + 4 * hidden) * itemsize
+    return counted[device] + cost.activation_bytes(n_rows, hidden, inner, torch.finfo(self.model.dtype).bits // 8)
 
 
 def head_chunk_rows(
     self: HFLM, n_rows: int, vocab_size: int, dtype: torch.dtype, device: torch.device | None = None
 ) -> int:
-    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `HEAD_MEMORY_SHARE` of the body's need on `device`."""
-    per_row = 2 * vocab_size * torch.finfo(dtype).bits // 8
-    return max(1, int(HEAD_MEMORY_SHARE * body_forward_bytes(self, n_rows, device)) // per_row)
+    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `cost.HEAD_MEMORY_SHARE` of the body's need on `device`."""
+    return cost.head_chunk_rows(body_forward_bytes(self, n_rows, device), vocab_size, torch.finfo(dtype).bits // 8)
 
 
 def _score_positions(
@@ -325,16 +320,122 @@ def check_lengths(self: HFLM, encoded: Sequence[EncodedRequest]) -> None:
             raise ValueError(f"{head}, more than this model can run at all: {physical.reason}")
 
 
-def _auto_batch_size(self: HFLM, longest: EncodedRequest, width: int, chunked: bool) -> int:
-    """Largest batch of `longest` that our memory-flat path runs without running out of memory."""
+AUTO_MEMORY_SHARE = 0.60
+"""Share of the memory available when `--batch_size auto` starts that a batch's estimated memory may take.
+The margin is wide: on CPU glibc's heap can hold the process's resident memory well above the
+estimate of the tensors (up to 1.8x measured at 1k-4k positions, `common/cost.py`), and other
+processes may take memory meanwhile."""
 
-    @find_executable_batch_size(starting_batch_size=self.max_batch_size)
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for a batch on `device` now: MemAvailable on CPU (psutil), free memory on CUDA; None elsewhere."""
+    if device.type == "cpu":
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return None
+
+
+def trial_forwards(device: torch.device) -> bool:
+    """Whether `--batch_size auto` may find its size by running it: only where running out of memory raises.
+
+    On CPU it does not (the system swaps, or kills the process), and a trial forward of a long
+    request costs as much as the work itself, so there the memory estimate alone decides.
+    """
+    return device.type != "cpu"
+
+
+def largest_batch(extra_bytes: Callable[[int], int], budget: int, most: int) -> int:
+    """The largest size in 1..`most` whose `extra_bytes` (growing with the size) stays within `budget`; 0 if none."""
+    low, high = 0, most
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if extra_bytes(mid) <= budget else (low, mid - 1)
+    return low
+
+
+def batch_size_cap(self: HFLM, positions: int, extra_bytes: Callable[[int], int], what: str) -> int:
+    """The largest batch `--batch_size auto` may try: none whose estimated peak exceeds the memory available.
+
+    `extra_bytes(size)` is the estimated memory a batch of `size` sequences of `positions` positions
+    needs beyond the loaded weights (`common.cost`); it may take `AUTO_MEMORY_SHARE` of the memory
+    available (on CPU, of this rank's share of it). Logs what it decided, once per call; raises a
+    `UsageError` naming `--batch_size 1` when not even one sequence fits the estimate.
+    """
+    available = available_bytes(self.device)
+    if available is None:
+        log.info("--batch_size auto (%s): no memory figure for %s; probing from %d as the harness does", what, self.device, self.max_batch_size)
+        return self.max_batch_size
+    if self.device.type == "cpu":  # data-parallel ranks on CPU share the machine's memory
+        available //= max(1, self.world_size)
+    size = largest_batch(extra_bytes, int(AUTO_MEMORY_SHARE * available), self.max_batch_size)
+    one = cost.gib(extra_bytes(1))
+    if size == 0:
+        raise UsageError(
+            f"--batch_size auto ({what}): one sequence of {positions} positions is estimated to need {one} beyond the "
+            f"model's weights, more than {AUTO_MEMORY_SHARE:.0%} of the {cost.gib(available)} available on {self.device}: "
+            "free memory or run shorter lengths, or pass --batch_size 1 to run it anyway"
+        )
+    how = f"trying sizes from {size} down" if trial_forwards(self.device) else f"using {size}, from the estimate alone (no trial run on CPU)"
+    log.info(
+        "--batch_size auto (%s): %d positions per sequence need about %s each beyond the weights; %s available on %s: %s",
+        what, positions, one, cost.gib(available), self.device, how,
+    )  # fmt: skip
+    return size
+
+
+def accuracy_extra_bytes(self: HFLM, rows: int, chunked: bool) -> int:
+    """Estimated memory `score_batch` needs over `rows` positions beyond the weights on the device.
+
+    The larger of the body's activations and what comes after the body has freed them: its output
+    hidden states, one LM-head chunk and, when the model runs without the chunked head, the full
+    logits (`cost.hf_peak` for the same estimate from a config).
+    """
+    weights = body_forward_bytes(self, 0, self.device)
+    body = body_forward_bytes(self, rows, self.device)
+    config = self.model.config.get_text_config()
+    itemsize = torch.finfo(self.model.dtype).bits // 8
+    softmax_itemsize = torch.finfo(self.softmax_dtype or torch.float32).bits // 8
+    after = rows * int(config.hidden_size) * itemsize + cost.head_chunk_bytes(body, config.vocab_size, softmax_itemsize)
+    if not chunked:
+        after += rows * config.vocab_size * itemsize
+    return max(body - weights, after)
+
+
+def stock_batch_size(self: HFLM, positions: int) -> tuple[int, bool]:
+    """For the harness's own `--batch_size auto` probe (`harness.install_batch_probe_cap`): (largest size to
+    try, whether it is the answer without a trial, as on CPU). The probe runs full-vocabulary logits
+    and their `log_softmax` at every position (`cost.hf_peak` of `loglikelihood`)."""
+    try:
+        shape = cost.ModelShape.from_config(self.model.config, dtype=str(self.model.dtype))
+    except ValueError as err:  # not a transformer decoder we can size: the harness probes as before
+        log.info("--batch_size auto: no memory estimate for this model (%s)", err)
+        return self.max_batch_size, False
+
+    def extra_bytes(size: int) -> int:
+        return cost.hf_peak(shape, "loglikelihood", positions, batch=size).total - shape.weights_bytes
+
+    return batch_size_cap(self, positions, extra_bytes, "the harness's full-logits probe"), not trial_forwards(self.device)
+
+
+def _auto_batch_size(self: HFLM, longest: EncodedRequest, width: int, chunked: bool) -> int:
+    """Largest batch of `longest` that our memory-flat path runs within memory.
+
+    No size whose estimated peak exceeds the memory available is tried (`batch_size_cap`). On CPU
+    the cap is the answer (`trial_forwards`); on an accelerator the sizes from the cap down are
+    tried, halving on out-of-memory, as the harness does.
+    """
+    cap = batch_size_cap(self, width, lambda size: accuracy_extra_bytes(self, size * width, chunked), OUTPUT_TYPE)
+
+    @find_executable_batch_size(starting_batch_size=cap)
     def probe(batch_size: int) -> int:
         score_batch(self, [longest] * batch_size, width, chunked)
         return batch_size
 
     try:
-        batch_size = probe()
+        batch_size = probe() if trial_forwards(self.device) else cap
     except RuntimeError as err:
         if "No executable batch size found" not in str(err):
             raise
@@ -406,12 +507,17 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
     order = sorted(range(len(encoded)), key=lambda i: -encoded[i].n_inputs)
 
     results: list[TokenAccuracy | None] = [None] * len(encoded)
-    pbar = tqdm(total=len(encoded), disable=disable_tqdm or self.rank != 0, desc=f"Running {OUTPUT_TYPE} requests")
+    # Counted in input positions, not requests: the longest requests run first, so a count of requests
+    # would show a rate and an ETA that are wrong until the end.
+    pbar = tqdm(
+        total=sum(req.n_inputs for req in encoded), unit="tok", unit_scale=True,
+        disable=disable_tqdm or self.rank != 0, desc=f"Running {OUTPUT_TYPE} requests",
+    )  # fmt: skip
     for batch in _batches(self, order, widths, encoded, chunked):
         answers = score_batch(self, [encoded[i] for i in batch], widths[batch[0]], chunked)
         for i, answer in zip(batch, answers, strict=True):
             results[i] = answer
             self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
-        pbar.update(len(batch))
+        pbar.update(sum(encoded[i].n_inputs for i in batch))
     pbar.close()
     return results

@@ -136,7 +136,11 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
     reorder = Collator(list(range(len(encoded))), sort_fn=lambda i: -len(encoded[i].context) - len(encoded[i].continuation))
     params = _sampling_params()
     results: list[TokenAccuracy] = []
-    pbar = tqdm(total=len(encoded), disable=disable_tqdm, desc=f"Running {OUTPUT_TYPE} requests")
+    # Counted in prompt tokens, not requests, so the rate and ETA hold although the longest requests run first.
+    pbar = tqdm(
+        total=sum(len(req.context) + len(req.continuation) for req in encoded), unit="tok", unit_scale=True,
+        disable=disable_tqdm, desc=f"Running {OUTPUT_TYPE} requests",
+    )  # fmt: skip
     for chunk in reorder.get_batched(n=int(self.batch_size) if self.batch_size != "auto" else 0):
         prompts = [encoded[i].context + encoded[i].continuation for i in chunk]
         outputs = self._model_generate(requests=prompts, generate=True, sampling_params=params)
@@ -144,6 +148,6 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
             answer = parse_prompt_logprobs(output.prompt_logprobs, prompt, len(encoded[i].context))
             results.append(answer)
             self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
-        pbar.update(len(chunk))
+        pbar.update(sum(len(prompt) for prompt in prompts))
     pbar.close()
     return reorder.get_original(results)

@@ -46,11 +46,11 @@ from lm_eval import utils
 from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_longmem import harness
-from lm_eval_longmem.common import metric_names, stats
+from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, content_digest, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
-from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
+from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 
 log = logging.getLogger(f"lm_eval.{__name__}")
@@ -94,6 +94,7 @@ class LongmemTask(ConfigurableTask):
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         self._render_kwargs: dict[str, Any] = {}
         self._fit: dict[int, str] = {}
+        self._counted: dict[str, int] = {}
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
         self.docs_per_cell: dict[str, int] = {}
@@ -146,6 +147,18 @@ class LongmemTask(ConfigurableTask):
             return max(count(prompt + delimiter + str(choice)) for choice in self.doc_to_choice(doc))
         return count(prompt + self.config.target_delimiter + str(self.doc_to_target(doc)))
 
+    def counted_tokens(self, doc: dict[str, Any], prompt: str) -> int:
+        """`answer_tokens`, counted once per prompt and answer in a run: the fit check counts, the cost line reads.
+
+        Keyed by a digest of the prompt and the doc's answer (choices or target), so the cost line
+        finds the count for the prompt the harness built without tokenizing it again.
+        """
+        answer = self.doc_to_choice(doc) if self.OUTPUT_TYPE == "multiple_choice" else self.doc_to_target(doc)
+        key = sha256_hex(f"{len(prompt)}\0{answer!r}\0{prompt}")
+        if key not in self._counted:
+            self._counted[key] = self.answer_tokens(doc, prompt)
+        return self._counted[key]
+
     def fit_reason(self, doc: dict[str, Any]) -> str:
         """Why `doc` cannot run ("" when it fits): its exact prompt plus answer against the window."""
         window = self.window
@@ -155,7 +168,7 @@ class LongmemTask(ConfigurableTask):
                 "(we never truncate): pass max_length=N in --model_args (max_model_len=N for vllm)"
             )
         prompt = self.rendered_prompt(doc, **self._render_kwargs)
-        if self.answer_tokens(doc, prompt) > window.tokens:
+        if self.counted_tokens(doc, prompt) > window.tokens:
             return f"prompt + answer exceed the window ({window.tokens} tokens, {window.source})"
         return ""
 
@@ -216,7 +229,7 @@ class LongmemTask(ConfigurableTask):
         self._render_kwargs = {key: kwargs.get(key) for key in _RENDER_KEYS if key in kwargs}
         self._render_kwargs["apply_chat_template"] = bool(self._render_kwargs.get("apply_chat_template"))
         self._render_kwargs["fewshot_as_multiturn"] = bool(self._render_kwargs.get("fewshot_as_multiturn"))
-        self._fit = {}
+        self._fit, self._counted = {}, {}
         self.before_requests()
         kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
         if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
@@ -228,6 +241,50 @@ class LongmemTask(ConfigurableTask):
         fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
         kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
         super().build_all_requests(limit=limit, samples=samples, **kwargs)
+        if not int(kwargs.get("rank") or 0) and self.instances:
+            log.info("%s", self.cost_line(ranks))
+
+    # --- what the run will cost -----------------------------------------------------------------
+
+    def request_tokens(self, instance: Any) -> int:
+        """Tokens of the sequence one request makes the model run: token ids counted, text as the fit check counted it.
+
+        For text, the count is the fit check's for the doc (prompt plus its longest answer, or plus
+        `max_gen_toks` when generating), so every request of a doc counts as the longest.
+        """
+        context, continuation = instance.arguments[0], instance.arguments[1]
+        if not isinstance(context, str) and not isinstance(continuation, (str, dict)):
+            return len(context) + len(continuation)
+        return self.counted_tokens(instance.doc, context)
+
+    def cost_line(self, ranks: int = 1) -> str:
+        """One line before the first request: docs, requests, input tokens, the longest sequence and its estimated peak memory."""
+        tokens = [self.request_tokens(instance) for instance in self.instances]
+        docs = len({instance.doc_id for instance in self.instances})
+        share = f" (rank 0's share; {ranks} ranks)" if ranks > 1 else ""
+        return (
+            f"{self.config.task}: {docs} docs, {len(tokens)} {self.OUTPUT_TYPE} requests, {sum(tokens):,} input tokens{share}; "
+            f"longest sequence {max(tokens):,} tokens, {self.sequence_memory(max(tokens))}"
+        )
+
+    def sequence_memory(self, tokens: int) -> str:
+        """The estimated memory of one sequence of `tokens` tokens on this run's backend (`common.cost`), in words."""
+        config = load_config(self.metadata)
+        if config is None:
+            return "memory not estimated (no model config)"
+        try:
+            shape = cost.ModelShape.from_config(
+                config, dtype=self.metadata.get("dtype"), attention=self.metadata.get("attn_implementation")
+            )
+            if self.window.backend == "vllm":
+                return f"KV cache {cost.gib(cost.kv_cache_bytes(shape, tokens))} per sequence (vLLM; weights {cost.gib(shape.weights_bytes)})"
+            peak = cost.hf_peak(shape, self.OUTPUT_TYPE, tokens)
+        except ValueError as err:  # a config the cost model cannot size, or a request type it does not know
+            return f"memory not estimated ({err})"
+        parts = f"weights {cost.gib(peak.weights)}, activations {cost.gib(peak.activations)}"
+        parts += f", KV cache {cost.gib(peak.kv_cache)}" if peak.kv_cache else ""
+        parts += f", then logits {cost.gib(peak.logits)} in their place" if peak.logits else ""
+        return f"estimated peak {cost.gib(peak.total)} per sequence on the HF backend ({parts})"
 
     def adopt_run(self, skips: dict[str, dict[str, int]], cells_column: Sequence[Sequence[str]]) -> None:
         """Take the state aggregation reads (skips, cells in order) from a run's records instead of deciding it.

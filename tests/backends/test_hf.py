@@ -6,12 +6,14 @@ import logging
 
 import pytest
 import torch
-from kit import build_tiny_llama
+from kit import RecordingBar, build_tiny_llama
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import CachingLM
 
 from lm_eval_longmem.backends import hf
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy
+from lm_eval_longmem.common import cost
+from lm_eval_longmem.common.errors import UsageError
 
 VOCAB = range(4, 101)  # the tiny tokenizer's printable characters
 LENGTHS = [(5, 12), (70, 30), (17, 1), (120, 25), (2, 9), (64, 20), (64, 20)]
@@ -50,15 +52,85 @@ def test_same_answers_for_every_batch_size(tiny_lm, pairs, same_answers):
         same_answers(run(tiny_lm, pairs, batch_size=batch_size), one)  # bits identical, logprobs to rounding
 
 
-def test_auto_batch_size_probes_the_memory_flat_path(tiny_llama_dir, pairs, monkeypatch, make_lm):
-    lm = make_lm(tiny_llama_dir, batch_size="auto:2", max_batch_size=4)
-    probed = []
+def _record_batches(monkeypatch):
+    """Every batch `score_batch` runs (its size), in order."""
+    batches = []
     real_score = hf.score_batch
-    monkeypatch.setattr(hf, "score_batch", lambda self, batch, width, chunked: probed.append(len(batch)) or real_score(self, batch, width, chunked))
+    monkeypatch.setattr(hf, "score_batch", lambda self, batch, width, chunked: batches.append(len(batch)) or real_score(self, batch, width, chunked))
+    return batches
+
+
+def test_auto_batch_size_on_cpu_is_decided_by_the_estimate_without_a_trial(tiny_llama_dir, pairs, monkeypatch, make_lm, caplog):
+    lm = make_lm(tiny_llama_dir, batch_size="auto:2", max_batch_size=4)
+    batches = _record_batches(monkeypatch)
     monkeypatch.setattr(type(lm), "_model_call", lambda *a, **k: pytest.fail("auto must not probe the full-logits path"))
-    got = lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
-    assert probed[:1] == [4], "the first call is the probe at max_batch_size on our path"
+    with caplog.at_level(logging.INFO, logger="lm_eval"):
+        got = lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
+    assert sum(batches) == len(pairs), "no forward beyond the requests themselves: on CPU nothing is tried"
+    assert max(batches) > 1, "requests of one width share a batch: the size picked is above 1"
+    assert "--batch_size auto (loglikelihood_accuracy)" in caplog.text and "from the estimate alone" in caplog.text
+    monkeypatch.undo()
     assert got == run(lm, pairs, batch_size=1)
+
+
+def test_auto_batch_size_never_picks_a_size_beyond_the_memory_available(tiny_llama_dir, monkeypatch, make_lm):
+    lm = make_lm(tiny_llama_dir, batch_size="auto", max_batch_size=64)
+    same = [([1] + [10 + i] * 99, [20 + i] * 20) for i in range(7)]  # seven requests of one width (128)
+    fits = lambda size: hf.accuracy_extra_bytes(lm, size * 128, True)  # noqa: E731
+    assert fits(1) < fits(3) < fits(4)
+    # Room for three such sequences under the share of available memory, not four:
+    monkeypatch.setattr(hf, "available_bytes", lambda device: int(fits(3) / hf.AUTO_MEMORY_SHARE) + 1)
+    batches = _record_batches(monkeypatch)
+    lm.loglikelihood_accuracy(instances(same), disable_tqdm=True)
+    assert batches == [3, 3, 1]
+
+
+def test_auto_batch_size_refuses_when_one_sequence_exceeds_the_memory(tiny_llama_dir, pairs, monkeypatch, make_lm):
+    lm = make_lm(tiny_llama_dir, batch_size="auto")
+    monkeypatch.setattr(hf, "available_bytes", lambda device: 1000)
+    with pytest.raises(UsageError, match=r"--batch_size auto \(loglikelihood_accuracy\): one sequence of \d+ positions.*pass --batch_size 1"):
+        lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
+
+
+def test_auto_batch_size_on_an_accelerator_tries_sizes_from_the_cap_down(tiny_llama_dir, pairs, monkeypatch, make_lm):
+    lm = make_lm(tiny_llama_dir, batch_size="auto", max_batch_size=64)
+    monkeypatch.setattr(hf, "trial_forwards", lambda device: True)  # as on CUDA, where running out of memory raises
+    monkeypatch.setattr(hf, "batch_size_cap", lambda self, positions, extra, what: 5)
+    batches = _record_batches(monkeypatch)
+    lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
+    assert batches[0] == 5, "the probe starts at the memory cap, not at max_batch_size"
+    assert sum(batches[1:]) == len(pairs)
+
+
+def test_the_harness_own_auto_probe_stays_within_memory(tiny_llama_dir, monkeypatch, make_lm):
+    """`loglikelihood`/`multiple_choice`/`generate_until` on auto: the harness's probe, capped by `stock_batch_size` (R14)."""
+    lm = make_lm(tiny_llama_dir, batch_size="auto", max_batch_size=64)
+    forwards = []
+    lm.model.register_forward_pre_hook(lambda module, args: forwards.append(args[0].shape) if args else None)
+    requests = [("k", [1] * 300, [5] * 12)]
+    assert lm._detect_batch_size(requests) == 64 and forwards == []  # ample memory, and on CPU no trial forward
+    shape = cost.ModelShape.from_config(lm.model.config, dtype="float32")
+    one = cost.hf_peak(shape, "loglikelihood", 311).total - shape.weights_bytes
+    monkeypatch.setattr(hf, "available_bytes", lambda device: int(5.5 * one / hf.AUTO_MEMORY_SHARE))
+    assert lm._detect_batch_size(requests) == 5 and forwards == []
+    monkeypatch.setattr(hf, "available_bytes", lambda device: one // 2)
+    with pytest.raises(UsageError, match=r"full-logits probe\): one sequence of 311 positions.*--batch_size 1"):
+        lm._detect_batch_size(requests)
+
+
+def test_progress_counts_input_positions(tiny_lm, pairs, monkeypatch):
+    monkeypatch.setattr(hf, "tqdm", RecordingBar)
+    run(tiny_lm, pairs, batch_size=2)
+    bar = RecordingBar.made[-1]
+    positions = sum(len(ctx) + len(cont) - 1 for ctx, cont in pairs)
+    assert (bar.total, bar.unit, bar.unit_scale, sum(bar.steps)) == (positions, "tok", True, positions)
+    assert bar.steps[0] == 120 + 25 - 1, "the longest request runs first, alone in its width"
+
+
+def test_largest_batch():
+    assert hf.largest_batch(lambda size: 10 * size, 35, 64) == 3
+    assert hf.largest_batch(lambda size: 10 * size, 5, 64) == 0
+    assert hf.largest_batch(lambda size: 10 * size, 10_000, 64) == 64
 
 
 def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeypatch):
@@ -85,7 +157,7 @@ def test_head_chunks_stay_within_their_share_of_the_body_forward(tiny_lm):
     sizes = {}
     for n_rows in (256, 4096, 65536):
         rows = hf.head_chunk_rows(tiny_lm, n_rows, vocab, torch.float32)
-        assert 1 <= rows and 2 * rows * vocab * 4 <= hf.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows)
+        assert 1 <= rows and 2 * rows * vocab * 4 <= cost.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows)
         sizes[n_rows] = rows
     assert sizes[256] <= sizes[4096] < sizes[65536], "a longer forward needs more memory, so its chunks may be larger"
 

@@ -20,7 +20,8 @@ TASKS = "longmem_backends_test,longmem_backends_test_ids"
 
 
 def test_install_only_adds_names():
-    """In a fresh interpreter: install() adds our names and replaces nothing else (twice = once)."""
+    """In a fresh interpreter: install() adds our names, wraps the harness's auto batch probe (R14), and
+    replaces nothing else (twice = once)."""
     script = """
 import lm_eval.api.model as model, lm_eval.api.registry as registry, lm_eval.api.task as task
 from lm_eval.models.huggingface import HFLM
@@ -28,7 +29,9 @@ hf_before, caching_before = dict(vars(HFLM)), dict(vars(model.CachingLM))
 types_before, metrics_before = list(task.ALL_OUTPUT_TYPES), dict(registry.DEFAULT_METRIC_REGISTRY)
 from lm_eval_longmem.backends import install
 install(); install()
-assert {k: v for k, v in vars(HFLM).items() if k != "loglikelihood_accuracy"} == hf_before
+assert HFLM._detect_batch_size.__wrapped__ is hf_before["_detect_batch_size"]
+assert {k: v for k, v in vars(HFLM).items() if k not in ("loglikelihood_accuracy", "_detect_batch_size")} == {
+    k: v for k, v in hf_before.items() if k != "_detect_batch_size"}
 assert set(vars(HFLM)) - set(hf_before) == {"loglikelihood_accuracy"}
 changed = {k for k in vars(model.CachingLM) if vars(model.CachingLM)[k] is not caching_before.get(k)}
 assert changed == {"__getattr__"}, changed

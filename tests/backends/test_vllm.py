@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
+from kit import RecordingBar
 from lm_eval.api.instance import Instance
 
 from lm_eval_longmem.backends import vllm as vllm_backend
@@ -135,6 +136,16 @@ def test_method_keeps_request_order_and_batches(monkeypatch):
     assert got == [TokenAccuracy("110", -3.0), TokenAccuracy("1", -1.0), TokenAccuracy("00", -2.0)]
     assert [len(batch) for batch in lm.calls] == [2, 1]  # longest first, batches of 2
     assert lm.calls[0][0] == [1, 2, 3, 4, 5, 6, 8]  # context + continuation, verbatim
+
+
+def test_progress_counts_prompt_tokens(monkeypatch):
+    monkeypatch.setattr(vllm_backend, "_sampling_params", lambda: "params")
+    monkeypatch.setattr(vllm_backend, "tqdm", RecordingBar)
+    pairs = [([1, 3], [2, 4, 5]), ([1, 2, 3, 4, 5, 6], [8]), ([1], [7, 9])]
+    vllm_backend.loglikelihood_accuracy(FakeVLLM(max_length=100, batch_size=2), [Instance(OUTPUT_TYPE, {}, p, i) for i, p in enumerate(pairs)])
+    bar = RecordingBar.made[-1]
+    assert (bar.total, bar.unit, bar.unit_scale) == (15, "tok", True)
+    assert bar.steps == [7 + 5, 3], "longest first, two per batch, each batch its tokens"
 
 
 def test_method_refuses_prompts_past_the_engine_window(monkeypatch):

@@ -152,3 +152,47 @@ def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
     for world_size in (2, 3):
         assert evaluator_utils._compute_task_aggregations(task, gathered(task, docs, world_size), 0) == one
     assert one[0]["acc@qa5_7,none"] == 1.0
+
+
+# ---- the cost line before the first request (issue 26, item 5) ----------------------------------------
+
+from lm_eval.tasks import TaskManager  # noqa: E402
+from transformers import AutoConfig  # noqa: E402
+
+from lm_eval_longmem.common import cost  # noqa: E402
+from lm_eval_longmem.paths import task_configs_dir  # noqa: E402
+
+
+def _load(name: str, include: Path, metadata: dict) -> LongmemTask:
+    manager = TaskManager(include_path=str(include), include_defaults=False, metadata=metadata)
+    return manager.load([name])["tasks"][name]
+
+
+def test_cost_line_reads_the_counts_of_the_fit_check(tiny_llama_dir, monkeypatch, caplog):
+    task = _load("longmem_test_numbered", FIXTURES, {"pretrained": str(tiny_llama_dir), "max_length": 64})
+    counted = []
+    real = LongmemTask.answer_tokens
+    monkeypatch.setattr(LongmemTask, "answer_tokens", lambda self, doc, prompt: counted.append(prompt) or real(self, doc, prompt))
+    with caplog.at_level(logging.INFO, logger="lm_eval"):
+        task.build_all_requests(limit=3, rank=0, world_size=1)
+    # "The number is N." is 16 characters, plus BOS, plus max_gen_toks=2: 19 tokens per doc
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("longmem_test_numbered: 3 docs")]
+    assert line.startswith("longmem_test_numbered: 3 docs, 3 generate_until requests, 57 input tokens; longest sequence 19 tokens, ")
+    shape = cost.ModelShape.from_config(AutoConfig.from_pretrained(tiny_llama_dir))
+    assert f"estimated peak {cost.gib(cost.hf_peak(shape, 'generate_until', 19).total)} per sequence on the HF backend" in line
+    assert len(counted) == 3, "each doc's prompt tokenized once, by the fit check; the cost line reads its count"
+
+
+def test_cost_line_counts_token_ids_exactly_and_says_the_rank_share(tiny_llama_dir, caplog):
+    metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_lengths": "[16,40]", "forgetting_curve_samples": 2,
+                "forgetting_curve_copy_source": "random", "forgetting_curve_prefix_source": "random"}  # fmt: skip
+    task = _load("forgetting_curve", task_configs_dir(), metadata)
+    with caplog.at_level(logging.INFO, logger="lm_eval"):
+        task.build_all_requests(rank=0, world_size=2)
+    (line,) = [r.getMessage() for r in caplog.records if " docs, " in r.getMessage()]
+    # rank 0 of 2 holds 2 of the 4 docs; each doc is a copy and an LM sequence of 2L + 2 tokens
+    mine = {int(inst.doc["length"]) for inst in task.instances}
+    tokens = sum(2 * (2 * L + 2) for L in (int(inst.doc["length"]) for inst in task.instances[::2]))
+    assert len(task.instances) == 4 and mine
+    assert line.startswith(f"forgetting_curve: 2 docs, 4 loglikelihood_accuracy requests, {tokens:,} input tokens (rank 0's share; 2 ranks); ")
+    assert f"longest sequence {2 * max(mine) + 2} tokens" in line

@@ -1,0 +1,488 @@
+"""`lm-eval-longmem plan`: what a run will cost, before anything is run, built or downloaded.
+
+Given a run's `--tasks`, `--model_args` and `--metadata`, `make_plan` reads the model's config and
+tokenizer (nothing else: no weights, no data set) and lays out, per task and cell (a length, or an
+excerpt length for Book-SORT): docs, requests, input tokens, the longest sequence, and from the
+cost model (`common/cost.py`) prefill FLOPs, the KV cache of one sequence, the logits memory of the
+request type, the estimated peak on the HF backend and the data phase's tokenizing. With a GPU
+from `cost.GPUS` it adds an estimated GPU time at a stated utilisation, whether one sequence fits
+on the HF backend, and vLLM settings that run the longest sequence.
+
+Where the counts come from, per evaluation (nothing is built; each evaluation's own option parser
+and helpers decide, so the plan follows the run):
+
+* forgetting_curve: its length grid (`forgetting_curve.data.resolve_lengths`) x `samples`; two
+  requests per doc of 2L + 2 tokens; lengths past the backend's position limit are skipped, as the
+  run skips them. The corpus is tokenized once per tokenizer and cached.
+* booksort: the published layout of `memari/booksort` (100 test excerpts per book x L_E x L_S, one
+  trial per distance bin; Pomona has no 10,000- or 20,000-word excerpts) under the `booksort_*`
+  selection, or, for a local build, its trials (read, not built). Tokens are words x the tokenizer's
+  tokens per word (measured on the build's text, or `WORD_TOKENS` for hub data) plus the prompt's
+  own tokens (rendered and counted).
+* babilong: the selected lengths (`babilong.data.selected_lengths`) x tasks x samples: 100 per
+  cell on `RMT-team/babilong`, 1000 on `RMT-team/babilong-1k-samples`, `babilong_samples` when
+  generated. A hub sample's haystack is the length in the authors' tokenizer, so its tokens here
+  are estimates; generated samples are filled up to the length in the model's own tokenizer (to
+  within a sentence, so their count is an upper bound).
+
+Every row says whether its token counts are `estimated`. The data phase is what a run tokenizes
+today: the fit check counts every prompt of Book-SORT and BABILong on every run (`data_tokens`),
+and building (generated BABILong samples) adds as much once (`build_tokens`; cached after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lm_eval_longmem.common import cost
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
+from lm_eval_longmem.paths import task_configs_dir
+
+DEFAULT_UTILISATION = 0.5
+"""Share of a GPU's datasheet peak dense FLOP/s a long prefill is assumed to reach. Measured: 0.54-0.56
+for the body forward of a Llama-3-8B-shaped model (bf16, sdpa) on an H200 at 8k-128k tokens
+(CONTRIBUTING.md); a whole request adds the LM head and the harness's own work, hence 0.5."""
+
+WORD_TOKENS = 4 / 3
+"""Tokens per English word of a typical BPE tokenizer, for hub Book-SORT trials whose text is not at
+hand (`booksort.data.prompt_work` uses the same ratio)."""
+
+BYTES_PER_TOKEN = 4
+"""Bytes of English text per token, to size a local corpus without reading it (SmolLM2's tokenizer
+on one Gutenberg book: 4.4)."""
+
+BOOKSORT_HUB_BOOKS = ("69087", "72578", "72600", "72869", "72958", "72963", "72972", "73017", "73042")
+"""The nine books of `memari/booksort` (Gutenberg numbers); Pomona (73017) is too short for L_E >= 10,000."""
+BOOKSORT_SHORT_BOOK, BOOKSORT_SHORT_LIMIT = "73017", 10_000
+BOOKSORT_TEST_EXCERPTS = 100
+"""Test excerpts per book x L_E x L_S on the hub, each with one trial per distance bin (paper, section 2.2)."""
+
+BABILONG_0K_NOTE = "0k holds only the bAbI facts, counted here as none"
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What a task's YAML says that the plan needs."""
+
+    name: str
+    evaluation: str
+    """forgetting_curve, booksort or babilong."""
+    output_type: str
+    condition: str
+    """Book-SORT's condition (in_context or memoryless); "" for the others."""
+    max_gen_toks: int
+
+
+@dataclass(frozen=True)
+class Row:
+    """One task's cell, as the run will hold it (counts only; costs come from `row_costs`)."""
+
+    task: str
+    output_type: str
+    cell: str
+    """The cell as the task names it: a length ("4096", "4k") or an excerpt length ("LE2500")."""
+    length: int
+    """Tokens of the cell: L (forgetting curve), the standard length (BABILong), or a trial's
+    estimated prompt tokens (Book-SORT, whose cells are in words)."""
+    docs: int
+    requests: int
+    forwards: int
+    """Forward passes the HF backend runs (it scores a Book-SORT trial's two labels in one)."""
+    input_tokens: int
+    """Tokens of every request of the cell (prompt and answer)."""
+    sequence_tokens: int
+    """Tokens of the cell's longest sequence."""
+    forward_positions: int
+    """Positions one forward runs, on average over the cell (a prefill, for generation)."""
+    head_positions: int
+    """Positions of one forward where the LM head runs."""
+    new_tokens: int
+    """Tokens generated per forward (at most)."""
+    data_tokens: int = 0
+    build_tokens: int = 0
+    skipped: int = 0
+    estimated: bool = False
+    note: str = ""
+
+
+# --- the tasks a run names -----------------------------------------------------------------------
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """Our task YAMLs as data: a `!function` tag stays the text it names."""
+
+
+_ConfigLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    config = yaml.load(path.read_text(encoding="utf-8"), Loader=_ConfigLoader) or {}
+    if "include" in config:
+        config = {**_read_config(path.parent / config.pop("include")), **config}
+    return config
+
+
+def our_tasks() -> dict[str, list[dict[str, Any]]]:
+    """Every task and group name of ours -> the configs of the tasks it runs (a group: its tasks)."""
+    configs = {}
+    for path in sorted(task_configs_dir().rglob("*.yaml")):
+        config = _read_config(path)
+        configs[str(config.get("group") or config["task"])] = config
+    return {
+        name: [configs[t] for t in config["task"]] if "group" in config else [config]
+        for name, config in configs.items()
+    }
+
+
+def resolve_tasks(names: list[str]) -> list[TaskFacts]:
+    """The tasks `--tasks` runs, with the facts of each; a name that is not ours is a `UsageError`."""
+    known = our_tasks()
+    facts: dict[str, TaskFacts] = {}
+    for name in names:
+        if name not in known:
+            raise UsageError(f"--tasks {name}: plan knows our tasks and groups only: {', '.join(sorted(known))}")
+        for config in known[name]:
+            facts[config["task"]] = TaskFacts(
+                name=config["task"],
+                evaluation=str(config["class"]).split(".")[1],
+                output_type=config["output_type"],
+                condition=str((config.get("dataset_kwargs") or {}).get("condition", "")),
+                max_gen_toks=int((config.get("generation_kwargs") or {}).get("max_gen_toks", 0)),
+            )
+    return list(facts.values())
+
+
+# --- counts per evaluation -----------------------------------------------------------------------
+
+
+def forgetting_curve_rows(task: TaskFacts, metadata: dict[str, Any]) -> tuple[list[Row], list[str]]:
+    from lm_eval_longmem.forgetting_curve.data import model_inputs, position_limit, resolve_lengths, sweep_options, sweep_sources
+
+    options = sweep_options(metadata)
+    lengths, claimed = resolve_lengths(options, metadata)
+    limit, why = position_limit(options, metadata, claimed)
+    rows = []
+    for length in lengths:
+        runs = limit is None or model_inputs(length) <= limit
+        docs = options.samples if runs else 0
+        tokens = model_inputs(length) + 1  # [bos] S [bos] S: the last token is only a target
+        rows.append(
+            Row(
+                task.name, task.output_type, str(length), length, docs, 2 * docs, 2 * docs, 2 * docs * tokens, tokens,
+                forward_positions=tokens - 1, head_positions=length - length // 2, new_tokens=0, skipped=0 if runs else options.samples,
+                note="" if runs else f"skipped: {model_inputs(length)} input positions exceed {limit} ({why})",
+            )
+        )  # fmt: skip
+    sources = {source for source in sweep_sources(options)[:2] if source != "random"}
+    notes = [f"data phase: {_corpus_text(source)}, tokenized once per tokenizer and cached" for source in sorted(sources, key=str)]
+    return rows, notes
+
+
+def _corpus_text(source: str | None) -> str:
+    """A text source in words, with its size where it can be told without reading it."""
+    if source is None:
+        return "the default corpus (PG-19's test books, hf:emozilla/pg19-test, 100 books)"
+    path = Path(source).expanduser()
+    if source.startswith("hf:") or not path.exists():
+        return f"the corpus {source}"
+    files = [path] if path.is_file() else sorted(path.rglob("*.txt"))
+    size = sum(f.stat().st_size for f in files)
+    tokens = size // BYTES_PER_TOKEN
+    return f"the corpus {source} (~{tokens:,} tokens, ~{cost.tokenize_seconds(tokens):.0f} CPU s)"
+
+
+def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
+    from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, N_BINS, SEGMENT_LENGTHS
+    from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
+    from lm_eval_longmem.booksort.prompts import get_variant, render
+
+    options = booksort_options(metadata)
+    template = render(get_variant(options.prompt), title="The Title of a Book", excerpt="", first="", second="", condition=task.condition)
+    template_tokens = len(tokenizer(template.system + template.user + template.answer_prefix)["input_ids"])
+    notes = []
+    if options.data == "hub" or options.data.startswith("hf:"):
+        books = options.books or BOOKSORT_HUB_BOOKS
+        bins = len(options.distance_bins or range(N_BINS))
+        trials = [
+            (excerpt, segment)
+            for excerpt in options.excerpt_lengths or EXCERPT_LENGTHS
+            for segment in options.segment_lengths or SEGMENT_LENGTHS
+            for book in books
+            if book in BOOKSORT_HUB_BOOKS and not (book == BOOKSORT_SHORT_BOOK and excerpt >= BOOKSORT_SHORT_LIMIT)
+            for _ in range(BOOKSORT_TEST_EXCERPTS * bins)
+        ]
+        ratio = WORD_TOKENS
+        notes.append(f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word")
+        unknown = "" if options.data == "hub" else f"docs unknown offline: {options.data} counted as memari/booksort's layout"
+    else:
+        source = read_split(options.data, "test")
+        add_bin_index(source.rows)
+        chosen = select(source.rows, options)
+        trials = [(int(row["excerpt_length"]), int(row["segment_length"])) for row in chosen]
+        sample = " ".join(source.excerpt(max(chosen, key=lambda row: int(row["excerpt_length"]))).split()[:5000])
+        ratio = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split()))
+        unknown = ""
+        notes.append(f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text")
+    if not trials:
+        raise UsageError(
+            f"no Book-SORT trial of memari/booksort matches booksort_books={list(options.books or ())}: its books are "
+            f"{', '.join(BOOKSORT_HUB_BOOKS)}"
+        )
+    rows = []
+    answer = task.max_gen_toks if task.output_type == "generate_until" else 1  # generated tokens, or the label
+    for excerpt in sorted({e for e, _ in trials}):
+        cell = [segment for e, segment in trials if e == excerpt]
+        words = [(excerpt if task.condition == "in_context" else 0) + 2 * segment for segment in cell]
+        every = [template_tokens + round(ratio * w) + answer for w in words]
+        tokens = [n for n in every if window.tokens is None or n <= window.tokens]
+        skipped = len(every) - len(tokens)
+        note = f"{skipped:,} trials of about {max(every):,} tokens exceed the {window.tokens:,}-token window: skipped" if skipped else ""
+        note = "; ".join(part for part in (unknown, note) if part)
+        if not tokens:
+            rows.append(Row(task.name, task.output_type, f"LE{excerpt}", max(every), 0, 0, 0, 0, 0, 0, 0, 0, skipped=skipped, estimated=True, note=note))
+            continue
+        docs, generating = len(tokens), task.output_type == "generate_until"
+        mean = round(sum(tokens) / docs)
+        rows.append(
+            Row(
+                task.name, task.output_type, f"LE{excerpt}", max(tokens), docs, docs * (1 if generating else 2), docs,
+                sum(tokens) * (1 if generating else 2), max(tokens), forward_positions=mean - answer if generating else mean - 1,
+                head_positions=1 if generating else mean - 1, new_tokens=task.max_gen_toks if generating else 0,
+                data_tokens=sum(every), skipped=skipped, estimated=True, note=note,
+            )
+        )  # fmt: skip
+    return rows, notes
+
+
+def babilong_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
+    from lm_eval_longmem.babilong.data import HUB_SETS, babilong_options, selected_lengths
+    from lm_eval_longmem.babilong.prompts import build_prompt
+
+    options = babilong_options(metadata)
+    lengths = selected_lengths(options, window.tokens)
+    generated = options.source == "generate"
+    template = {qa: len(tokenizer(build_prompt(qa, "", "", options.switches))["input_ids"]) for qa in options.tasks}
+    rows, notes = [], []
+    for name in lengths:
+        length = parse_length(name)
+        docs, tokens, missing = 0, [], []
+        for qa in options.tasks:
+            if generated:
+                count = options.samples
+            elif HUB_SETS[options.source].has(qa, name):
+                count = 1000 if options.source == "hub-1k" else 100
+            else:
+                count = 0
+                missing.append(qa)
+            docs += count
+            tokens += [_babilong_prompt_tokens(options, length, template[qa]) + task.max_gen_toks] * count
+        note = []
+        if missing:
+            note.append(f"{HUB_SETS[options.source].path} has no {','.join(missing)} at {name}: the run stops there")
+        if length == 0:
+            note.append(BABILONG_0K_NOTE)
+        longest = max(tokens, default=0)
+        if window.tokens is not None and longest > window.tokens:
+            note.append(f"about {longest:,} tokens against a {window.tokens:,}-token window: the fit check may skip docs")
+        prompt_tokens = sum(tokens) - docs * task.max_gen_toks
+        rows.append(
+            Row(
+                task.name, task.output_type, name, length, docs, docs, docs, sum(tokens), longest,
+                forward_positions=round(prompt_tokens / docs) if docs else 0, head_positions=1, new_tokens=task.max_gen_toks,
+                data_tokens=prompt_tokens, build_tokens=prompt_tokens if generated else 0,
+                estimated=True, note="; ".join(note),
+            )
+        )  # fmt: skip
+    source = f"generated from {'the simulator' if options.facts == 'simulated' else 'bAbI files'} over {_corpus_text(options.corpus)}" if generated else HUB_SETS[options.source].path
+    notes.append(f"{task.name}: {', '.join(options.tasks)} from {source}")
+    return rows, notes
+
+
+def _babilong_prompt_tokens(options: Any, length: int, template: int) -> int:
+    """A BABILong prompt's tokens: generated samples are filled to the length; hub haystacks count as the length."""
+    from lm_eval_longmem.babilong.generate import ANSWER_TOKENS
+
+    if options.retrieval == "chunks":
+        return template + min(length, options.retrieval_k * options.retrieval_chunk_tokens)
+    if options.retrieval == "sentences":
+        return template + min(length, options.retrieval_k * SENTENCE_TOKENS)
+    if length == 0:
+        return template
+    if options.source == "generate":
+        return length - ANSWER_TOKENS - options.reserve_tokens
+    return length + template
+
+
+SENTENCE_TOKENS = 32
+"""Tokens of one retrieved sentence (RAG-S), a rough figure for book text."""
+
+
+# --- costs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run's rows with their costs, and what they were computed for."""
+
+    model: str
+    shape: cost.ModelShape
+    window: Window
+    rows: list[Row]
+    notes: list[str]
+    gpu: cost.Gpu | None
+    utilisation: float
+
+    def costs(self, row: Row) -> dict[str, Any]:
+        """The row's costs (`common.cost`), as its `--json` row has them."""
+        shape = self.shape
+        prefill = row.forwards * cost.forward_flops(shape, row.forward_positions, row.head_positions)
+        decode = row.forwards * cost.decode_flops(shape, row.forward_positions, row.new_tokens)
+        peak = cost.hf_peak(shape, row.output_type, row.sequence_tokens - row.new_tokens, new_tokens=row.new_tokens)
+        out = {
+            "prefill_flops": prefill,
+            "decode_flops": decode,
+            "kv_cache_bytes": cost.kv_cache_bytes(shape, row.sequence_tokens),
+            "logits_bytes": peak.logits,
+            "peak_bytes": peak.total,
+            "data_seconds": round(cost.tokenize_seconds(row.data_tokens), 1),
+        }
+        if self.gpu is not None:
+            out["gpu"] = self.gpu.name
+            out["est_seconds"] = round(cost.gpu_seconds(prefill + decode, self.gpu, shape.dtype, self.utilisation), 1)
+            out["fits"] = peak.total <= cost.HF_GPU_MEMORY_SHARE * cost.gpu_bytes(self.gpu) if row.docs else None
+        return out
+
+    def json_rows(self) -> list[dict[str, Any]]:
+        """The `--json` output: one object per row."""
+        return [
+            {
+                "task": r.task, "cell": r.cell, "length": r.length, "docs": r.docs, "requests": r.requests,
+                "input_tokens": r.input_tokens, "sequence_tokens": r.sequence_tokens, **self.costs(r),
+                "data_tokens": r.data_tokens, "build_tokens": r.build_tokens, "skipped": r.skipped,
+                "estimated": r.estimated, "note": r.note,
+            }  # fmt: skip
+            for r in self.rows
+        ]
+
+    def vllm(self, task: str) -> cost.VllmSettings | None:
+        """vLLM settings for `task`'s longest sequence on the plan's GPU (None without one)."""
+        rows = [r for r in self.rows if r.task == task and r.docs]
+        if self.gpu is None or not rows:
+            return None
+        longest = max(rows, key=lambda r: r.sequence_tokens)
+        return cost.vllm_settings(self.shape, longest.sequence_tokens, self.gpu, prompt_logprobs=longest.output_type != "generate_until")
+
+
+def make_plan(names: list[str], metadata: dict[str, Any], gpu: str | None = None, utilisation: float = DEFAULT_UTILISATION) -> Plan:
+    """The plan of a run of `names` (our tasks and groups) with `metadata` (--model_args merged with --metadata)."""
+    if not 0 < utilisation <= 1:
+        raise UsageError(f"--utilisation {utilisation}: give the share of peak FLOP/s a run reaches, in (0, 1], e.g. 0.4")
+    if gpu is not None and gpu not in cost.GPUS:
+        raise UsageError(f"--gpu {gpu}: choose one of {', '.join(cost.GPUS)}")
+    tasks = resolve_tasks(names)
+    config = load_config(metadata)
+    if config is None:
+        raise UsageError(
+            "plan reads the model's config: pass --model_args pretrained=NAME (a local folder works offline, "
+            "e.g. one holding only config.json and the tokenizer's files)"
+        )
+    try:
+        shape = cost.ModelShape.from_config(config, dtype=metadata.get("dtype"), attention=metadata.get("attn_implementation"))
+    except ValueError as err:
+        raise UsageError(f"--model_args pretrained={metadata.get('pretrained')}: {err}") from err
+    tokenizer, window = load_tokenizer(metadata), model_window(metadata)
+    rows, notes = [], []
+    for task in tasks:
+        if task.evaluation == "forgetting_curve":
+            found = forgetting_curve_rows(task, metadata)
+        elif task.evaluation == "booksort":
+            found = booksort_rows(task, metadata, tokenizer, window)
+        else:
+            found = babilong_rows(task, metadata, tokenizer, window)
+        rows += found[0]
+        notes += found[1]
+    return Plan(str(metadata.get("pretrained")), shape, window, rows, notes, cost.GPUS[gpu] if gpu else None, utilisation)
+
+
+# --- the printed plan ----------------------------------------------------------------------------
+
+
+def tokens_text(n: int) -> str:
+    """A token count for a table cell: exact below 100,000, else "262k" / "1.0M"."""
+    if n < 100_000:
+        return f"{n:,}"
+    return f"{n / 1e6:.1f}M" if n >= 10**6 else f"{n / 1e3:.0f}k"
+
+
+def seconds_text(seconds: float) -> str:
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """The plan for people: what it was computed for, one line per row, per-task totals and notes."""
+    window = plan.window
+    lines = [
+        f"model: {plan.model}: {plan.shape.describe()}",
+        f"window: {f'{window.tokens:,} tokens' if window.tokens else 'unknown'} ({window.source}); attention: {plan.shape.attention}"
+        + (f"; positions past it: up to {window.positions:,}" if window.positions else ""),
+    ]
+    if plan.gpu is not None:
+        gpu = plan.gpu
+        peak = gpu.fp32_tflops if plan.shape.itemsize >= 4 else gpu.half_tflops
+        lines += [
+            f"gpu: {gpu.name}, {peak:g} TFLOP/s dense {'fp32' if plan.shape.itemsize >= 4 else 'bf16/fp16'}, {gpu.memory_gib:g} GiB ({gpu.source})",
+            f"  GPU time at {plan.utilisation:.0%} of that peak; a sequence fits when its HF peak is within {cost.HF_GPU_MEMORY_SHARE:.0%} of the memory",
+        ]
+    header = ["task", "cell", "docs", "requests", "input tok", "longest", "FLOPs", "KV/seq", "logits", "HF peak", "data"]
+    if plan.gpu is not None:
+        header += ["GPU time", "fits"]
+    table = [header]
+    for row in plan.rows:
+        c = plan.costs(row)
+        cells = [
+            row.task, row.cell, f"{row.docs:,}", f"{row.requests:,}", tokens_text(row.input_tokens) + ("~" if row.estimated else ""),
+            tokens_text(row.sequence_tokens), cost.flops_text(c["prefill_flops"] + c["decode_flops"]), cost.gib(c["kv_cache_bytes"]),
+            cost.gib(c["logits_bytes"]), cost.gib(c["peak_bytes"]), seconds_text(c["data_seconds"]),
+        ]  # fmt: skip
+        if plan.gpu is not None:
+            cells += [seconds_text(c["est_seconds"]), {True: "yes", False: "no", None: "-"}[c["fits"]]]
+        table.append(cells)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines += ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in table]
+    for task in dict.fromkeys(row.task for row in plan.rows):
+        rows = [r for r in plan.rows if r.task == task]
+        costs = [plan.costs(r) for r in rows]
+        total = (
+            f"{task}: {sum(r.docs for r in rows):,} docs, {sum(r.requests for r in rows):,} requests, "
+            f"{sum(r.input_tokens for r in rows):,} input tokens, {cost.flops_text(sum(c['prefill_flops'] + c['decode_flops'] for c in costs))}"
+        )
+        if plan.gpu is not None:
+            total += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
+        total += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
+        skipped = sum(r.skipped for r in rows)
+        lines.append(total + (f"; {skipped} docs skipped" if skipped else ""))
+        settings = plan.vllm(task)
+        if settings is not None:
+            lines.append(
+                f"  vLLM on one {plan.gpu.name}: max_model_len={settings.max_model_len} max_num_batched_tokens={settings.max_num_batched_tokens} "
+                f"gpu_memory_utilization={settings.gpu_memory_utilization:.2f} (needs {cost.gib(settings.needed_bytes)}"
+                + ("" if settings.fits else f": does not fit one {plan.gpu.name}; shard the model with tensor_parallel_size") + ")"
+            )
+    notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
+    notes.append(
+        "~: estimated tokens; FLOPs: prefill and generation; KV/seq: K and V of the longest sequence; logits: our LM-head chunk "
+        "(loglikelihood_accuracy) or the stock path's full-vocabulary logits; HF peak: one sequence on --model hf; "
+        "data: CPU time the data phase tokenizes per run"
+    )
+    lines += [f"note: {note}" for note in notes]
+    return lines
