@@ -86,6 +86,24 @@ def build_guessing_model(tiny_dir: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def build_uniform_model(tiny_dir: Path, out_dir: Path) -> Path:
+    """The tiny model with a zeroed head: every token equally likely whatever it reads.
+
+    So its answers and scores are degenerate on purpose: Book-SORT's two labels tie and the first,
+    "A", wins on every trial (an answer bias); every perplexity is the vocabulary size (samples that
+    all agree); greedy accuracy is that of always predicting token 0.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    model.save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(out_dir)
+    return out_dir
+
+
 def build_booksort(book: Path, out: Path, excerpt_lengths: str = "250") -> Path:
     """`lm-eval-longmem booksort build` of one play into `out` (20-word segments), as a user runs it."""
     subprocess.run(

@@ -4,7 +4,7 @@ Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``), and dotted besid
 trials answered "A" (``pct_A@LE<words>``: a model stuck on one label sits at 0 or 1 there).
 Beside each accuracy, dashed with square markers and a little to the right, the accuracy after
 removing the answer bias (``acc_calibrated@<cell>``, log-prob tasks; ours, not the paper's), with
-its own intervals and stars, in both panels.
+its own intervals (no stars: its tests are in the results), in both panels.
 Panel (b): accuracy per distance bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over excerpt lengths
 (``acc@bin<k>``) when the run has no 2500-word trials. Error bars are the Wilson 95% intervals
 the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly above chance
@@ -75,14 +75,14 @@ def _point(row: dict[str, Any], cell: str, score: str = "acc") -> tuple[float, f
     return value, value - low, high - value, p < 0.05
 
 
-def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str, **style: Any) -> str:
-    """One accuracy line with its error bars and stars; returns its colour."""
+def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str, *, stars: bool = True, **style: Any) -> str:
+    """One accuracy line with its error bars and (unless `stars` is False) stars; returns its colour."""
     values = [p[0] for p in points]
     container = ax.errorbar(
         x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], **({"marker": "o"} | style), capsize=3, label=label
     )
     for xi, (value, _, up, significant) in zip(x, points, strict=True):
-        if significant:
+        if significant and stars:
             ax.annotate("*", (xi, value + up), ha="center", va="bottom", color=container[0].get_color())
     return container[0].get_color()
 
@@ -92,7 +92,7 @@ def _draw_calibrated(ax: Any, x: list[float], row: dict[str, Any], cells: list[s
     if not all(metric_names.name(CALIBRATED, cell) in row for cell in cells):
         return  # a generation task, or results written before `acc_calibrated` existed
     points = [_point(row, cell, CALIBRATED) for cell in cells]
-    _draw(ax, [xi + CALIBRATED_OFFSET for xi in x], points, f"{label}: calibrated", marker="s", linestyle="--", color=color)
+    _draw(ax, [xi + CALIBRATED_OFFSET for xi in x], points, f"{label}: calibrated", stars=False, marker="s", linestyle="--", color=color)
 
 
 def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
