@@ -428,3 +428,14 @@ def test_calibrated_accuracy_on_the_log_prob_task(tiny_llama_dir, built_dir):
     assert better["acc_calibrated_p_above_chance"] is False
     reversed_raw = {key: values[::-1] for key, values in raw.items()}
     assert task.aggregate_payloads(reversed_raw, harness_default=None)[0] == row
+
+
+@pytest.mark.parametrize("values", [[1.0], [0.0], [1.0, 0.0], [1.0] * 4, [0.0] * 4, [1.0, 1.0, 1.0, 0.0]], ids=str)
+def test_every_score_of_the_task_on_degenerate_trials(values):
+    """Issue 26: a right-or-wrong score (acc, pct_A, acc_calibrated) gets a Wilson interval from one trial on,
+    inside [0, 1] and never of zero width, whether the trials agree or not."""
+    for spec in (*BooksortTask.score_specs(), BooksortTask.CALIBRATED):
+        assert spec.family == "binary"
+        iv = cell_interval(values, spec)
+        assert 0.0 <= iv.low <= iv.estimate <= iv.high <= 1.0 and iv.low < iv.high, (spec.name, iv)
+        assert (iv.low, iv.high) == pytest.approx(proportion_interval(round(sum(values)), len(values))[1:])

@@ -266,3 +266,30 @@ def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
     assert used == {"id": tokenizer.eos_token_id, "token": "</s>", "source": "eos"}
     said = [r.getMessage() for r in caplog.records if "no BOS token" in r.getMessage()]
     assert len(said) == 1 and "'</s>'" in said[0], said
+
+
+DEGENERATE = {
+    "one sample": [0.75],
+    "two samples": [0.5, 0.875],
+    "all equal": [1.0, 1.0, 1.0],
+    "one outlier": [0.96875, 0.96875, 0.9375, 0.0625],
+}
+
+
+@pytest.mark.parametrize("case", DEGENERATE)
+def test_every_score_of_the_task_on_degenerate_samples(case):
+    """Issue 26: each of the task's scores, as its family aggregates a length's samples (32 scored tokens each):
+    inside its metric's range, and null where the samples cannot give an interval, never [m, m]."""
+    from lm_eval_longmem.common.task import cell_interval
+    from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
+
+    shares = DEGENERATE[case]
+    for spec in ForgettingCurveTask.SCORES:
+        values = shares if spec.family == "share" else [1.0 + 40 * (1 - v) for v in shares]  # perplexities from 1 up
+        iv = cell_interval(sorted(values), spec, [32] * len(values) if spec.units else None)
+        no_interval = len(values) == 1 or (spec.family == "perplexity" and len(set(values)) == 1)
+        if no_interval:
+            assert math.isnan(iv.low) and math.isnan(iv.high), (case, spec.name)
+            continue
+        floor, ceiling = (0.0, 1.0) if spec.family == "share" else (1.0, math.inf)
+        assert floor <= iv.low < iv.high <= ceiling and iv.low <= iv.estimate <= iv.high, (case, spec.name, iv)
