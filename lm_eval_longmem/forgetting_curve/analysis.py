@@ -217,7 +217,7 @@ def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float 
     """Mean, spread, interval, paired difference and paired t-test of one length's samples.
 
     Accuracies: `stats.share_interval` with each sample's `scored_tokens(length)` as units (null
-    bounds for one sample). Difference: Student t (null bounds for one sample, or when every
+    bounds and standard deviations for one sample). Difference: Student t (null bounds for one sample, or when every
     sample's difference is the same), clipped to [-1, 1], the range of a difference of two shares.
     """
     n = len(copy)
@@ -229,8 +229,8 @@ def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float 
         n=n,
         copy=share_interval(copy, units, level),
         lm=share_interval(lm, units, level),
-        copy_std=float(np.std(copy)),
-        lm_std=float(np.std(lm)),
+        copy_std=float(np.std(copy)) if n >= 2 else None,  # population std, as the tool; none of one sample
+        lm_std=float(np.std(lm)) if n >= 2 else None,
         difference=Interval(diff.estimate, max(-1.0, diff.low), min(1.0, diff.high)) if not math.isnan(diff.low) else diff,
         p_value=None if p_value is None or math.isnan(p_value) else p_value,
     )

@@ -212,11 +212,12 @@ def test_one_sample_per_length_has_no_interval():
     from lm_eval_longmem.forgetting_curve.analysis import length_stats
 
     one = length_stats(1024, np.array([0.9]), np.array([0.3]))
-    assert one.n == 1 and one.p_value is None and one.copy.estimate == 0.9
+    assert one.n == 1 and one.p_value is None and one.copy.estimate == 0.9 and one.copy_std is one.lm_std is None
     assert all(math.isnan(bound) for iv in (one.copy, one.lm, one.difference) for bound in (iv.low, iv.high))
     curve = curve_from_points([CurvePoint(1024, 0, 0.9, 0.3)])
     (row,) = summary_json(summarize(curve))["lengths"]
     assert row["copy_acc"] == {"mean": 0.9, "low": None, "high": None} and row["difference"]["low"] is None
+    assert row["copy_std"] is None and row["p_value"] is None
 
 
 def test_difference_interval_stays_within_the_range_of_a_difference():
