@@ -340,6 +340,10 @@ def test_html_report_renders_markdown(uniform_run):
     md, page = files.markdown.read_text(), files.html.read_text()
     (flag, *_) = [line for line in md.splitlines() if line.startswith("**Answer bias:")]
     assert flag.count("**") == 2 and "`booksort_in_context`**" in flag  # bold around a code span
+    calibrated = results["results"]["booksort_in_context"]
+    assert flag.endswith(f"With the bias removed (`acc_calibrated`, from the log-odds of the two labels): "
+                         f"{100 * calibrated['acc_calibrated,none']:.1f} [{100 * calibrated['acc_calibrated_ci_low,none']:.1f}, "
+                         f"{100 * calibrated['acc_calibrated_ci_high,none']:.1f}]%.")  # fmt: skip
     assert "**" not in page and "<strong>Answer bias:" in page
     assert "<code>booksort_in_context</code></strong>" in page.replace("<wbr>", "")
     assert page.count("<strong>") == md.count("**") // 2
