@@ -122,6 +122,21 @@ def _pct(value: Any, low: Any = None, high: Any = None) -> str:
     return f"{100 * v:.1f}" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else "")
 
 
+def no_interval_note(n: int | None) -> str:
+    """How a table shows a value stored without an interval: one sample, or samples that all agree."""
+    return " (n=1)" if n == 1 else " (all equal)" if n else " (no interval)"
+
+
+def _estimate(value: Any, low: Any, high: Any, n: int | None, scale: float = 1.0, digits: int = 1) -> str:
+    """`96.5 [94.3, 98.6]`, or the value with `no_interval_note` when its bounds are null; `-` when absent."""
+    v = _number(value)
+    if v is None:
+        return "-"
+    lo, hi = _number(low), _number(high)
+    text = f"{scale * v:.{digits}f}"
+    return text + (f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]" if lo is not None and hi is not None else no_interval_note(n))
+
+
 def _tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None) -> str:
     """`512 [256, 1024]`, `>2048` when censored, `-` when absent."""
     v = _number(value)
@@ -203,6 +218,7 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
                 label=f"{label}: fine {summary.fine.label}, coarse {summary.coarse.label}")  # fmt: skip
         ax.fill_between(x, [s.copy.low for s in summary.per_length], [s.copy.high for s in summary.per_length],
                         color=color, alpha=0.15, lw=0)  # fmt: skip
+        fc_plot.draw_without_interval(ax, [(s.length, s.copy.estimate, s.copy.low, s.copy.high) for s in summary.per_length], color)
         if summary.fine.length > 0:
             ax.axvline(summary.fine.length, color=color, ls="-", lw=1.0, alpha=0.8)
         if summary.coarse.length > 0:
@@ -293,10 +309,15 @@ def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
     for run, label in zip(runs, labels):
         for bias in answer_bias(run):
             trials = f"{bias.trials} of {bias.trials} trials" if bias.trials else "every trial"
-            flags.append(
+            metrics = run.metrics(bias.task)
+            flag = (
                 f'**Answer bias: {label} answers "{bias.label}" on {trials} of `{bias.task}`**: its accuracy '
-                f"({_pct(run.metrics(bias.task).get('acc'))}%) is the share of trials whose answer is that label, not order recall."
+                f"({_pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
             )
+            if _number(metrics.get("acc_calibrated")) is not None:
+                calibrated = _pct(metrics.get("acc_calibrated"), metrics.get("acc_calibrated_ci_low"), metrics.get("acc_calibrated_ci_high"))
+                flag += f" With the bias removed (`acc_calibrated`, from the log-odds of the two labels): {calibrated}%."
+            flags.append(flag)
     return flags
 
 
@@ -325,6 +346,9 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
         "longest L where copy accuracy beats LM accuracy (same text after an unrelated prefix) by more than 1 point."
     )
     section.blocks.append(Table(["model", "fine_memory_length", "coarse_memory_length", "claimed window", "lengths tested", "samples per length", "skipped lengths"], rows))
+    section.blocks.append(PER_LENGTH_NOTE)
+    section.blocks.append(Table(PER_LENGTH_HEADER, [row for (run, label, task), (_, summary) in zip(found, summaries)
+                                                    for row in per_length_rows(label, run.metrics(task), summary)]))  # fmt: skip
     section.blocks.append(FigureBlock("forgetting_curve_overlay", "Copy accuracy of every model, with its memory lengths (95% bands).", copy_overlay_figure(summaries)))
     for (run, label, task), (_, summary) in zip(found, summaries):
         perplexity = fc_plot.perplexity_series(run.metrics(task))
@@ -332,6 +356,27 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
         caption = f"Copy and LM accuracy of {label}" + (", with the perplexity of the same tokens under it (the paper's Figure 5)." if perplexity else ".")
         section.blocks.append(FigureBlock(f"forgetting_curve_{_slug(label)}", caption, fig))
     return section
+
+
+PER_LENGTH_HEADER = ["model", "L", "samples", "copy_acc (%)", "lm_acc (%)", "copy_ppl", "lm_ppl"]
+PER_LENGTH_NOTE = (
+    "Per length: accuracies (%) with 95% intervals over samples (Wilson on the Korn-Graubard effective size of the "
+    "scored tokens), perplexities as the geometric mean over samples with the exponentiated t interval of their logs. "
+    "(n=1): one sample, no interval; (all equal): samples that all agree, where the method gives none."
+)
+
+
+def per_length_rows(label: str, metrics: dict[str, Any], summary: Any) -> list[list[str]]:
+    """One row per tested length of a forgetting-curve run: samples, both accuracies and both perplexities as stored."""
+    rows = []
+    for s in summary.per_length:
+        cells = [_interval_of(metrics, score, s.length) for score in ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl")]
+        rows.append(
+            [label, str(s.length), str(s.n) if s.n else "-"]
+            + [_estimate(*c, s.n, scale=100) for c in cells[:2]]
+            + [_estimate(*c, s.n, digits=3 if _number(c[0]) is not None and _number(c[0]) < 10 else 1) for c in cells[2:]]
+        )
+    return rows
 
 
 _SOURCE_KEYS = ("forgetting_curve_copy_source", "forgetting_curve_prefix_source", "forgetting_curve_corpus")
@@ -399,6 +444,8 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     lines: dict[str, dict[str, Any]] = {}
     rows = []
     lengths = sorted({le for run in runs for row in booksort_rows(run).values() for le in booksort_plot.excerpt_lengths(row)})
+    calibrated = any(metric_names.parse(key).score == "acc_calibrated" for run in runs for row in booksort_rows(run).values()
+                     for key in row if metric_names.parse(key) is not None)  # fmt: skip
     for run, label in zip(runs, labels):
         tasks = booksort_rows(run)
         for task, row in tasks.items():
@@ -408,6 +455,7 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             rows.append(
                 [name, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
                 + [_pct(metrics.get("pct_A"), metrics.get("pct_A_ci_low"), metrics.get("pct_A_ci_high"))]
+                + ([_pct(*_interval_of(metrics, "acc_calibrated"))] if calibrated else [])
                 + [_pct(*(metrics.get(metric_names.name("acc", f"LE{le}", stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
@@ -417,8 +465,15 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     section.blocks.append(
         "Accuracy (%) of recalling which of two segments came first in the excerpt; chance is 50%. "
         '"answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).'
+        + (
+            """ "acc_calibrated": accuracy with the answer bias removed (each trial's log-odds of "A" over "B" minus its """
+            "condition's median; ours, not the paper's; log-prob tasks only)."
+            if calibrated
+            else ""
+        )
     )
-    section.blocks.append(Table(["model", "acc", "answered A"] + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
+    header = ["model", "acc", "answered A"] + (["acc_calibrated"] if calibrated else [])
+    section.blocks.append(Table(header + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
     section.blocks.extend(answer_bias_flags(runs, labels))
     section.blocks.append(FigureBlock("booksort", "Book-SORT accuracy by excerpt length (a) and by segment distance (b).", booksort_plot.figure(lines)))
     return section
@@ -642,7 +697,7 @@ _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.8em; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
-th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f3f3f3; } td { font-variant-numeric: tabular-nums; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .9em; color: #555; } code { background: #f5f5f5; padding: 0 .2em; }
@@ -650,8 +705,23 @@ figcaption { font-size: .9em; color: #555; } code { background: #f5f5f5; padding
 
 
 def _inline(text: str) -> str:
-    """HTML of a paragraph: escaped, with `code` spans."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """HTML of a paragraph's Markdown: escaped, with `code` spans and **bold** (which may hold code spans)."""
+    spans: list[str] = []
+
+    def hold(match: re.Match) -> str:  # a code span's text is never read as Markdown
+        spans.append(f"<code>{_breakable(match[1])}</code>")
+        return f"\x00{len(spans) - 1}\x00"
+
+    held = html.escape(re.sub(r"`([^`]+)`", hold, text))
+    bold = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", held)
+    return re.sub("\x00(\\d+)\x00", lambda m: spans[int(m[1])], bold)
+
+
+def _breakable(text: str) -> str:
+    """Escaped text with a line-break opportunity (`<wbr>`) after every `/`, `,`, `=` and `_`, so a long path,
+    argument list or lm_eval's `__`-joined model folder wraps at its separators rather than widening the
+    page (browsers also break after a hyphen; the CSS breaks anything still longer)."""
+    return re.sub(r"([/,=_])", r"\1<wbr>", html.escape(text))
 
 
 def figure_png(fig: Figure, dpi: int = 150) -> bytes:
@@ -674,7 +744,7 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
         for block in section.blocks:
             if isinstance(block, Table):
                 out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
-                out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in block.rows]
+                out += ["<tr>" + "".join(f"<td>{_breakable(c)}</td>" for c in row) + "</tr>" for row in block.rows]
                 out.append("</tbody></table>")
             elif isinstance(block, FigureBlock):
                 data = base64.b64encode(pngs[block.name]).decode("ascii")

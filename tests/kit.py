@@ -86,6 +86,24 @@ def build_guessing_model(tiny_dir: Path, out_dir: Path) -> Path:
     return out_dir
 
 
+def build_uniform_model(tiny_dir: Path, out_dir: Path) -> Path:
+    """The tiny model with a zeroed head: every token equally likely whatever it reads.
+
+    So its answers and scores are degenerate on purpose: Book-SORT's two labels tie and the first,
+    "A", wins on every trial (an answer bias); every perplexity is the vocabulary size (samples that
+    all agree); greedy accuracy is that of always predicting token 0.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    model.save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(tiny_dir).save_pretrained(out_dir)
+    return out_dir
+
+
 def build_booksort(book: Path, out: Path, excerpt_lengths: str = "250") -> Path:
     """`lm-eval-longmem booksort build` of one play into `out` (20-word segments), as a user runs it."""
     subprocess.run(
@@ -118,10 +136,33 @@ def run_lm_eval(
 
 
 def read_results(out_dir: Path) -> dict:
-    """The newest `results_*.json` lm_eval wrote under `out_dir`."""
+    """The newest `results_*.json` lm_eval wrote under `out_dir`, after `check_intervals` on it."""
     files = sorted(out_dir.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
     assert files, f"no results file under {out_dir}"
-    return json.loads(files[-1].read_text())
+    results = json.loads(files[-1].read_text())
+    check_intervals(results)
+    return results
+
+
+def check_intervals(results: dict) -> None:
+    """Every interval of every task in a results dict respects its metric (issue 26): `_ci_low`/`_ci_high`
+    are both null (no interval: one sample) or low <= value <= high inside the metric's range, [1, inf)
+    for a perplexity (`*_ppl`), [0, 1] for every other score (accuracies, shares, answer bias)."""
+    from lm_eval_longmem.common import metric_names
+
+    for task, row in (results.get("results") or {}).items():
+        metrics = metric_names.canonical_row(row)
+        for key, low in metrics.items():
+            parsed = metric_names.parse(key)
+            if parsed is None or parsed.stat != "_ci_low":
+                continue
+            base = parsed._replace(stat="")
+            value, high = metrics.get(str(base)), metrics.get(str(parsed._replace(stat="_ci_high")))
+            if low is None or high is None:
+                assert low is None and high is None, (task, key, low, high)
+                continue
+            floor, ceiling = (1.0, float("inf")) if parsed.score.endswith("_ppl") else (0.0, 1.0)
+            assert floor <= low <= value <= high <= ceiling, (task, str(base), low, value, high)
 
 
 def read_samples(out_dir: Path, task: str) -> list[dict]:

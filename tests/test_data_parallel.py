@@ -93,7 +93,10 @@ def test_two_ranks_give_the_one_process_results_bit_for_bit(guessing_model, embe
         keep = ("doc", "target", "filtered_resps", "resps")
         for doc_id, sample in a.items():
             payload = {k: v for k, v in sample.items() if k not in keep and not k.endswith("hash") and k != "arguments"}
-            assert payload == {k: b[doc_id][k] for k in payload}, (task, doc_id)
+            other = {k: b[doc_id][k] for k in payload}
+            if task.startswith("booksort"):  # its summary item holds the trial's log-odds: fp32 rounding, as below
+                payload["summary"][4] = pytest.approx(payload["summary"][4], abs=1e-5)
+            assert payload == other, (task, doc_id)
             ours, theirs = sample["filtered_resps"], b[doc_id]["filtered_resps"]
             if task.startswith("booksort"):  # the harness's loglikelihood pads a batch to its longest request,
                 # and a rank's batch-mates differ: log-probabilities agree to fp32 rounding, choices exactly

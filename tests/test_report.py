@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.patches import Rectangle
 
+from kit import build_booksort, build_uniform_model, read_results, run_lm_eval
+
 from lm_eval_longmem.common.results import load_runs
 from lm_eval_longmem.report import FigureBlock, Table, build_report, render_markdown, write_report
 
@@ -309,3 +311,65 @@ def test_runs_that_differ_only_in_sources_are_overlaid(tmp_path):
     random_copy = next(line for line in ax_b.get_lines() if line.get_label() == "S: random (copy)")
     assert list(random_copy.get_ydata()) == [0.6, 0.6, 0.6, 0.3, 0.3]  # the curve of the run with random S
     assert not blocks(build_report(load_runs([plain, other_model])), Table, "Forgetting curve by text source")
+
+
+# --- the HTML page of a real run (issue 26: Markdown shown as Markdown, long paths wrapped) ------------------
+
+
+@pytest.fixture(scope="module")
+def uniform_run(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
+    """A real lm_eval run (forgetting curve, Book-SORT) of the tiny model with a zeroed head, written under a
+    long folder: it answers "A" on every trial (a bold answer-bias flag), its perplexities all agree, and
+    with `--limit 3` the second length has one sample."""
+    work = tmp_path_factory.mktemp("uniform")
+    model = build_uniform_model(tiny_llama_dir, work / "tiny-model-with-a-zeroed-head-for-degenerate-cells")
+    data = build_booksort(embedded_books_dir / "macbeth.txt", work / "booksort")
+    out = work / "a-results-folder-with-a-long-name" / "and-another-level-below-it-as-a-cluster-would-write"
+    out.mkdir(parents=True)
+    metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": "16,32",
+                "forgetting_curve_samples": 2, "booksort_data": str(data)}  # fmt: skip
+    run_lm_eval(["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
+                 "--tasks", "forgetting_curve,booksort_in_context", "--limit", "3", "--batch_size", "2",
+                 "--metadata", json.dumps(metadata)], out)  # fmt: skip
+    return read_results(out), write_report(load_runs([out]), work / "report")
+
+
+def test_html_report_renders_markdown(uniform_run):
+    results, files = uniform_run
+    assert results["results"]["booksort_in_context"]["pct_A,none"] == 1.0
+    md, page = files.markdown.read_text(), files.html.read_text()
+    (flag, *_) = [line for line in md.splitlines() if line.startswith("**Answer bias:")]
+    assert flag.count("**") == 2 and "`booksort_in_context`**" in flag  # bold around a code span
+    calibrated = results["results"]["booksort_in_context"]
+    assert flag.endswith(f"With the bias removed (`acc_calibrated`, from the log-odds of the two labels): "
+                         f"{100 * calibrated['acc_calibrated,none']:.1f} [{100 * calibrated['acc_calibrated_ci_low,none']:.1f}, "
+                         f"{100 * calibrated['acc_calibrated_ci_high,none']:.1f}]%.")  # fmt: skip
+    assert "**" not in page and "<strong>Answer bias:" in page
+    assert "<code>booksort_in_context</code></strong>" in page.replace("<wbr>", "")
+    assert page.count("<strong>") == md.count("**") // 2
+
+
+def test_html_report_wraps_long_paths(uniform_run):
+    _, files = uniform_run
+    page = files.html.read_text()
+    assert "td { " in page and "overflow-wrap: anywhere" in page.split("td { ")[0] + page.split("td { ")[1].split("}")[0]
+    results_file = str(load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path)
+    assert len(results_file) > 120 and re.sub(r"([/_])", r"\1<wbr>", results_file) in page  # breaks at every separator
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    text = [re.sub(r"<[^>]+>", " ", piece) for cell in cells for piece in cell.split("<wbr>")]
+    runs = [run for piece in text for run in re.split(r"\s+|(?<=-)", piece) if run]  # a browser may break after a hyphen
+    assert max(map(len, runs)) <= 48, max(runs, key=len)  # no unbreakable stretch wider than a column
+
+
+def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
+    results, files = uniform_run
+    row = results["results"]["forgetting_curve"]
+    counts = results["configs"]["forgetting_curve"]["longmem"]["docs_per_cell"]
+    one, two = sorted(counts, key=counts.get)  # --limit 3 of 2 lengths x 2 samples: one length has 1 sample
+    assert (counts[one], counts[two]) == (1, 2)
+    assert row[f"copy_ppl@{two},none"] == pytest.approx(101.0) and row[f"copy_ppl@{two}_ci_low,none"] is None  # equal: no t interval
+    assert row[f"copy_acc@{one}_ci_low,none"] is None and row[f"copy_acc@{two}_ci_low,none"] is not None  # n=1: none
+    table = [line.split(" | ") for line in files.markdown.read_text().splitlines() if line.startswith("| ")]
+    by_length = {cells[1]: cells for cells in table if cells[1] in (one, two)}
+    assert by_length[two][2] == "2" and by_length[two][5:] == ["101.0 (all equal)", "101.0 (all equal) |"]
+    assert by_length[one][2] == "1" and all(cell.endswith(("(n=1)", "(n=1) |")) for cell in by_length[one][3:])

@@ -29,11 +29,15 @@ OURS = ("forgetting_curve", "booksort_in_context", "babilong", "booksort")
 CHANGED_ON_PURPOSE = {"babilong": ("acc_corrected", "effective_context_corrected")}
 """BABILong's corrected check changed its rules after the reference run (v3); `acc`, the authors'
 check, did not, and is compared like every other number."""
+INTERVALS_CHANGED = {"forgetting_curve": ("copy_acc", "lm_acc")}
+"""Issue 26 (forgetting_curve 1.2): per-length accuracy intervals are share intervals now (Wilson on the
+Korn-Graubard effective size of the scored tokens); the means are unchanged and compared, and so are
+the figures but for these intervals' bands."""
 TOLERANCE = 1e-12
 """Absolute: the old sums were `sum(values)` in doc order, the new ones `math.fsum` of sorted values."""
-ADDED_SCORES = ("copy_ppl", "lm_ppl", "pct_A", "corrected_abstained")
+ADDED_SCORES = ("copy_ppl", "lm_ppl", "pct_A", "corrected_abstained", "acc_calibrated")
 """Scores added after the reference run (issue 20: perplexity beside the curve, Book-SORT answer bias;
-issue 29: where BABILong's corrected reader abstained):
+issue 29: where BABILong's corrected reader abstained; issue 26: Book-SORT's calibrated accuracy):
 the comparison is over what existed, with these and what the readers show of them taken out
 (`without_additions`, `figure_without_additions`)."""
 
@@ -60,42 +64,56 @@ def without_paths(markdown: str) -> str:
 
 
 def without_additions(markdown: str) -> str:
-    """The report without what issue 20 added: the Book-SORT "answered A" column and its note, the
-    answer-bias flags, and the perplexity panel's words in a forgetting-curve caption."""
+    """The report without what issue 20 added (the Book-SORT "answered A" column and its note, the
+    answer-bias flags, the perplexity panel's words in a forgetting-curve caption) and what issue 26
+    added (the forgetting curve's per-length table and its note, Book-SORT's "acc_calibrated" column
+    and its note)."""
     markdown = markdown.replace(' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', "")
+    markdown = re.sub(r' "acc_calibrated": accuracy with the answer bias removed [^\n]*only\)\.', "", markdown)
     markdown = markdown.replace(", with the perplexity of the same tokens under it (the paper's Figure 5).", ".")
     markdown = re.sub(r"\n\*\*Answer bias: [^\n]*\n", "", markdown)
+    markdown = re.sub(r"\nPer length: accuracies \(%\) with 95% intervals[^\n]*\n\n(\|[^\n]*\n)+", "", markdown)
     lines = markdown.split("\n")
     for i, line in enumerate(lines):
         if line.startswith("| model | acc | answered A |"):
+            drop = {3, 4} if line.startswith("| model | acc | answered A | acc_calibrated |") else {3}
             j = i
             while j < len(lines) and lines[j].startswith("|"):
                 cells = lines[j].split("|")
-                lines[j] = "|".join(cells[:3] + cells[4:])
+                lines[j] = "|".join(cell for k, cell in enumerate(cells) if k not in drop)
                 j += 1
     return "\n".join(lines)
 
 
-def figure_without_additions(data: list[dict]) -> list[dict]:
-    """A figure's data without what issue 20 added: the dotted share-answered-"A" lines of Book-SORT
-    panel (a), and the perplexity panel under a forgetting curve (whose x label and tick labels moved
-    down to it: the panels share the x axis)."""
+def calibrated_line(line: list) -> bool:
+    """A line of Book-SORT's calibrated accuracy (issue 26): drawn beside each accuracy point, at x + 0.08."""
+    return line[0] == "_nolegend_" and bool(line[1]) and all(abs(x - round(x) - 0.08) < 1e-6 for x in line[1])
+
+
+def figure_without_additions(data: list[dict], intervals_changed: bool = False) -> list[dict]:
+    """A figure's data without what issue 20 added (the dotted share-answered-"A" lines of Book-SORT
+    panel (a), and the perplexity panel under a forgetting curve, whose x label and tick labels moved
+    down to it: the panels share the x axis) and what issue 26 added (Book-SORT's calibrated accuracy
+    lines). With `intervals_changed` (a new run), also without the forgetting curve's accuracy bands
+    (`INTERVALS_CHANGED`)."""
     out = []
     for axis in data:
         if any(line[0] in ("copy perplexity", "LM perplexity") for line in axis["lines"]):
             out[-1] = out[-1] | {"xlabel": axis["xlabel"], "xticklabels": axis["xticklabels"]}
             continue
-        lines = [line for line in axis["lines"] if not line[0].endswith('share answered "A"')]
-        legend = [text for text in axis["legend"] if not text.endswith('share answered "A"')]
-        out.append(axis | {"lines": lines, "legend": legend})
+        lines = [line for line in axis["lines"] if not line[0].endswith('share answered "A"') and not calibrated_line(line)]
+        legend = [text for text in axis["legend"] if not text.endswith(('share answered "A"', ": calibrated"))]
+        bands = [] if intervals_changed and axis["title"].startswith("Forgetting curve") else axis["bands"]
+        out.append(axis | {"lines": lines, "legend": legend, "bands": bands})
     return out
 
 
-def assert_same_readers(outputs: Path, figures: dict) -> None:
+def assert_same_readers(outputs: Path, figures: dict, intervals_changed: bool = False) -> None:
     before_figures = json.loads((BEFORE / "figures.json").read_text())
     assert sorted(figures) == sorted(before_figures)
     for name, data in before_figures.items():
-        assert same_numbers(data, figure_without_additions(figures[name])), name
+        expected = figure_without_additions(data, intervals_changed)  # drops only the bands when asked
+        assert same_numbers(expected, figure_without_additions(figures[name], intervals_changed)), name
     now = without_additions(without_paths((outputs / "report.md").read_text()))
     assert now == without_paths((BEFORE / "report.md").read_text())
     assert (outputs / "babilong_report.txt").read_text() == (BEFORE / "babilong_report.txt").read_text()
@@ -127,12 +145,16 @@ def test_every_metric_keeps_its_value(after):
         before.pop("skip_reasons", None)
         now = {k: v for k, v in metric_names.canonical_row(new["results"][task]).items() if not k.endswith("_stderr")}
         added = {k for k in now if metric_names.parse(k).score in ADDED_SCORES}
-        expected = {"forgetting_curve": {"copy_ppl", "lm_ppl"}, "booksort_in_context": {"pct_A"},
+        expected = {"forgetting_curve": {"copy_ppl", "lm_ppl"}, "booksort_in_context": {"pct_A", "acc_calibrated"},
                     "babilong": {"corrected_abstained"}}.get(task, set())
         assert {metric_names.parse(k).score for k in added} == expected, task
         now = {k: v for k, v in now.items() if k not in added}
         assert set(now) == set(before), (task, set(now) ^ set(before))
         before = {k: v for k, v in before.items() if not k.startswith(CHANGED_ON_PURPOSE.get(task, ()))}
+        before = {
+            k: v for k, v in before.items()
+            if not (metric_names.parse(k).score in INTERVALS_CHANGED.get(task, ()) and metric_names.parse(k).stat)
+        }  # fmt: skip
         if task != "booksort":  # the group's `acc_stderr` is the harness's group aggregation ("N/A": ours has none)
             assert not any(key.endswith("_stderr") for key in metric_names.canonical_row(new["results"][task])), task
         for key, value in before.items():
@@ -166,10 +188,10 @@ def test_logged_samples_hold_the_docs_own_scores_only(after):
             record = json.loads(line)
             metrics = {key: record[key] for key in record["metrics"]}
             assert len((json.dumps(metrics) + json.dumps(record["metrics"])).encode()) <= 1024, path.name
-            assert set(record["metrics"]) <= {"acc", "acc_corrected", "copy_acc", "lm_acc", "cells", "summary", *ADDED_SCORES}
+            assert set(record["metrics"]) <= {"acc", "acc_corrected", "copy_acc", "lm_acc", "scored", "cells", "summary", *ADDED_SCORES}
 
 
 @pytest.mark.slow
 def test_report_plot_and_babilong_report_are_unchanged(after):
     _, _, figures, outputs = after
-    assert_same_readers(outputs, figures)
+    assert_same_readers(outputs, figures, intervals_changed=True)

@@ -29,6 +29,12 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
 - ``pct_A``: answer bias, the share of all trials answered "A" (pooled), with ``pct_A_ci_low``/
   ``pct_A_ci_high`` (Wilson); ``pct_A@<cell>`` per cell. A model that always answers one label
   scores the share of trials with that gold label, which reads like chance; the report flags it.
+- ``acc_calibrated`` (log-prob tasks; ours, not the paper's): accuracy after removing the answer
+  bias, by contextual calibration in the spirit of Zhao et al. (2021): a trial's log-odds
+  log P(" A") - log P(" B") minus the median log-odds of its L_E x L_S condition decides the answer
+  (`calibrated_correct`). Computed at aggregation (it needs every trial of the condition), then
+  reported as ``acc`` is: the paper-style mean with interval and test, and ``acc_calibrated@<cell>``
+  per cell with Wilson intervals and binomial tests.
 - ``skipped``: trials left out because the prompt does not fit the model's window.
 - ``invalid`` (generation task only): answers that are not exactly one label; scored wrong.
 """
@@ -50,8 +56,9 @@ from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
 from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
 from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.metric_names import ScoreSpec
+from lm_eval_longmem.common.metric_names import SUMMARY_KEY, ScoreSpec
 from lm_eval_longmem.common.stats import (
     above_chance,
     mean_of_proportions_above_chance,
@@ -156,12 +163,45 @@ def binomial_p_above_chance(items: Sequence[float]) -> float:
     return above_chance(round(math.fsum(items)), len(items), chance=CHANCE)[0]
 
 
+def calibrated_correct(items: Sequence[Sequence[Any]]) -> list[float | None]:
+    """Per trial (in the order of `items`), 1.0 or 0.0: whether the answer after contextual calibration
+    is right; None for a trial without log-odds (a generation task).
+
+    `items`: the trials' ``[condition, acc, invalid, pct_A, log_odds, label]`` summary items. A
+    trial answers "A" when its log-odds exceed the median log-odds of its L_E x L_S condition, "B"
+    when they fall below it, and keeps the model's own answer at exactly the median. Why the
+    condition's median: the builder counterbalances the order of presentation 50/50 in every
+    condition, so a model without answer bias answers "A" on about half of a condition's trials, and
+    the bias may change with the excerpt's length (a longer prompt, another prior over the labels);
+    the median is the shift that removes a constant bias whatever its size (a model stuck on "A" at
+    every trial then answers by which trials it prefers "A" on most), and it is robust to a few
+    extreme trials, unlike the mean. A model whose log-odds carry no information about the order
+    scores about 0.5, since the threshold uses no gold label. The median of a condition's values
+    does not depend on their order, so one process and N ranks agree.
+    """
+    by_condition: dict[str, list[float]] = defaultdict(list)
+    for condition, _, _, _, log_odds, _ in items:
+        if log_odds is not None:
+            by_condition[condition].append(float(log_odds))
+    medians = {condition: float(np.median(values)) for condition, values in by_condition.items()}
+    out: list[float | None] = []
+    for condition, _, _, _, log_odds, label in items:
+        if log_odds is None:
+            out.append(None)
+            continue
+        shifted = float(log_odds) - medians[condition]
+        answers_a = shifted > 0 or (shifted == 0 and float(log_odds) >= 0)  # at the median: the model's own answer
+        out.append(float(answers_a == (int(label) == 0)))
+    return out
+
+
 _PAPER_ACC = {
-    "acc": paper_acc,
-    "acc_ci_low": paper_acc_ci_low,
-    "acc_ci_high": paper_acc_ci_high,
-    "acc_p_above_chance": paper_acc_p_above_chance,
+    "": paper_acc,
+    "_ci_low": paper_acc_ci_low,
+    "_ci_high": paper_acc_ci_high,
+    "_p_above_chance": paper_acc_p_above_chance,
 }
+"""Statistic suffix -> the paper-style accuracy over conditions (of `acc`, and of `acc_calibrated`)."""
 
 
 def share(items: Sequence[float]) -> float:
@@ -176,7 +216,7 @@ def share_ci_high(items: Sequence[float]) -> float:
     return proportion_interval(round(math.fsum(items)), len(items)).high
 
 
-_PCT_A = {"pct_A": share, "pct_A_ci_low": share_ci_low, "pct_A_ci_high": share_ci_high}
+_PCT_A = {"": share, "_ci_low": share_ci_low, "_ci_high": share_ci_high}
 """Answer bias over every trial of the run, pooled (not the mean over conditions): the share answered "A"."""
 
 
@@ -190,6 +230,8 @@ class BooksortTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
+    CALIBRATED = ScoreSpec("acc_calibrated")
+    """Right or wrong after contextual calibration (`calibrated_correct`); log-prob tasks only."""
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
@@ -246,10 +288,19 @@ class BooksortTask(LongmemTask):
         return super().result_facts() | {"protocol": self.options.protocol, "prompt": self.options.prompt}
 
     def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
-        """Accuracy cells also get the one-sided exact binomial test against chance; answer-bias cells do not."""
-        if spec.name != "acc":
+        """Accuracy cells (plain and calibrated) also get the one-sided exact binomial test against chance;
+        answer-bias cells do not."""
+        if spec.name not in ("acc", self.CALIBRATED.name):
             return super().cell_stats(spec)
-        return super().cell_stats(spec) | {"_p_above_chance": (binomial_p_above_chance, False)}
+        return super().cell_stats(spec) | {"_p_above_chance": (lambda values, units: binomial_p_above_chance(values), False)}
+
+    def run_score_specs(self) -> tuple[ScoreSpec, ...]:
+        return (self.CALIBRATED,) if self.OUTPUT_TYPE == "multiple_choice" else ()
+
+    def run_scores(self, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if self.OUTPUT_TYPE != "multiple_choice":
+            return {}
+        return {self.CALIBRATED.name: calibrated_correct(columns.get(SUMMARY_KEY, []))}
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return tuple(factor_cells(doc))
@@ -260,25 +311,37 @@ class BooksortTask(LongmemTask):
     def score(self, doc: dict[str, Any], results: list) -> dict[str, float]:
         gold = LABELS[int(doc["label"])]
         if self.OUTPUT_TYPE == "generate_until":
-            answer = parse_label(results[0])
+            answer, log_odds = parse_label(results[0]), None
         elif self.OUTPUT_TYPE == TOKEN_REQUEST:
-            answer = authors_answer([logprob for _, logprob in results])
+            answer, log_odds = authors_answer([logprob for _, logprob in results]), None
         else:
             answer = our_answer([ll for ll, _ in results])
-        return {"acc": float(answer == gold), "pct_A": float(answer == LABELS[0]), "invalid": float(answer is None)}
+            log_odds = float(results[0][0]) - float(results[1][0])
+        return {
+            "acc": float(answer == gold),
+            "pct_A": float(answer == LABELS[0]),
+            "invalid": float(answer is None),
+            "log_odds": log_odds,
+        }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"]]
+        """[condition, acc, invalid, pct_A, log-odds of "A" over "B" (None when generated), gold label index]."""
+        return [condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"], scores["log_odds"], int(doc["label"])]
 
     def summaries(self) -> dict[str, Summary]:
         def paper(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
             return lambda items: fn([(key, correct) for key, correct, *_ in items])
 
+        def calibrated(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
+            return lambda items: fn([(item[0], right) for item, right in zip(items, calibrated_correct(items), strict=True)])
+
         def answered_a(fn: Callable[[Sequence[float]], float]) -> Callable[[Sequence[list]], float]:
             return lambda items: fn([item[3] for item in items])
 
-        out: dict[str, Summary] = {name: (paper(fn), not name.endswith("_p_above_chance")) for name, fn in _PAPER_ACC.items()}
-        out.update({name: (answered_a(fn), None) for name, fn in _PCT_A.items()})
+        out: dict[str, Summary] = {metric_names.name("acc", stat=s): (paper(fn), s != "_p_above_chance") for s, fn in _PAPER_ACC.items()}
+        if self.OUTPUT_TYPE == "multiple_choice":
+            out.update({metric_names.name(self.CALIBRATED.name, stat=s): (calibrated(fn), s != "_p_above_chance") for s, fn in _PAPER_ACC.items()})
+        out.update({metric_names.name("pct_A", stat=s): (answered_a(fn), None) for s, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
             out["invalid"] = (lambda items: sum(item[2] for item in items), False)
         return out

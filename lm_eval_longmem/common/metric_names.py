@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from lm_eval_longmem.common.lengths import parse_length
 
@@ -47,18 +47,33 @@ CONFIG_KEY = "longmem"
 ``configs``: ``configs.<task>.longmem``."""
 
 
+Family = Literal["binary", "share", "perplexity"]
+"""What kind of number a per-doc score is, which decides its interval (`common.task.cell_interval`):
+
+* ``binary``: 0 or 1 per doc (an answer right or wrong): Wilson score interval of the cell's count;
+* ``share``: a share of `ScoreSpec.units` scored items (tokens) in [0, 1]: Wilson on the
+  Korn-Graubard effective size (`stats.share_interval`), null bounds for one doc;
+* ``perplexity``: a perplexity (>= 1, lower is better): the geometric mean with the exponentiated
+  t interval of the logs (`stats.log_mean_interval`), null bounds for one doc or equal values.
+"""
+
+
 @dataclass(frozen=True)
 class ScoreSpec:
     """What one per-doc score is, so its per-cell statistics are the right ones."""
 
     name: str
     """The score's name (``acc``), the SCORE of its metric names."""
-    binary: bool = True
-    """0/1 per doc: Wilson interval. Otherwise real: Student t (bounded: never collapsing, see below)."""
-    bounded: bool = True
-    """Values in [0, 1]: intervals stay inside, and agreeing samples still get an interval of their number."""
+    family: Family = "binary"
+    """What kind of number it is, which decides its interval (`Family`)."""
     higher_is_better: bool | None = True
     """Direction of the mean (lm_eval's ``higher_is_better``); None for a score with no better side."""
+    units: str | None = None
+    """For a ``share``: the payload key holding the number of scored items behind it (the doc's tokens)."""
+
+    def __post_init__(self) -> None:
+        if (self.family == "share") != (self.units is not None):
+            raise ValueError(f"score {self.name!r}: a share names its units (and only a share does)")
 
 
 def score_spec(score: str | ScoreSpec) -> ScoreSpec:

@@ -1,11 +1,21 @@
-"""Every interval, test and bootstrap of the package, all built on scipy.
+"""Every interval, test and bootstrap of the package, all built on scipy; one method per metric family.
 
-Proportions get score (Wilson) intervals and exact binomial tests, so nothing collapses at 0% or
-100% or with a handful of trials (2/2 correct is p = 0.25 against chance, not 0). Means of
-per-condition proportions (Book-SORT's paper accuracy, BABILong's qa1-qa5 headline) get the same
-treatment through `mean_of_proportions_interval` and `mean_of_proportions_above_chance`. Means of
-continuous scores (forgetting-curve token accuracies) get Student-t intervals and paired t-tests;
-statistics with no closed form (memory lengths) get a seeded percentile bootstrap.
+* 0/1 scores (an answer right or wrong): Wilson score intervals and exact binomial tests
+  (`proportion_interval`, `above_chance`), so nothing collapses at 0% or 100% or with a handful
+  of trials (2/2 correct is p = 0.25 against chance, not 0).
+* Means of per-condition proportions (Book-SORT's paper accuracy, BABILong's qa1-qa5 headline):
+  the same on Kish's effective size (`mean_of_proportions_interval`,
+  `mean_of_proportions_above_chance`).
+* Shares of tokens per sample (forgetting-curve accuracies): Wilson on the Korn-Graubard
+  effective sample size (`share_interval`): inside [0, 1], never narrower for more spread, never
+  zero width when samples agree.
+* Perplexities: the t interval of the mean log, exponentiated (`log_mean_interval`), at least 1.
+* Unbounded means (paired differences): Student t (`mean_interval`).
+* Statistics with no closed form (memory lengths): a seeded percentile bootstrap.
+
+Where the data cannot give an interval (one sample of a per-sample mean; a t interval over samples
+that all agree) the bounds are NaN, never [m, m]: results files hold null, readers show "n=1" or
+"all equal".
 """
 
 from __future__ import annotations
@@ -52,36 +62,84 @@ def _wilson(p: float, n: float, level: float) -> tuple[float, float]:
     return (0.0 if p == 0 else center - delta), (1.0 if p == 1 else center + delta)
 
 
+def _spread_unknown(data: np.ndarray) -> bool:
+    """True when the samples say nothing about their spread: one value, or all equal."""
+    return data.size < 2 or float(data.max()) == float(data.min())
+
+
+@functools.lru_cache(maxsize=64)
+def _t(level: float, df: int) -> float:
+    return float(stats.t.ppf(0.5 + 0.5 * level, df))
+
+
 def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
-    """Mean with a Student-t interval; a single value (or zero spread) gives a zero-width interval."""
-    data = np.asarray(values, dtype=float)
-    if data.size == 0:
-        raise ValueError("mean_interval of no values")
-    mean = math.fsum(data) / data.size
-    if data.size == 1 or float(data.std()) == 0.0:
-        return Interval(mean, mean, mean)
-    low, high = stats.t.interval(level, df=data.size - 1, loc=mean, scale=stats.sem(data))
-    return Interval(mean, float(low), float(high))
+    """Mean with a Student-t interval; NaN bounds when the samples give no spread (one value, or all equal).
 
-
-def bounded_mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
-    """Mean of values in [0, 1] (shares of tokens right) with a 95% interval that never collapses.
-
-    Student t, clipped to [0, 1], when the values spread. When they do not (all samples agree, or
-    only one), the t interval would be [mean, mean]; agreeing samples are then evidence of their
-    number only, so they get the Wilson interval of n trials at that mean, exactly what n agreeing
-    0/1 scores get (2 samples at 100% -> [34.2%, 100%], as BABILong and Book-SORT report 2/2).
-    The values are sorted first, so the result does not depend on their order.
+    A t interval rests on the spread between samples; with none observed it would be [m, m], a
+    certainty nothing supports, so the bounds are NaN (null in results files, shown as "n=1" or
+    "all equal"). Families with a known least spread do better: `share_interval`, `proportion_interval`.
     """
     data = np.sort(np.asarray(values, dtype=float))
     if data.size == 0:
-        raise ValueError("bounded_mean_interval of no values")
-    if data.size > 1 and float(data.std()) > 0.0:
-        t = mean_interval(data, level)
-        return Interval(t.estimate, max(0.0, t.low), min(1.0, t.high))
+        raise ValueError("mean_interval of no values")
     mean = math.fsum(data) / data.size
-    low, high = _wilson(mean, data.size, level)
+    if _spread_unknown(data):
+        return Interval(mean, math.nan, math.nan)
+    half = _t(level, data.size - 1) * float(np.std(data, ddof=1)) / math.sqrt(data.size)
+    return Interval(mean, mean - half, mean + half)
+
+
+def share_interval(values: Sequence[float], units: Sequence[int], level: float = 0.95) -> Interval:
+    """Mean of per-sample shares (tokens right out of `units` scored) with a Wilson interval on the
+    Korn-Graubard effective sample size; NaN bounds for a single sample.
+
+    The tokens of a sample are clustered: they share one text, so they are not independent trials,
+    and the between-sample spread sets the uncertainty. Korn & Graubard (1998) turn the variance of
+    the mean, ``v = s**2 / n``, into an effective number of trials ``n_eff = p (1 - p) / v`` and
+    correct it for the n - 1 degrees of freedom of ``s``, ``n* = n_eff (z / t_{n-1})**2``; the
+    interval is Wilson's with n* trials, so it stays inside [0, 1] and is about the Student t
+    interval where that one stays inside. ``n_eff`` is at most what independent tokens would give
+    (``n**2 / sum(1 / units)``, all the scored tokens when samples are equally long: Korn and
+    Graubard's truncation at a design effect of 1). So samples that agree (all at 100%, say) get the
+    interval of their tokens, the narrowest this method gives at that mean, never zero width; more
+    spread never narrows it. One sample says nothing about the spread between samples: NaN bounds.
+    """
+    data = np.asarray(values, dtype=float)
+    sizes = np.asarray(units, dtype=float)
+    if data.size == 0 or data.shape != sizes.shape or not (sizes > 0).all():
+        raise ValueError(f"share_interval needs one positive unit count per value, got {len(values)} values, {len(units)} counts")
+    order = np.lexsort((sizes, data))  # sorted, so the result does not depend on the samples' order
+    data, sizes = data[order], sizes[order]
+    n = data.size
+    mean = math.fsum(data) / n
+    if n < 2:
+        return Interval(mean, math.nan, math.nan)
+    independent = n**2 / math.fsum(1.0 / sizes)
+    variance = float(np.var(data, ddof=1)) / n
+    n_eff = independent if variance == 0.0 else min(independent, mean * (1 - mean) / variance)
+    low, high = _wilson(mean, n_eff * (_z(level) / _t(level, n - 1)) ** 2, level)
     return Interval(mean, low, high)
+
+
+def log_mean_interval(values: Sequence[float], level: float = 0.95, floor: float = 1.0) -> Interval:
+    """Geometric mean of positive values (perplexities) with the exponentiated t interval of their logs.
+
+    Perplexity is exp(mean negative log-likelihood per token), so its natural scale is the log:
+    the geometric mean of a cell's perplexities is exp of their mean NLL, the perplexity of all
+    the cell's tokens together when samples score equally many tokens. The interval is the
+    Student t interval of the mean log, exponentiated, with its lower bound raised to `floor` (no
+    token perplexity is below 1). NaN bounds when the logs give no spread (`mean_interval`); an
+    infinite value (a token of probability 0) gives an infinite mean and NaN bounds.
+    """
+    data = np.asarray(values, dtype=float)
+    if data.size == 0 or (data <= 0).any():
+        raise ValueError(f"log_mean_interval needs positive values, got {list(values)}")
+    if not np.isfinite(data).all():
+        return Interval(math.inf, math.nan, math.nan)
+    logs = mean_interval(np.log(data), level)
+    if math.isnan(logs.low):
+        return Interval(math.exp(logs.estimate), math.nan, math.nan)
+    return Interval(math.exp(logs.estimate), max(floor, math.exp(logs.low)), math.exp(logs.high))
 
 
 def proportion_interval(successes: int, n: int, level: float = 0.95) -> Interval:

@@ -21,14 +21,16 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   folder an option names (`OptionSpec.local_input`), the `--samples` selection and the task's
   config (`--gen_kwargs`), so replacing a corpus in place or choosing other docs builds new requests.
 * **Metrics per cell, computed at aggregation.** `score(doc, results)` gives a doc's scores (the
-  names in `SCORES`, each a `metric_names.ScoreSpec`); `doc_cells` the cells it counts in (a
-  length, a condition, a (task, length)); `summary_item` its item for the whole-run `summaries()`.
-  `process_results` returns just those (a fixed handful of keys per doc, whatever the sweep), and
-  `aggregate_payloads`, called through the harness hook (`harness.install_aggregation`), turns
-  every doc's payload into `score@cell` (mean) and `score@cell_ci_low/_ci_high` (95% interval,
-  `cell_interval`) for every score and cell of the run, the summaries and `skipped`; names come
-  from `common/metric_names.py`. Every value under `results` is a number or None; the skip
-  reasons (and other non-metric facts) go to the results' `configs.<task>.longmem` (`result_facts`).
+  names in `SCORES`, each a `metric_names.ScoreSpec`, and a share's scored units); `doc_cells` the
+  cells it counts in (a length, a condition, a (task, length)); `summary_item` its item for the
+  whole-run `summaries()`. `process_results` returns just those (a fixed handful of keys per doc,
+  whatever the sweep), and `aggregate_payloads`, called through the harness hook
+  (`harness.install_aggregation`), adds the scores that need the whole run (`run_scores`) and turns
+  every doc's payload into `score@cell` (mean) and `score@cell_ci_low/_ci_high` (95% interval by
+  the score's family, `cell_interval`) for every score and cell of the run, the summaries and
+  `skipped`; names come from `common/metric_names.py`. Every value under `results` is a number or
+  None (an interval the data cannot give, as for one sample, is None); the skip reasons (and other
+  non-metric facts) go to the results' `configs.<task>.longmem` (`result_facts`).
 """
 
 from __future__ import annotations
@@ -62,18 +64,26 @@ Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
 _RENDER_KEYS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn", "chat_template")
 
 
-def cell_interval(values: Sequence[float], spec: ScoreSpec) -> stats.Interval:
-    """A cell's mean with its 95% interval: Wilson for 0/1 scores, `stats.bounded_mean_interval` for
-    fractions in [0, 1] (never collapsing), Student t for unbounded real scores."""
-    if spec.binary:
+def cell_interval(values: Sequence[float], spec: ScoreSpec, units: Sequence[int] | None = None) -> stats.Interval:
+    """A cell's mean with its 95% interval, by the score's family (`metric_names.Family`): Wilson for
+    0/1 scores, `stats.share_interval` for shares (`units`: each value's scored items),
+    `stats.log_mean_interval` for perplexities. NaN bounds where the family has none (one sample)."""
+    if spec.family == "binary":
         return stats.proportion_interval(round(math.fsum(values)), len(values))
-    if spec.bounded:
-        return stats.bounded_mean_interval(values)
-    return stats.mean_interval(values)
+    if spec.family == "share":
+        if units is None:
+            raise ValueError(f"{spec.name}: a share's interval needs the scored units of every value")
+        return stats.share_interval(values, units)
+    return stats.log_mean_interval(values)
 
 
-CellStat = tuple[Callable[[Sequence[float]], float], bool | None]
-"""(statistic of a cell's values, higher_is_better)."""
+CellStat = tuple[Callable[[Sequence[float], Sequence[int] | None], float], bool | None]
+"""(statistic of a cell's values and their units (None unless the score is a share), higher_is_better)."""
+
+
+def _number_or_none(value: Any) -> Any:
+    """NaN (an interval the data cannot give) becomes None, which results files write as null."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 class LongmemTask(ConfigurableTask):
@@ -346,17 +356,35 @@ class LongmemTask(ConfigurableTask):
         """`SCORES` as specs (a bare name is a binary accuracy)."""
         return tuple(score_spec(s) for s in cls.SCORES)
 
-    def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
-        """Statistic suffix -> (statistic of a cell's values, higher_is_better) of `spec`'s `score@cell` metrics.
+    def run_score_specs(self) -> tuple[ScoreSpec, ...]:
+        """Per-doc scores that need the whole run (a threshold fitted on every doc, say), computed at
+        aggregation by `run_scores` and then treated like `SCORES` (per-cell means and intervals); default none."""
+        return ()
 
-        The mean and its 95% interval (`cell_interval`); a cell's values arrive sorted, and sums
-        are `math.fsum`, so the numbers do not depend on the order in which docs or ranks came.
+    def run_scores(self, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """One value per doc, in payload order, for every name of `run_score_specs`, from the payload columns.
+
+        The docs arrive in the order the harness gathered them (rank by rank), so a run score must not
+        depend on that order (fit on sorted or grouped values), for one process and N ranks to agree.
+        """
+        return {}
+
+    def metric_specs(self) -> tuple[ScoreSpec, ...]:
+        """Every score with per-cell metrics: the payload's (`score_specs`), then the run's (`run_score_specs`)."""
+        return (*self.score_specs(), *self.run_score_specs())
+
+    def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
+        """Statistic suffix -> (statistic of a cell's values and units, higher_is_better) of `spec`'s `score@cell` metrics.
+
+        The mean (geometric for a perplexity) and its 95% interval (`cell_interval`); a cell's values
+        arrive sorted, and sums are `math.fsum`, so the numbers do not depend on the order in which
+        docs or ranks came.
         """
         better = spec.higher_is_better
         return {
-            "": (lambda values: math.fsum(values) / len(values), better),
-            "_ci_low": (lambda values: cell_interval(values, spec).low, better),
-            "_ci_high": (lambda values: cell_interval(values, spec).high, better),
+            "": (lambda values, units: cell_interval(values, spec, units).estimate, better),
+            "_ci_low": (lambda values, units: cell_interval(values, spec, units).low, better),
+            "_ci_high": (lambda values, units: cell_interval(values, spec, units).high, better),
         }
 
     @property
@@ -374,7 +402,9 @@ class LongmemTask(ConfigurableTask):
         if not self.scored_by_cells:
             return super().process_results(doc, results)
         scores = self.score(doc, results)
-        out: dict[str, Any] = {spec.name: scores[spec.name] for spec in self.score_specs()}
+        specs = self.score_specs()
+        out: dict[str, Any] = {spec.name: scores[spec.name] for spec in specs}
+        out.update({spec.units: scores[spec.units] for spec in specs if spec.units})
         out[CELLS_KEY] = list(self.doc_cells(doc))
         if type(self).summaries is not LongmemTask.summaries:
             out[SUMMARY_KEY] = self.summary_item(doc, scores)
@@ -413,24 +443,28 @@ class LongmemTask(ConfigurableTask):
                 f"{self.config.task}: per-doc payloads of unequal length ({CELLS_KEY}: {count}, {uneven}); "
                 "every doc must return the same keys from process_results"
             )
-        specs = self.score_specs()
-        by_cell: dict[str, dict[str, list[Any]]] = {}
+        columns = columns | self.run_scores(columns)
+        specs = self.metric_specs()
+        by_cell: dict[str, dict[str, list[tuple[Any, Any]]]] = {}
         for i, doc_cells in enumerate(cells_column):
             for c in doc_cells:
                 bucket = by_cell.setdefault(c, {spec.name: [] for spec in specs})
                 for spec in specs:
-                    bucket[spec.name].append(columns[spec.name][i])
+                    bucket[spec.name].append((columns[spec.name][i], columns[spec.units][i] if spec.units else None))
         order = [c for c in self.cells if c in by_cell] + [c for c in by_cell if c not in self.cells]
         self.docs_per_cell = {c: len(next(iter(by_cell[c].values()), [])) for c in order}
         out: dict[str, Any] = {}
         for spec in specs:
             statistics = self.cell_stats(spec)
             for c in order:
-                values = sorted(v for v in by_cell[c][spec.name] if v is not None)
+                pairs = sorted(((v, u) for v, u in by_cell[c][spec.name] if v is not None), key=lambda p: (p[0], p[1] or 0))
+                values = [v for v, _ in pairs]
+                units = [u for _, u in pairs] if spec.units else None
                 for suffix, (statistic, _) in statistics.items():
-                    out[metric_names.name(spec.name, c, stat=suffix)] = statistic(values) if values else None
+                    name = metric_names.name(spec.name, c, stat=suffix)
+                    out[name] = _number_or_none(statistic(values, units)) if values else None
         items = columns.get(SUMMARY_KEY, [])
-        out.update({name: fn(items) for name, (fn, _) in self.summaries().items()})
+        out.update({name: _number_or_none(fn(items)) for name, (fn, _) in self.summaries().items()})
         return out, count
 
     def aggregation(self) -> dict[str, Callable[[Sequence[Any]], Any]]:
@@ -447,7 +481,7 @@ class LongmemTask(ConfigurableTask):
         if not self.scored_by_cells:
             return dict(super().higher_is_better()) | {"skipped": False}
         out: dict[str, bool | None] = {}
-        for spec in self.score_specs():
+        for spec in self.metric_specs():
             for suffix, (_, better) in self.cell_stats(spec).items():
                 out.update({metric_names.name(spec.name, c, stat=suffix): better for c in self.cells})
         out.update({name: better for name, (_, better) in self.summaries().items()})

@@ -9,10 +9,11 @@ tested length: the sweep stopped, not the memory. Lengths the backend could not 
 before the run; the last *tested* length is then below the grid's end and the result says so.
 No length qualifies -> 0 (the paper writes 0 for Llama-2-base's fine length).
 
-Intervals: per length, Student-t intervals of the mean over samples and of the paired difference,
-and a paired t-test p-value (as the original tool's `p_value`); for each memory length, a
-percentile bootstrap interval that resamples the samples of every length independently; all from
-`lm_eval_longmem.common.stats`.
+Intervals: per length, the share interval of each accuracy over samples (Wilson on the
+Korn-Graubard effective size, the scored tokens as units), a Student-t interval of the paired
+difference and a paired t-test p-value (as the original tool's `p_value`); for each memory length,
+a percentile bootstrap interval that resamples the samples of every length independently; all from
+`lm_eval_longmem.common.stats`. One sample per length gives null bounds ("n=1"), never [m, m].
 
 Readers turn the three file kinds into one `Curve`: the original tool's JSON (a list of
 per-length records with `copy_accs`/`lm_accs`), lm_eval's `samples_*.jsonl` (per-doc scores),
@@ -46,7 +47,7 @@ from lm_eval_longmem.common.results import (
     skip_reasons,
     task_metrics,
 )
-from lm_eval_longmem.common.stats import Interval, bootstrap_interval, bounded_mean_interval, mean_interval, paired_test
+from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test, share_interval
 
 Criterion = Literal["fine", "coarse"]
 FINE_THRESHOLD = 0.99
@@ -57,6 +58,11 @@ _EPS = 1e-9
 """Float slack: a mean of token ratios exactly at a threshold (0.30 - 0.29) must not count as above it."""
 COPY = "copy_acc"
 LM = "lm_acc"
+
+
+def scored_tokens(length: int) -> int:
+    """Tokens scored at length L: the later half of the second S, L - L//2 (as the authors' tool scores)."""
+    return int(length) - int(length) // 2
 
 
 class CurvePoint(NamedTuple):
@@ -208,17 +214,24 @@ def memory_interval(
 
 
 def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float = 0.95) -> LengthStats:
-    """Mean, spread, interval, paired difference and paired t-test of one length's samples."""
+    """Mean, spread, interval, paired difference and paired t-test of one length's samples.
+
+    Accuracies: `stats.share_interval` with each sample's `scored_tokens(length)` as units (null
+    bounds and standard deviations for one sample). Difference: Student t (null bounds for one sample, or when every
+    sample's difference is the same), clipped to [-1, 1], the range of a difference of two shares.
+    """
     n = len(copy)
     p_value = paired_test(copy, lm) if n >= 2 else None
+    units = [scored_tokens(length)] * n
+    diff = mean_interval(np.asarray(copy) - np.asarray(lm), level)
     return LengthStats(
         length=length,
         n=n,
-        copy=bounded_mean_interval(copy, level),
-        lm=bounded_mean_interval(lm, level),
-        copy_std=float(np.std(copy)),
-        lm_std=float(np.std(lm)),
-        difference=mean_interval(np.asarray(copy) - np.asarray(lm), level),
+        copy=share_interval(copy, units, level),
+        lm=share_interval(lm, units, level),
+        copy_std=float(np.std(copy)) if n >= 2 else None,  # population std, as the tool; none of one sample
+        lm_std=float(np.std(lm)) if n >= 2 else None,
+        difference=Interval(diff.estimate, max(-1.0, diff.low), min(1.0, diff.high)) if not math.isnan(diff.low) else diff,
         p_value=None if p_value is None or math.isnan(p_value) else p_value,
     )
 

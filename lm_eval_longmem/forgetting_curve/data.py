@@ -41,6 +41,7 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
+from lm_eval_longmem.forgetting_curve.analysis import scored_tokens
 from lm_eval_longmem.forgetting_curve.options import AUTHORS, DEFAULT_POINTS, OURS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
@@ -502,7 +503,7 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
                     "sample": k,
                     "s_start": spans.s_start,
                     "i_start": spans.i_start,
-                    "scored": L - L // 2,
+                    "scored": scored_tokens(L),
                     "separator_id": sep,
                     "seed": options.seed,
                     **doc_sizes(sources, sizes),

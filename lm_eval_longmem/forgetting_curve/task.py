@@ -2,12 +2,13 @@
 
 Each doc (one sample of one length L, built by `data.build_dataset`) sends two
 `loglikelihood_accuracy` requests, copy first: `[bos] S [bos] S` and `[bos] I [bos] S`, scoring
-the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of scored tokens
-the model predicts greedily) and `copy_ppl` and `lm_ppl` (perplexity of the same tokens, from the
-summed log-probability each response also carries: the paper's section 5 puts perplexity beside
-the curve); the task base turns them into `copy_acc@L`, ... and their `_ci_low`/`_ci_high`
-(`stats.bounded_mean_interval` over samples for the accuracies, Student t for the perplexities)
-for every tested length. Where S and I come from (`Sources`, section 3.4) is decided in
+the later half of the second S. Its scores are `copy_acc` and `lm_acc` (share of the `scored`
+tokens the model predicts greedily) and `copy_ppl` and `lm_ppl` (perplexity of the same tokens,
+from the summed log-probability each response also carries: the paper's section 5 puts perplexity
+beside the curve); the task base turns them into `copy_acc@L`, ... and their `_ci_low`/`_ci_high`
+for every tested length (`stats.share_interval` over samples for the accuracies, with the scored
+tokens as units; `stats.log_mean_interval` for the perplexities, whose per-length value is the
+geometric mean). Where S and I come from (`Sources`, section 3.4) is decided in
 `data.py`; the task cuts or draws their tokens per doc.
 
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
@@ -52,6 +53,8 @@ from lm_eval_longmem.forgetting_curve.data import (
 from lm_eval_longmem.forgetting_curve.options import AUTHORS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
+SCORED = "scored"
+"""Payload key: the doc's scored tokens (L - L//2), the units of its two accuracies."""
 
 
 def perplexity(logprob: float, tokens: int) -> float:
@@ -65,13 +68,13 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     OPTIONS = SweepOptions
     PREFIX = PREFIX
     SCORES = (
-        ScoreSpec("copy_acc", binary=False),
-        ScoreSpec("lm_acc", binary=False),
-        ScoreSpec("copy_ppl", binary=False, bounded=False, higher_is_better=False),
-        ScoreSpec("lm_ppl", binary=False, bounded=False, higher_is_better=False),
+        ScoreSpec("copy_acc", "share", units=SCORED),
+        ScoreSpec("lm_acc", "share", units=SCORED),
+        ScoreSpec("copy_ppl", "perplexity", higher_is_better=False),
+        ScoreSpec("lm_ppl", "perplexity", higher_is_better=False),
     )
-    """Shares of the scored tokens predicted greedily (fractions in [0, 1], not 0/1 per doc), and the
-    perplexity of the same tokens (real, from 1 up, lower is better)."""
+    """Shares of the `SCORED` tokens predicted greedily (in [0, 1], not 0/1 per doc), and the
+    perplexity of the same tokens (from 1 up, lower is better)."""
     RECORDED_METADATA = (f"{PREFIX}separator_used",)
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
@@ -183,7 +186,8 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def score(self, doc: dict[str, Any], results: list[TokenAccuracy]) -> dict[str, float]:
         """`copy_acc` and `lm_acc`: the share of the scored half predicted greedily; `copy_ppl` and
-        `lm_ppl`: the perplexity of that half, from the summed log-probability the same requests return."""
+        `lm_ppl`: the perplexity of that half, from the summed log-probability the same requests return;
+        `scored`: the tokens of that half."""
         (copy_bits, copy_logprob), (lm_bits, lm_logprob) = results
         for bits in (copy_bits, lm_bits):
             if len(bits) != doc["scored"]:
@@ -193,6 +197,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
             "lm_acc": lm_bits.count("1") / len(lm_bits),
             "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
             "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
+            SCORED: len(copy_bits),
         }
 
     def result_facts(self) -> dict[str, Any]:

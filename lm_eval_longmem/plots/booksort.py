@@ -2,6 +2,9 @@
 
 Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``), and dotted beside it the share of
 trials answered "A" (``pct_A@LE<words>``: a model stuck on one label sits at 0 or 1 there).
+Beside each accuracy, dashed with square markers and a little to the right, the accuracy after
+removing the answer bias (``acc_calibrated@<cell>``, log-prob tasks; ours, not the paper's), with
+its own intervals (no stars: its tests are in the results), in both panels.
 Panel (b): accuracy per distance bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over excerpt lengths
 (``acc@bin<k>``) when the run has no 2500-word trials. Error bars are the Wilson 95% intervals
 the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly above chance
@@ -59,24 +62,37 @@ def can_plot(results: Any) -> bool:
     return isinstance(results, dict) and bool(booksort_tasks(results))
 
 
-def _point(row: dict[str, Any], cell: str) -> tuple[float, float, float, bool]:
-    value = row[metric_names.name("acc", cell)]
-    low = row.get(metric_names.name("acc", cell, stat="_ci_low"), value)
-    high = row.get(metric_names.name("acc", cell, stat="_ci_high"), value)
-    p = row.get(metric_names.name("acc", cell, stat="_p_above_chance"), 1.0)
+CALIBRATED = "acc_calibrated"
+CALIBRATED_OFFSET = 0.08
+"""How far right of the accuracy the calibrated accuracy is drawn (in x units), so both bars show."""
+
+
+def _point(row: dict[str, Any], cell: str, score: str = "acc") -> tuple[float, float, float, bool]:
+    value = row[metric_names.name(score, cell)]
+    low = row.get(metric_names.name(score, cell, stat="_ci_low"), value)
+    high = row.get(metric_names.name(score, cell, stat="_ci_high"), value)
+    p = row.get(metric_names.name(score, cell, stat="_p_above_chance"), 1.0)
     return value, value - low, high - value, p < 0.05
 
 
-def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str) -> str:
-    """One accuracy line with its error bars and stars; returns its colour."""
+def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str, *, stars: bool = True, **style: Any) -> str:
+    """One accuracy line with its error bars and (unless `stars` is False) stars; returns its colour."""
     values = [p[0] for p in points]
     container = ax.errorbar(
-        x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], marker="o", capsize=3, label=label
+        x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], **({"marker": "o"} | style), capsize=3, label=label
     )
     for xi, (value, _, up, significant) in zip(x, points, strict=True):
-        if significant:
+        if significant and stars:
             ax.annotate("*", (xi, value + up), ha="center", va="bottom", color=container[0].get_color())
     return container[0].get_color()
+
+
+def _draw_calibrated(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
+    """The calibrated accuracy per cell (``acc_calibrated@<cell>``), dashed, squares, in the accuracy line's colour."""
+    if not all(metric_names.name(CALIBRATED, cell) in row for cell in cells):
+        return  # a generation task, or results written before `acc_calibrated` existed
+    points = [_point(row, cell, CALIBRATED) for cell in cells]
+    _draw(ax, [xi + CALIBRATED_OFFSET for xi in x], points, f"{label}: calibrated", stars=False, marker="s", linestyle="--", color=color)
 
 
 def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
@@ -113,10 +129,12 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
     paper_bins = any(distance_bins(row, PAPER_BIN_LENGTH) for row in tasks.values())
     bin_source = f"L_E = {PAPER_BIN_LENGTH} words" if paper_bins else "pooled over excerpt lengths"
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    calibrated = any(metric_names.cells_of(row, CALIBRATED) for row in tasks.values())
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = excerpt_lengths(row)
         color = _draw(ax_a, [position[le] for le in lengths], [_point(row, f"LE{le}") for le in lengths], name)
+        _draw_calibrated(ax_a, [position[le] for le in lengths], row, [f"LE{le}" for le in lengths], color, name)
         _draw_answer_bias(ax_a, [position[le] for le in lengths], row, [f"LE{le}" for le in lengths], color, name)
         if paper_bins:
             bins = distance_bins(row, PAPER_BIN_LENGTH)
@@ -124,7 +142,8 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
         else:
             bins = distance_bins(row)
             cells = [f"bin{k}" for k in bins]
-        _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
+        color = _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
+        _draw_calibrated(ax_b, bins, row, cells, color, name)
         all_bins |= set(bins)
     ax_a.set_xticks(range(len(all_lengths)), [str(le) for le in all_lengths])
     ax_b.set_xticks(sorted(all_bins), [f"d{k}" for k in sorted(all_bins)])
@@ -135,7 +154,8 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
         ax.axhline(CHANCE, color="grey", linestyle="--", linewidth=1, label="chance")
         ax.set_ylim(0, 1.05)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("accuracy (dotted: share answered A)" if ax is ax_a else "accuracy")
+        notes = (["dashed: calibrated"] if calibrated else []) + (["dotted: share answered A"] if ax is ax_a else [])
+        ax.set_ylabel("accuracy" + (f" ({'; '.join(notes)})" if notes else ""))
         ax.set_title(title, fontsize=10)
     ax_a.legend(fontsize=8, loc="lower left")
     fig.suptitle("Book-SORT (95% Wilson intervals; * above chance, p < 0.05)", fontsize=11)

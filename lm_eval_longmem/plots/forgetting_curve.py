@@ -2,16 +2,22 @@
 
 Copy accuracy and LM accuracy against the length L of the copied text, each with its 95%
 interval over samples as a band (as the task stored them in the results file; computed from the
-samples for the original tool's files). Background regions: green up to the fine-grained memory length (copy > 99%),
-blue up to the coarse-grained memory length (copy beats LM by more than 1 point), red beyond it
-(amnesia: the model ignores the prefix). A censored memory length (">L") has no region after it:
-the sweep stopped before the memory did. The claimed window is a dashed vertical line.
+samples for the original tool's files). A length without an interval (one sample) is a hollow
+marker with no band there. Background regions show what each tested length met: green where copy
+accuracy exceeds 99% (fine-grained memory), blue where copy beats LM by more than 1 point
+(coarse-grained memory), red where neither holds (amnesia). Each tested length L colours the
+stretch from the previous tested length (0 for the first) up to L, so a curve that is monotone
+gives the paper's picture (green up to the fine-grained memory length, blue up to the coarse one,
+red after) and a non-monotone curve is drawn as measured: a length that fails is never inside a
+region it did not meet. Nothing is shaded beyond the last tested length. The claimed window is a
+dashed vertical line.
 
 Reads lm_eval results (`analysis.stored_summary`) and the original tool's JSON.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -22,6 +28,7 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     Summary,
     curve_from_data,
     forgetting_curve_task,
+    holds,
     is_reference,
     stored_summary,
     summarize,
@@ -100,12 +107,14 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
         ax_ppl.set_xlabel("length L of the copied text (tokens)")
     else:
         fig, ax = plt.subplots(figsize=(10, 4.5))
-    if fine.length > 0:
-        ax.axvspan(0, fine.length, color=FINE_COLOR, alpha=0.12, lw=0, label=f"fine-grained memory ({fine.label})")
-    if coarse.length > fine.length:
-        ax.axvspan(fine.length, coarse.length, color=COARSE_COLOR, alpha=0.12, lw=0, label=f"coarse-grained memory ({coarse.label})")
-    if not coarse.censored and coarse.length < x_max:
-        ax.axvspan(max(coarse.length, 0), x_max, color=AMNESIA_COLOR, alpha=0.10, lw=0, label="amnesia")
+    colors = {"fine": FINE_COLOR, "coarse": COARSE_COLOR, "amnesia": AMNESIA_COLOR}
+    labels = {
+        "fine": f"fine-grained memory ({fine.label})",
+        "coarse": f"coarse-grained memory ({coarse.label})",
+        "amnesia": "amnesia",
+    }
+    for status, start, end in regions(summary):
+        ax.axvspan(start, end, color=colors[status], alpha=0.10 if status == "amnesia" else 0.12, lw=0, label=labels.pop(status, None))
 
     for name, color, pick in (
         ("copy accuracy", COPY_COLOR, lambda s: s.copy),
@@ -114,6 +123,9 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
         intervals = [pick(s) for s in summary.per_length]
         ax.plot(x, [iv.estimate for iv in intervals], "o-", color=color, ms=3.5, lw=1.6, label=name)
         ax.fill_between(x, [iv.low for iv in intervals], [iv.high for iv in intervals], color=color, alpha=0.25, lw=0)
+        draw_without_interval(ax, [(xi, iv.estimate, iv.low, iv.high) for xi, iv in zip(x, intervals, strict=True)], color)
+    if any(math.isnan(iv.low) for s in summary.per_length for iv in (s.copy, s.lm)):
+        ax.plot([], [], "o", mfc="white", mec="grey", ms=4.5, ls="none", label=without_interval_label(summary))
 
     if claimed_on_scale:
         ax.axvline(summary.claimed, color="black", ls="--", lw=1, label=f"claimed window ({format_length(summary.claimed)})")
@@ -136,6 +148,46 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
     return fig
 
 
+def status(copy: float, lm: float) -> str:
+    """What a tested length met: "fine" (copy > 99%), "coarse" (copy beats LM by > 1 point) or "amnesia"."""
+    return "fine" if holds("fine", copy, lm) else "coarse" if holds("coarse", copy, lm) else "amnesia"
+
+
+def regions(summary: Summary) -> list[tuple[str, float, float]]:
+    """(status, start, end) of the shaded regions: each tested length's status over the stretch from the
+    previous tested length (0 for the first) to it, neighbours of one status merged."""
+    out: list[tuple[str, float, float]] = []
+    start = 0.0
+    for s in summary.per_length:
+        here = status(s.copy.estimate, s.lm.estimate)
+        if out and out[-1][0] == here:
+            out[-1] = (here, out[-1][1], float(s.length))
+        else:
+            out.append((here, start, float(s.length)))
+        start = float(s.length)
+    return out
+
+
+def draw_without_interval(ax: Any, points: list[tuple[float, float, float, float]], color: str) -> None:
+    """Where a band cannot show what was measured: hollow markers over the points (x, value, low, high)
+    without an interval (NaN bounds: one sample), and an error bar on a point whose neighbours have none
+    (a band needs two neighbouring intervals)."""
+    bare = [(x, value) for x, value, low, _ in points if math.isnan(low)]
+    if bare:
+        ax.plot([p[0] for p in bare], [p[1] for p in bare], "o", mfc="white", mec=color, ms=4.5, ls="none")
+    has = [not math.isnan(low) for _, _, low, _ in points]
+    for i, (x, value, low, high) in enumerate(points):
+        if has[i] and not (i > 0 and has[i - 1]) and not (i + 1 < len(points) and has[i + 1]):
+            ax.errorbar([x], [value], yerr=[[value - low], [high - value]], color=color, alpha=0.6, lw=1, capsize=3, fmt="none")
+
+
+def without_interval_label(summary: Summary) -> str:
+    """The legend's words for hollow markers, with the sample counts behind them."""
+    counts = sorted({s.n for s in summary.per_length if math.isnan(s.copy.low) or math.isnan(s.lm.low)})
+    said = " or ".join(f"n={n}" for n in counts if n) or "too few samples"
+    return f"no interval ({said})"
+
+
 # --- perplexity under the curve (the paper's Figure 5) -------------------------------------------
 
 PERPLEXITY_SCORES = (("copy_ppl", "copy perplexity", COPY_COLOR), ("lm_ppl", "LM perplexity", LM_COLOR))
@@ -150,7 +202,8 @@ class PerplexityPoint(NamedTuple):
 
 
 def perplexity_series(metrics: dict[str, Any]) -> dict[str, list[PerplexityPoint]]:
-    """Per perplexity score, its per-length means and 95% intervals, ascending in L; {} for runs without them.
+    """Per perplexity score, its per-length values and 95% intervals (NaN where null: one sample), ascending in L;
+    {} for runs without them.
 
     `metrics`: one task's metrics by name without lm_eval's filter suffix (`copy_ppl@64`, `copy_ppl@64_ci_low`).
     """
@@ -158,26 +211,32 @@ def perplexity_series(metrics: dict[str, Any]) -> dict[str, list[PerplexityPoint
     for score, _, _ in PERPLEXITY_SCORES:
         points = []
         for cell in metric_names.cells_of(metrics, score):
-            value = metrics.get(metric_names.name(score, *cell))
-            if len(cell) == 1 and cell[0].isdigit() and isinstance(value, (int, float)):
-                low = metrics.get(metric_names.name(score, *cell, stat="_ci_low"), value)
-                high = metrics.get(metric_names.name(score, *cell, stat="_ci_high"), value)
-                points.append(PerplexityPoint(int(cell[0]), float(value), float(low), float(high)))
+            value = metric_names.number(metrics.get(metric_names.name(score, *cell)))
+            if len(cell) == 1 and cell[0].isdigit() and value is not None:
+                low, high = (metric_names.number(metrics.get(metric_names.name(score, *cell, stat=stat))) for stat in ("_ci_low", "_ci_high"))
+                nan = math.nan
+                points.append(PerplexityPoint(int(cell[0]), value, nan if low is None else low, nan if high is None else high))
         if points:
             out[score] = sorted(points)
     return out
 
 
 def draw_perplexity(ax: Any, series: dict[str, list[PerplexityPoint]]) -> None:
-    """Copy and LM perplexity against L on a log scale, each with its 95% band (lower is better)."""
+    """Copy and LM perplexity against L on a log scale, each with its 95% band (lower is better); a length
+    without an interval is a hollow marker."""
     for score, label, color in PERPLEXITY_SCORES:
         points = series.get(score)
         if not points:
             continue
         x = [p.length for p in points]
         ax.plot(x, [p.mean for p in points], "o-", color=color, ms=3.5, lw=1.6, label=label)
-        # A t interval of a few samples may reach below 1 (no perplexity does): the band stops at 1.
-        ax.fill_between(x, [max(p.low, 1.0) for p in points], [p.high for p in points], color=color, alpha=0.25, lw=0)
+        # Results of version 1.1 and before hold t intervals of the arithmetic mean, which may reach
+        # below 1 (no perplexity does): their band stops at 1.
+        ax.fill_between(x, [max(p.low, 1.0) if not math.isnan(p.low) else math.nan for p in points], [p.high for p in points],
+                        color=color, alpha=0.25, lw=0)  # fmt: skip
+        draw_without_interval(ax, [(p.length, p.mean, p.low, p.high) for p in points], color)
+    if any(math.isnan(p.low) for points in series.values() for p in points):
+        ax.plot([], [], "o", mfc="white", mec="grey", ms=4.5, ls="none", label="no interval (one sample, or all equal)")
     ax.set_yscale("log")
     ax.set_ylabel("perplexity (same tokens)")
     ax.grid(alpha=0.3, which="both")

@@ -165,3 +165,22 @@ def test_switches_drop_prompt_parts(smollm2_dir, books, cache):
     assert "<example>" not in text and not text.startswith("I will give you")
     assert text.startswith("Always return your answer")
     assert text.index("<context>") < text.index("Question:")
+
+
+@pytest.mark.parametrize("docs", [[1.0], [0.0], [1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]], ids=str)
+def test_cells_and_means_on_degenerate_docs(docs):
+    """Issue 26: a cell (Wilson) and the mean over cells (Wilson on the effective size) from one doc on:
+    inside [0, 1], never of zero width, whether the docs agree or not."""
+    from lm_eval_longmem.babilong.report import Cell, mean_interval
+    from lm_eval_longmem.babilong.task import CHECKS, RECALL
+    from lm_eval_longmem.common.metric_names import score_spec
+    from lm_eval_longmem.common.stats import proportion_interval
+    from lm_eval_longmem.common.task import cell_interval
+
+    for spec in (*map(score_spec, CHECKS), RECALL):
+        iv = cell_interval(docs, spec)
+        assert spec.family == "binary" and 0.0 <= iv.low <= iv.estimate <= iv.high <= 1.0 and iv.low < iv.high
+    cell = proportion_interval(round(sum(docs)), len(docs))
+    cells = [Cell("qa1", 0, len(docs), cell, cell), Cell("qa2", 0, 1, proportion_interval(1, 1), proportion_interval(1, 1))]
+    mean = mean_interval(cells, "acc")
+    assert 0.0 <= mean.low <= mean.estimate <= mean.high <= 1.0 and mean.low < mean.high

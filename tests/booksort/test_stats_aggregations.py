@@ -6,6 +6,7 @@ import pytest
 from scipy import stats
 
 from lm_eval_longmem.booksort.task import (
+    calibrated_correct,
     condition_counts,
     paper_acc,
     paper_acc_ci_high,
@@ -41,3 +42,49 @@ def test_equal_conditions_pool_into_the_binomial_test_and_wilson_interval():
     ci = stats.binomtest(int(correct), len(items)).proportion_ci(method="wilson")
     assert (paper_acc_ci_low(items), paper_acc_ci_high(items)) == pytest.approx((ci.low, ci.high))
 
+
+
+# --- acc_calibrated: contextual calibration by the condition's median log-odds (ours, not the paper's) -----------
+
+
+def item(condition, log_odds, label):
+    """A summary item of the log-prob task: [condition, acc, invalid, pct_A, log_odds, label]."""
+    answered_a = log_odds >= 0
+    return [condition, float(answered_a == (label == 0)), 0.0, float(answered_a), log_odds, label]
+
+
+def test_a_model_always_answering_a_is_scored_by_what_its_log_odds_know():
+    """Issue 26: "A" on 32 of 32 trials made every cell exactly 50%; the order is still in the log-odds."""
+    items = [item("250x20", 3.0 + (0.4 if label == 0 else -0.4) + 0.01 * k, label) for k, label in enumerate([0, 1] * 8)]
+    assert all(i[3] == 1.0 for i in items) and sum(i[1] for i in items) / 16 == 0.5  # raw: always A, chance
+    assert calibrated_correct(items) == [1.0] * 16
+
+
+def test_log_odds_without_information_stay_at_chance():
+    items = [item("250x20", 2.0 + 0.1 * (k // 2), k % 2) for k in range(16)]  # each value once with A, once with B
+    assert sum(calibrated_correct(items)) == 8  # half right: the threshold uses no gold label
+
+
+def test_the_median_is_the_conditions_own():
+    """Bias that differs between conditions (+5 at L_E 250, -5 at 1000): one run-wide median would leave it."""
+    items = [item("250x20", 5.0 + (0.5 if label == 0 else -0.5), label) for label in (0, 1, 0, 1)]
+    items += [item("1000x20", -5.0 + (0.5 if label == 0 else -0.5), label) for label in (0, 1, 0, 1)]
+    assert calibrated_correct(items) == [1.0] * 8
+
+
+@pytest.mark.parametrize("one,two,three", [(0.5, 1.0, 2.0), (-2.0, -1.0, -0.5)])
+def test_a_trial_at_the_median_keeps_the_models_answer(one, two, three):
+    items = [item("250x20", one, 1), item("250x20", two, 0), item("250x20", three, 0)]
+    # the middle trial sits at the median: it keeps the model's own answer ("A" when log-odds >= 0)
+    assert calibrated_correct(items) == [1.0, float(two >= 0), 1.0]
+
+
+def test_calibration_does_not_depend_on_the_order_of_trials():
+    items = [item(c, v, k % 2) for k, (c, v) in enumerate([("250x20", 0.3), ("250x20", -1.2), ("1000x20", 2.0), ("250x20", 0.9),
+                                                          ("1000x20", 1.1), ("1000x20", 1.7), ("250x20", 0.1)])]  # fmt: skip
+    forward = calibrated_correct(items)
+    assert calibrated_correct(items[::-1]) == forward[::-1]
+
+
+def test_generated_trials_have_no_calibrated_answer():
+    assert calibrated_correct([["250x20", 1.0, 0.0, 1.0, None, 0]]) == [None]

@@ -11,7 +11,7 @@ from kit import read_results, read_samples, run_lm_eval
 from scipy import stats
 
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
-from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, parse_label
+from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, calibrated_correct, parse_label
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import proportion_interval
 from lm_eval_longmem.common.results import skip_reasons
@@ -86,7 +86,7 @@ def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
     spec, answered_a = BooksortTask.score_specs()
-    assert spec.binary and answered_a.binary  # a trial is right or wrong, answered "A" or not: Wilson intervals per cell
+    assert spec.family == answered_a.family == "binary"  # a trial is right or wrong, answered "A" or not: Wilson intervals per cell
     assert (spec.name, spec.higher_is_better, answered_a.name, answered_a.higher_is_better) == ("acc", True, "pct_A", None)
     interval = cell_interval(items, spec)[1:]
     assert interval == pytest.approx((ci.low, ci.high))
@@ -365,8 +365,8 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     wrong = task.process_results(doc, [" The first one"])
     cell = f"LE{doc['excerpt_length']}"
     a = float(gold == "A")  # the right answer is "A" or "B"; the invalid one is not "A"
-    assert right["acc"] == 1.0 and right["summary"] == ["250x20", 1.0, 0.0, a] and cell in right["cells"]
-    assert wrong["acc"] == 0.0 and wrong["summary"] == ["250x20", 0.0, 1.0, 0.0]
+    assert right["acc"] == 1.0 and right["summary"] == ["250x20", 1.0, 0.0, a, None, doc["label"]] and cell in right["cells"]
+    assert wrong["acc"] == 0.0 and wrong["summary"] == ["250x20", 0.0, 1.0, 0.0, None, doc["label"]]
     assert right["pct_A"] == a and wrong["pct_A"] == 0.0
     raw = {(key, "none"): [right[key], wrong[key], right[key]] for key in right}  # two right, one invalid
     row, count = task.aggregate_payloads(raw, harness_default=None)
@@ -381,6 +381,7 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     assert f"pct_A@{cell}_p_above_chance,none" not in row
     better = task.higher_is_better()
     assert better["pct_A"] is None and better[f"pct_A@{cell}"] is None and better[f"acc@{cell}"] is True
+    assert not any(key.startswith("acc_calibrated") for key in row)  # no log-odds to calibrate when generating
 
 
 def test_answer_bias_on_the_log_prob_task(tiny_llama_dir, built_dir):
@@ -397,3 +398,44 @@ def test_answer_bias_on_the_log_prob_task(tiny_llama_dir, built_dir):
     raw = {(key, "none"): [p[key] for p in payloads] for key in payloads[0]}
     row, _ = task.aggregate_payloads(raw, harness_default=None)
     assert row["pct_A,none"] == 1.0 and row["acc,none"] == pytest.approx(sum(doc["label"] == 0 for doc in docs) / 4)
+
+
+def test_calibrated_accuracy_on_the_log_prob_task(tiny_llama_dir, built_dir):
+    """`acc_calibrated` comes from every trial's log-odds at aggregation, per cell and as the paper's mean,
+    and does not depend on the order in which the trials arrive."""
+    meta = {"pretrained": str(tiny_llama_dir), "booksort_data": str(built_dir), "booksort_excerpt_lengths": 250,
+            "booksort_segment_lengths": 20}  # fmt: skip
+    task = _load("booksort_in_context", meta)
+    task.build_all_requests(limit=8)
+    docs = [task.test_docs()[i] for i in range(8)]
+    # always "A", but more surely when the gold answer is "A": the order is in the log-odds, not in the answer
+    results = [[(-0.1 - 0.05 * k, False), (-2.0, False)] if doc["label"] == 0 else [(-0.6 - 0.05 * k, False), (-2.0, False)]
+               for k, doc in enumerate(docs)]  # fmt: skip
+    payloads = [task.process_results(doc, r) for doc, r in zip(docs, results)]
+    assert all(p["pct_A"] == 1.0 for p in payloads) and payloads[0]["summary"][4] == pytest.approx(1.9)
+    raw = {(key, "none"): [p[key] for p in payloads] for key in payloads[0]}
+    row, _ = task.aggregate_payloads(raw, harness_default=None)
+    right = calibrated_correct([p["summary"] for p in payloads])
+    cell = f"LE{docs[0]['excerpt_length']}"
+    assert row[f"acc_calibrated@{cell},none"] == pytest.approx(sum(right) / 8)
+    assert row["acc_calibrated,none"] == pytest.approx(sum(right) / 8)  # one condition: the paper's mean is the share
+    low, high = proportion_interval(round(sum(right)), 8)[1:]
+    assert (row[f"acc_calibrated@{cell}_ci_low,none"], row[f"acc_calibrated@{cell}_ci_high,none"]) == pytest.approx((low, high))
+    assert row[f"acc_calibrated@{cell}_p_above_chance,none"] == pytest.approx(binomial_p_above_chance(right))
+    assert row["acc_calibrated_p_above_chance,none"] == pytest.approx(binomial_p_above_chance(right))
+    better = task.higher_is_better()
+    assert better["acc_calibrated"] is True and better[f"acc_calibrated@{cell}"] is True
+    assert better["acc_calibrated_p_above_chance"] is False
+    reversed_raw = {key: values[::-1] for key, values in raw.items()}
+    assert task.aggregate_payloads(reversed_raw, harness_default=None)[0] == row
+
+
+@pytest.mark.parametrize("values", [[1.0], [0.0], [1.0, 0.0], [1.0] * 4, [0.0] * 4, [1.0, 1.0, 1.0, 0.0]], ids=str)
+def test_every_score_of_the_task_on_degenerate_trials(values):
+    """Issue 26: a right-or-wrong score (acc, pct_A, acc_calibrated) gets a Wilson interval from one trial on,
+    inside [0, 1] and never of zero width, whether the trials agree or not."""
+    for spec in (*BooksortTask.score_specs(), BooksortTask.CALIBRATED):
+        assert spec.family == "binary"
+        iv = cell_interval(values, spec)
+        assert 0.0 <= iv.low <= iv.estimate <= iv.high <= 1.0 and iv.low < iv.high, (spec.name, iv)
+        assert (iv.low, iv.high) == pytest.approx(proportion_interval(round(sum(values)), len(values))[1:])

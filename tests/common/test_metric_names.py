@@ -56,6 +56,14 @@ def test_canonical_row_rewrites_old_files_and_keeps_other_names():
 
 
 def test_a_bare_score_is_a_binary_accuracy():
-    assert score_spec("acc") == ScoreSpec("acc", binary=True, bounded=True, higher_is_better=True)
-    ppl = ScoreSpec("ppl", binary=False, bounded=False, higher_is_better=False)
+    assert score_spec("acc") == ScoreSpec("acc", "binary", higher_is_better=True)
+    ppl = ScoreSpec("ppl", "perplexity", higher_is_better=False)
     assert score_spec(ppl) is ppl
+
+
+def test_a_share_names_its_units_and_only_a_share_does():
+    assert ScoreSpec("copy_acc", "share", units="scored").units == "scored"
+    with pytest.raises(ValueError, match="a share names its units"):
+        ScoreSpec("copy_acc", "share")
+    with pytest.raises(ValueError, match="a share names its units"):
+        ScoreSpec("acc", units="scored")

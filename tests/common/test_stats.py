@@ -22,7 +22,6 @@ def test_mean_interval_matches_t_formula():
     est, low, high = mean_interval(values)
     half = sps.t.ppf(0.975, 3) * np.std(values, ddof=1) / 2
     assert est == pytest.approx(0.5) and low == pytest.approx(0.5 - half) and high == pytest.approx(0.5 + half)
-    assert mean_interval([0.3]) == (0.3, 0.3, 0.3)
 
 
 def test_proportion_interval_is_wilson_and_stays_in_unit_range():
@@ -115,14 +114,124 @@ def test_paired_and_binomial_tests():
     assert above_chance(50, 100)[1] is False
 
 
-def test_bounded_mean_interval_never_collapses_when_samples_agree():
-    """Issue 21 defect 6: two forgetting-curve samples that agree gave the interval [x, x]."""
-    for value in (0.0, 0.5, 1.0):
-        iv = stats.bounded_mean_interval([value, value])
-        assert iv.low < iv.high and iv.low <= value <= iv.high and 0.0 <= iv.low and iv.high <= 1.0
-    two_of_two = stats.bounded_mean_interval([1.0, 1.0])
-    assert two_of_two == pytest.approx(stats.proportion_interval(2, 2))  # what 2 agreeing 0/1 trials get
-    spread = [0.2, 0.4, 0.9, 0.5]  # values that spread: the Student t interval, clipped to [0, 1]
-    t = mean_interval(spread)
-    assert stats.bounded_mean_interval(spread) == pytest.approx((t.estimate, max(0.0, t.low), min(1.0, t.high)))
-    assert stats.bounded_mean_interval(spread) == stats.bounded_mean_interval(spread[::-1])  # order-free, bit for bit
+# --- every family on degenerate inputs: 1 sample, 2 samples, all equal, one outlier ---------------------------
+
+Z = sps.norm.ppf(0.975)
+
+
+def nan_bounds(interval) -> bool:
+    return np.isnan(interval.low) and np.isnan(interval.high)
+
+
+def inside(interval, low, high) -> bool:
+    return low <= interval.low <= interval.estimate <= interval.high <= high and interval.low < interval.high
+
+
+def wilson(p, n):
+    center = (p + Z**2 / (2 * n)) / (1 + Z**2 / n)
+    half = Z / (1 + Z**2 / n) * np.sqrt(p * (1 - p) / n + Z**2 / (4 * n**2))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+@pytest.mark.parametrize("successes,n", [(1, 1), (0, 1), (1, 2), (0, 5), (5, 5), (9, 10), (1, 10)])
+def test_binary_family_wilson_on_degenerate_counts(successes, n):
+    """0/1 scores: the spread is fixed by the mean, so one trial and all-equal trials get an interval of their number."""
+    iv = proportion_interval(successes, n)
+    assert inside(iv, 0.0, 1.0) and iv.estimate == successes / n
+    ci = sps.binomtest(successes, n).proportion_ci(method="wilson")
+    assert (iv.low, iv.high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_share_family_one_sample_has_no_interval():
+    iv = stats.share_interval([0.7], [64])
+    assert iv.estimate == 0.7 and nan_bounds(iv)
+
+
+def test_share_family_two_samples_is_wilson_on_the_korn_graubard_size():
+    values, tokens = [0.6, 0.9], 32
+    p, v = 0.75, np.var(values, ddof=1) / 2
+    n_star = (p * (1 - p) / v) * (Z / sps.t.ppf(0.975, 1)) ** 2
+    assert stats.share_interval(values, [tokens] * 2) == pytest.approx((p, *wilson(p, n_star)))
+
+
+@pytest.mark.parametrize("value", [0.0, 0.5, 1.0])
+def test_share_family_agreeing_samples_get_the_interval_of_their_tokens(value):
+    """All equal: the variance cannot be below independent tokens', so n_eff is every scored token."""
+    iv = stats.share_interval([value] * 4, [50] * 4)
+    assert inside(iv, 0.0, 1.0) and iv.estimate == value
+    assert (iv.low, iv.high) == pytest.approx(wilson(value, 200 * (Z / sps.t.ppf(0.975, 3)) ** 2))
+
+
+def test_share_family_never_widens_because_samples_agree():
+    """Issue 26: copy_std 0.0 beside [0.316, 0.999] (agreeing samples were wider than nearly agreeing ones)."""
+    widths = []
+    for spread in (0.0, 0.002, 0.02, 0.1, 0.3):
+        iv = stats.share_interval([0.95 - spread, 0.95 + spread * 0.5, 0.95 + spread * 0.5], [128] * 3)
+        assert inside(iv, 0.0, 1.0)
+        widths.append(iv.high - iv.low)
+    assert widths == sorted(widths) and widths[0] > 0
+    at_one = stats.share_interval([1.0, 1.0], [128, 128])
+    near_one = stats.share_interval([0.99, 1.0], [128, 128])
+    assert near_one.low < at_one.low and at_one.high == 1.0
+
+
+def test_share_family_one_outlier_stays_in_range_and_is_order_free():
+    values = [1.0, 1.0, 1.0, 0.05]
+    iv = stats.share_interval(values, [64] * 4)
+    assert inside(iv, 0.0, 1.0) and iv.estimate == pytest.approx(0.7625)
+    assert iv == stats.share_interval(values[::-1], [64] * 4)  # bit for bit
+    # unequal units: independent tokens of the unweighted mean count n**2 / sum(1 / units) = 4 / (1/10 + 1/40) = 32
+    agree = stats.share_interval([1.0, 1.0], [10, 40])
+    assert (agree.low, agree.high) == pytest.approx(wilson(1.0, 32 * (Z / sps.t.ppf(0.975, 1)) ** 2))
+
+
+def test_share_family_refuses_missing_units():
+    with pytest.raises(ValueError, match="one positive unit count per value"):
+        stats.share_interval([0.5, 0.6], [10])
+
+
+def test_perplexity_family_one_sample_and_equal_samples_have_no_interval():
+    assert nan_bounds(stats.log_mean_interval([2.5])) and stats.log_mean_interval([2.5]).estimate == pytest.approx(2.5)
+    equal = stats.log_mean_interval([3.0, 3.0, 3.0])
+    assert equal.estimate == pytest.approx(3.0) and nan_bounds(equal)
+
+
+def test_perplexity_family_two_samples_is_the_exponentiated_t_interval_of_the_logs():
+    values = [20.0, 45.0]
+    logs = np.log(values)
+    half = sps.t.ppf(0.975, 1) * np.std(logs, ddof=1) / np.sqrt(2)
+    iv = stats.log_mean_interval(values)
+    assert iv.estimate == pytest.approx(30.0)  # the geometric mean: exp of the mean NLL per token
+    assert iv.high == pytest.approx(np.exp(logs.mean() + half))
+    assert iv.low == pytest.approx(max(1.0, np.exp(logs.mean() - half)))
+
+
+def test_perplexity_family_never_below_one():
+    """Issue 26: a t interval of perplexities gave lm_ppl@256_ci_low = -101.0 and copy_ppl@256_ci_low = 0.648."""
+    for values in ([1.05, 1.6], [1.0, 1.0, 1.3], [30.0, 31.0, 29.0, 400.0], [1.2, 80.0]):
+        iv = stats.log_mean_interval(values)
+        assert 1.0 <= iv.low <= iv.estimate <= iv.high
+    outlier = stats.log_mean_interval([30.0, 31.0, 29.0, 400.0])
+    assert outlier.estimate < np.mean([30.0, 31.0, 29.0, 400.0])  # the geometric mean: one outlier weighs less
+
+
+def test_perplexity_family_infinite_or_invalid_values():
+    assert stats.log_mean_interval([2.0, np.inf]).estimate == np.inf and nan_bounds(stats.log_mean_interval([2.0, np.inf]))
+    with pytest.raises(ValueError, match="positive values"):
+        stats.log_mean_interval([0.5, 0.0])
+
+
+def test_mean_family_no_interval_without_spread():
+    """Unbounded means (paired differences): one value or equal values give no t interval, never [m, m]."""
+    assert nan_bounds(mean_interval([0.3])) and mean_interval([0.3]).estimate == 0.3
+    assert nan_bounds(mean_interval([0.2, 0.2, 0.2]))
+    two = mean_interval([0.1, 0.3])
+    assert two == pytest.approx((0.2, 0.2 - sps.t.ppf(0.975, 1) * 0.1, 0.2 + sps.t.ppf(0.975, 1) * 0.1))
+    outlier = mean_interval([0.1, 0.1, 0.1, 0.9])
+    assert outlier.low < 0.3 < outlier.high
+
+
+@pytest.mark.parametrize("counts", [[(1, 1)], [(0, 1), (1, 1)], [(3, 3), (3, 3)], [(5, 5), (5, 5), (0, 5)]])
+def test_mean_of_proportions_family_on_degenerate_counts(counts):
+    iv = mean_of_proportions_interval(counts)
+    assert inside(iv, 0.0, 1.0)

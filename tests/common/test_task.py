@@ -61,6 +61,8 @@ def test_doc_selection_and_config_key_the_request_cache(tiny_llama_dir, tmp_path
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
+
+import pytest  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
 from lm_eval import evaluator_utils  # noqa: E402
@@ -74,15 +76,23 @@ LENGTHS = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 52428
 
 
 class Toy(LongmemTask):
-    """A task of ours without data or model: a 0/1 score and a bounded fraction per doc."""
+    """A task of ours without data or model: a 0/1 score, a share of 7 units and a perplexity per doc,
+    and a run score (the share above the run's median share)."""
 
-    SCORES = ("acc", ScoreSpec("share", binary=False))
+    SCORES = ("acc", ScoreSpec("share", "share", units="units"), ScoreSpec("ppl", "perplexity", higher_is_better=False))
 
     def doc_cells(self, doc):
         return (cell(doc["qa"], doc["length"]),)
 
     def score(self, doc, results):
-        return {"acc": results[0], "share": results[1]}
+        return {"acc": results[0], "share": results[1], "units": 7, "ppl": results[2]}
+
+    def run_score_specs(self):
+        return (ScoreSpec("above_median"),)
+
+    def run_scores(self, columns):
+        median = sorted(columns["share"])[len(columns["share"]) // 2]
+        return {"above_median": [float(v > median) for v in columns["share"]]}
 
     def summary_item(self, doc, scores):
         return [doc["qa"], scores["acc"]]
@@ -99,7 +109,7 @@ def toy(cells):
 
 def toy_docs(n):
     return [
-        ({"qa": QAS[i % 20], "length": LENGTHS[(i // 20) % 12]}, [float(i % 3 == 0), (i % 7) / 7]) for i in range(n)
+        ({"qa": QAS[i % 20], "length": LENGTHS[(i // 20) % 12]}, [float(i % 3 == 0), (i % 7) / 7, 1.0 + (i % 11) / 2]) for i in range(n)
     ]
 
 
@@ -120,7 +130,7 @@ def test_payload_is_the_docs_own_scores_and_cell_whatever_the_sweep():
     task = toy(cell(qa, length) for qa in QAS for length in LENGTHS)  # 240 cells
     doc, results = toy_docs(1)[0]
     payload = task.process_results(doc, results)
-    assert payload == {"acc": 1.0, "share": 0.0, "cells": ["qa1_0"], "summary": ["qa1", 1.0]}
+    assert payload == {"acc": 1.0, "share": 0.0, "units": 7, "ppl": 1.0, "cells": ["qa1_0"], "summary": ["qa1", 1.0]}
     logged = json.dumps(payload) + json.dumps(list(payload))  # what --log_samples writes for the metrics
     assert len(logged.encode()) <= 1024
 
@@ -137,7 +147,12 @@ def test_per_cell_metrics_are_computed_at_aggregation(caplog):
     wilson = stats.proportion_interval(round(sum(values)), len(values))
     assert (row["acc@qa2_1024,none"], row["acc@qa2_1024_ci_low,none"], row["acc@qa2_1024_ci_high,none"]) == wilson
     shares = sorted(r[1] for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024))
-    assert row["share@qa2_1024_ci_low,none"] == stats.bounded_mean_interval(shares).low
+    assert row["share@qa2_1024_ci_low,none"] == stats.share_interval(shares, [7] * len(shares)).low
+    ppl = sorted(r[2] for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024))
+    assert (row["ppl@qa2_1024,none"], row["ppl@qa2_1024_ci_low,none"], row["ppl@qa2_1024_ci_high,none"]) == stats.log_mean_interval(ppl)
+    median = sorted(r[1] for _, r in docs)[240]
+    above = [float(r[1] > median) for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024)]
+    assert row["above_median@qa2_1024,none"] == sum(above) / len(above)  # a run score, per cell like the others
     assert row["acc_all,none"] == sum(r[0] for _, r in docs) / 480 and row["skipped,none"] == 2
     assert {key.split(",")[0] for key in row} == set(task.higher_is_better())  # a direction for every metric
     assert task.docs_per_cell["qa2_1024"] == 2 and task.result_facts()["skip_reasons"] == {"qa9_0": {"too long": 2}}
@@ -146,12 +161,13 @@ def test_per_cell_metrics_are_computed_at_aggregation(caplog):
 def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
     """Every doc returns the same keys, so rank 0's keys lose nothing; sorted cells and fsum make the
     numbers independent of the order the ranks' docs arrive in. A cell only rank 1 saw is kept."""
-    docs = toy_docs(23 * 20) + [({"qa": "qa5", "length": 7}, [1.0, 0.5])]  # the last doc: rank 1 of 2, its own cell
+    docs = toy_docs(23 * 20) + [({"qa": "qa5", "length": 7}, [1.0, 0.5, 1.5])]  # the last doc: rank 1 of 2, its own cell
     task = toy([cell(qa, length) for qa in QAS for length in LENGTHS] + ["qa5_7"])
     one = evaluator_utils._compute_task_aggregations(task, gathered(task, docs, 1), 0)
     for world_size in (2, 3):
         assert evaluator_utils._compute_task_aggregations(task, gathered(task, docs, world_size), 0) == one
     assert one[0]["acc@qa5_7,none"] == 1.0
+    assert one[0]["share@qa5_7_ci_low,none"] is None and one[0]["ppl@qa5_7_ci_high,none"] is None  # one doc: no interval, null
 
 
 # ---- the cost line before the first request (issue 26, item 5) ----------------------------------------

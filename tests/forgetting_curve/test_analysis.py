@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from lm_eval_longmem.cli import main
+from lm_eval_longmem.common.stats import share_interval
 from lm_eval_longmem.forgetting_curve.analysis import (
     Curve,
     CurvePoint,
@@ -16,6 +17,7 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     memory_interval,
     memory_length,
     read_results,
+    scored_tokens,
     summarize,
     summary_json,
 )
@@ -197,3 +199,29 @@ def test_per_length_interval_of_agreeing_samples_does_not_collapse():
     stats_ = length_stats(64, np.array([1.0, 1.0]), np.array([0.25, 0.25]))
     assert stats_.copy.low < stats_.copy.estimate == stats_.copy.high == 1.0
     assert stats_.lm.low < 0.25 < stats_.lm.high
+    # Issue 26: agreeing samples are not wider than nearly agreeing ones (copy_std 0.0 beside [0.316, 0.999])
+    assert stats_.copy == share_interval([1.0, 1.0], [scored_tokens(64)] * 2)
+    assert stats_.copy.low > length_stats(64, np.array([0.99, 1.0]), np.array([0.25, 0.25])).copy.low
+    # equal differences give no t interval: null bounds, not the zero-width [0.75, 0.75]
+    assert stats_.difference.estimate == 0.75 and math.isnan(stats_.difference.low) and math.isnan(stats_.difference.high)
+
+
+def test_one_sample_per_length_has_no_interval():
+    """Issue 26: with --limit 1 the accuracy got [0.19, 0.9997] and the difference [d, d]; one sample says
+    nothing about the spread between samples, so every per-length bound is null ("n=1")."""
+    from lm_eval_longmem.forgetting_curve.analysis import length_stats
+
+    one = length_stats(1024, np.array([0.9]), np.array([0.3]))
+    assert one.n == 1 and one.p_value is None and one.copy.estimate == 0.9 and one.copy_std is one.lm_std is None
+    assert all(math.isnan(bound) for iv in (one.copy, one.lm, one.difference) for bound in (iv.low, iv.high))
+    curve = curve_from_points([CurvePoint(1024, 0, 0.9, 0.3)])
+    (row,) = summary_json(summarize(curve))["lengths"]
+    assert row["copy_acc"] == {"mean": 0.9, "low": None, "high": None} and row["difference"]["low"] is None
+    assert row["copy_std"] is None and row["p_value"] is None
+
+
+def test_difference_interval_stays_within_the_range_of_a_difference():
+    from lm_eval_longmem.forgetting_curve.analysis import length_stats
+
+    wide = length_stats(64, np.array([1.0, 0.1]), np.array([0.0, 0.05]))
+    assert -1.0 <= wide.difference.low < wide.difference.estimate < wide.difference.high <= 1.0

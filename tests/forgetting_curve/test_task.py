@@ -10,6 +10,7 @@ import pytest
 from kit import build_tiny_llama, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.common.stats import log_mean_interval, share_interval
 from lm_eval_longmem.forgetting_curve.analysis import load_curve, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -96,6 +97,11 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     assert list(skip_reasons(results, "forgetting_curve")) == ["128"]  # all 3 samples of 128: 257 inputs > 200
     assert _value(metrics, "claimed_length") == 2048  # the tiny model's max_position_embeddings
     assert _value(metrics, "fine_memory_length") in (0, *TINY_LENGTHS)
+    for L in TINY_LENGTHS:  # the accuracies' intervals: the share interval over 3 samples of L - L//2 tokens
+        for score in ("copy_acc", "lm_acc"):
+            values = [record[score] for record in tiny_run[3] if record["doc"]["length"] == L]
+            stored = tuple(_value(metrics, f"{score}@{L}{stat}") for stat in ("", "_ci_low", "_ci_high"))
+            assert stored == pytest.approx(tuple(share_interval(values, [L - L // 2] * 3)), rel=1e-12)
 
 
 def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
@@ -122,9 +128,11 @@ def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
             assert record[f"{name}_ppl"] == pytest.approx(math.exp(nll), rel=1e-4)
     for L in TINY_LENGTHS:  # an untrained model over a 101-token vocabulary: perplexity near 101 whatever it read
         for name in ("copy_ppl", "lm_ppl"):
-            mean, low, high = (_value(metrics, f"{name}@{L}{stat}") for stat in ("", "_ci_low", "_ci_high"))
-            assert 50 < mean < 200 and low < mean < high  # a Student t interval, not clipped to [0, 1]
-            assert high > 1.0
+            per_doc = [record[name] for record in samples if record["doc"]["length"] == L]
+            stored = tuple(_value(metrics, f"{name}@{L}{stat}") for stat in ("", "_ci_low", "_ci_high"))
+            # the geometric mean (exp of the mean NLL per token) with the exponentiated t interval of the logs
+            assert stored == pytest.approx(tuple(log_mean_interval(per_doc)), rel=1e-12)
+            assert 50 < stored[0] < 200 and 1.0 <= stored[1] < stored[0] < stored[2]
 
 
 def test_the_bos_separator_is_recorded_in_the_config_metadata(tiny_run):
@@ -155,7 +163,8 @@ def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
         (_, copy_logprob), (_, lm_logprob) = record["filtered_resps"]  # the log writes the sums as text
         assert record["copy_ppl"] == pytest.approx(math.exp(-float(copy_logprob) / len(copy_bits)), rel=1e-12)
         assert record["lm_ppl"] == pytest.approx(math.exp(-float(lm_logprob) / len(lm_bits)), rel=1e-12)
-        assert record["metrics"] == ["copy_acc", "lm_acc", "copy_ppl", "lm_ppl", "cells", "summary"] and record["cells"] == [str(L)]
+        assert record["metrics"] == ["copy_acc", "lm_acc", "copy_ppl", "lm_ppl", "scored", "cells", "summary"] and record["cells"] == [str(L)]
+        assert record["scored"] == L - L // 2  # the units of the two accuracies' intervals
         context = record["arguments"]["gen_args_0"]["arg_0"]
         assert context.startswith(f"<{L + 2 + L // 2} token ids"), context  # [bos] S [bos] S[:L//2], logged as a digest
     biggest = max(len(line) for line in next(out.rglob("samples_*.jsonl")).read_text().splitlines())
@@ -250,7 +259,37 @@ def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
             model="hf", model_args=f"pretrained={model},dtype=float32", tasks=["forgetting_curve"], device="cpu",
             batch_size=1, bootstrap_iters=0, task_manager=manager,
         )  # fmt: skip
+    row = results["results"]["forgetting_curve"]
+    for score in ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl"):  # one sample of L = 8: no interval, null (issue 26)
+        assert row[f"{score}@8,none"] is not None and row[f"{score}@8_ci_low,none"] is row[f"{score}@8_ci_high,none"] is None
     used = results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"]
     assert used == {"id": tokenizer.eos_token_id, "token": "</s>", "source": "eos"}
     said = [r.getMessage() for r in caplog.records if "no BOS token" in r.getMessage()]
     assert len(said) == 1 and "'</s>'" in said[0], said
+
+
+DEGENERATE = {
+    "one sample": [0.75],
+    "two samples": [0.5, 0.875],
+    "all equal": [1.0, 1.0, 1.0],
+    "one outlier": [0.96875, 0.96875, 0.9375, 0.0625],
+}
+
+
+@pytest.mark.parametrize("case", DEGENERATE)
+def test_every_score_of_the_task_on_degenerate_samples(case):
+    """Issue 26: each of the task's scores, as its family aggregates a length's samples (32 scored tokens each):
+    inside its metric's range, and null where the samples cannot give an interval, never [m, m]."""
+    from lm_eval_longmem.common.task import cell_interval
+    from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
+
+    shares = DEGENERATE[case]
+    for spec in ForgettingCurveTask.SCORES:
+        values = shares if spec.family == "share" else [1.0 + 40 * (1 - v) for v in shares]  # perplexities from 1 up
+        iv = cell_interval(sorted(values), spec, [32] * len(values) if spec.units else None)
+        no_interval = len(values) == 1 or (spec.family == "perplexity" and len(set(values)) == 1)
+        if no_interval:
+            assert math.isnan(iv.low) and math.isnan(iv.high), (case, spec.name)
+            continue
+        floor, ceiling = (0.0, 1.0) if spec.family == "share" else (1.0, math.inf)
+        assert floor <= iv.low < iv.high <= ceiling and iv.low <= iv.estimate <= iv.high, (case, spec.name, iv)
