@@ -27,6 +27,7 @@ from typing import Any
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
 from lm_eval_longmem.common.flags import args_string
 from lm_eval_longmem.common.results import find_results_file, load_run
+from lm_eval_longmem.common.text import book_files
 
 TASKS = ("forgetting_curve", "booksort", "babilong")
 
@@ -182,7 +183,7 @@ def run_demo(
     books = Path(corpus).resolve() if corpus is not None else embedded_books_dir()
     if not books.is_dir():
         raise ValueError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
-    _done(start, f"{len(list(books.glob('*.txt')))} .txt books in {books}")
+    _done(start, f"{len(book_files(books))} .txt books in {books}")
 
     booksort_data = out / "booksort_data"
     if "booksort" in tasks:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.text import read_text
 
 _TASK_FILE = re.compile(r"^qa(?P<num>\d+)_.*_test\.txt$")
 
@@ -43,6 +44,7 @@ _GET_BABI = (
 def read_babi(path: str | Path) -> list[BabiSample]:
     """All questions of a bAbI task file, in file order.
 
+    The file is read by `common.text.read_text` (UTF-8, byte-order mark dropped, newlines normalised).
     A file that is not bAbI text (not UTF-8, a line that is not `N text` or `N question<TAB>answer<TAB>ids`,
     a supporting id that names no statement of its story, no question at all) is a `UsageError`
     naming the file and line: a damaged download must not silently give fewer or other samples.
@@ -53,11 +55,9 @@ def read_babi(path: str | Path) -> list[BabiSample]:
         return UsageError(f"{path}, line {line_no}: {what}; the file is not a bAbI task file: {_GET_BABI}")
 
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read this bAbI file ({err.strerror or err}): {_GET_BABI}") from err
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}), so not a bAbI task file: {_GET_BABI}") from err
+        text = read_text(path)  # the one reader: a byte-order mark or CRLF line ends change nothing
+    except UsageError as err:
+        raise UsageError(f"{err}; so not a bAbI task file: {_GET_BABI}") from err
     samples: list[BabiSample] = []
     facts: list[str] = []
     fact_index: dict[int, int] = {}  # line number in the story -> index into `facts`

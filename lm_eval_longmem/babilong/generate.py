@@ -40,6 +40,7 @@ from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
 from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build, sha256_hex, texts_digest
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
+from lm_eval_longmem.common.text import READER_VERSION
 
 GENERATOR_VERSION = 2
 """Bump when the construction changes, so cached samples are rebuilt."""
@@ -393,6 +394,7 @@ def generated_docs(
         corpus=corpus_digest,
         tokenizer=tokenizer_fingerprint(tokenizer),
         prompt=asdict(parts),
+        reader=READER_VERSION,  # the bAbI file and the books are read by common.text
         v=GENERATOR_VERSION,
     )
 

@@ -45,8 +45,8 @@ from typing import NamedTuple
 import numpy as np
 
 from lm_eval_longmem.common.cache import atomic_write, sha256_hex
-from lm_eval_longmem.common.corpus import read_text_file, strip_gutenberg
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.text import book_files, read_text, strip_gutenberg
 
 BUILDER_VERSION = 1
 """Bump when a change to this module changes the built data."""
@@ -206,19 +206,23 @@ def book_title(raw: str, fallback: str) -> str:
 
 
 def clean_book(raw: str) -> list[str]:
-    """The book's continuous narrative as whitespace-split words (Appendix A); see `_narrative_span`."""
-    body = strip_gutenberg(raw.replace("\r\n", "\n").lstrip("\ufeff"))
+    """The book's continuous narrative as whitespace-split words (Appendix A); see `_narrative_span`.
+
+    `raw` is a book as `common.text.read_text` gives it (newlines normalised, no byte-order mark).
+    """
+    body = strip_gutenberg(raw)
     paragraphs = re.split(r"\n[ \t]*\n", body)
     start, end = _narrative_span(paragraphs)
     return [word for p in paragraphs[start:end] if not _is_heading(p) for word in p.split()]
 
 
 def load_books(paths: Sequence[str | Path]) -> list[Book]:
-    """Read and clean books from ``.txt`` files and/or directories of them (sorted by file name)."""
+    """Read and clean books from ``.txt`` files and/or directories of them (`common.text.book_files`:
+    sorted by file name, licence and readme files left out)."""
     files: list[Path] = []
     for entry in map(Path, paths):
         if entry.is_dir():
-            found = sorted(p for p in entry.glob("*.txt") if "license" not in p.name.lower())
+            found = book_files(entry)
             if not found:
                 raise ValueError(f"no .txt books in {entry}: pass a directory of plain-text books or .txt files")
             files += found
@@ -228,7 +232,7 @@ def load_books(paths: Sequence[str | Path]) -> list[Book]:
             raise FileNotFoundError(f"book source {entry} does not exist: pass .txt files or directories of them")
     books = []
     for path in files:
-        text = read_text_file(path)  # UTF-8 or a declared encoding; binary and other files are refused
+        text = read_text(path)  # the one reader: encoding, byte-order mark, newlines; binary files refused
         raw = path.read_bytes()
         stem = path.stem.removesuffix("-0")
         books.append(Book(stem, book_title(text, stem), tuple(clean_book(text)), sha256_hex(raw)))

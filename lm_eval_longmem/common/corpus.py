@@ -5,14 +5,12 @@ A source is one of:
   * a path to a `.txt` file, or to a directory of `.txt` files (one text per file, by name);
   * `hf:OWNER/NAME[:SPLIT][#FIELD]` for another hub dataset.
 Texts are kept apart (one per book), never merged mid-sentence; callers decide how to join them.
-Local files are read as UTF-8, or in the encoding a Project Gutenberg header declares
-(`Character set encoding: ISO-8859-1`); any other file is refused with one line naming it, never
-decoded with replacement characters (`read_text_file`).
+Local files are read as books by `common.text` (encoding, byte-order mark, newlines, Gutenberg
+boilerplate; a folder's licence and readme files left out); hub texts get the same normalisation.
 """
 
 from __future__ import annotations
 
-import codecs
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,15 +21,10 @@ import numpy as np
 from lm_eval_longmem.common.cache import cache_key, load_or_build, texts_digest
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
+from lm_eval_longmem.common.text import book_files, normalise, read_book, strip_gutenberg
 
 DEFAULT_DATASET = "emozilla/pg19-test"
 _HUB_SOURCE = re.compile(r"^hf:(?P<name>[^:#]+)(?::(?P<split>[^#]+))?(?:#(?P<field>.+))?$")
-_GUTENBERG_START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.MULTILINE | re.IGNORECASE)
-_DECLARED_ENCODING = re.compile(rb"^Character set encoding:[ \t]*([^\r\n]+?)[ \t]*\r?$", re.MULTILINE | re.IGNORECASE)
-_GUTENBERG_END = re.compile(
-    r"^(\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK|End of (the )?Project Gutenberg).*$",
-    re.MULTILINE | re.IGNORECASE,
-)
 
 
 def load_texts(
@@ -48,46 +41,20 @@ def load_texts(
         texts = _load_hub(match["name"], match["split"] or split, match["field"] or field, hint_default=False)
     else:
         texts = _load_local(Path(str(source)).expanduser())
-    texts = [strip_gutenberg(t) for t in texts]
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise UsageError(f"the text source {source!r} holds no text")
     return texts
 
 
-def read_text_file(path: Path) -> str:
-    """The text of a plain-text book: UTF-8 (a byte-order mark dropped), or the encoding its
-    Project Gutenberg header declares; anything else (binary files, other encodings) is a `UsageError`."""
-    raw = path.read_bytes()
-    if b"\0" in raw:
-        raise UsageError(f"{path} is not a text file (it holds NUL bytes): use plain-text books only")
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as err:
-        bad = err
-    if declared := _DECLARED_ENCODING.search(raw[:8192]):
-        name = declared[1].decode("ascii", errors="replace")
-        try:
-            return raw.decode(codecs.lookup(name.replace(" ", "-")).name)
-        except (LookupError, UnicodeDecodeError) as err:
-            raise UsageError(
-                f"{path} declares the encoding {name!r} but cannot be decoded with it ({type(err).__name__}): "
-                "convert it to UTF-8 (e.g. `iconv -f OLD -t UTF-8`)"
-            ) from err
-    raise UsageError(
-        f"{path} is not UTF-8 text (byte {bad.start} is 0x{raw[bad.start]:02x}) and declares no encoding: "
-        "convert it to UTF-8, e.g. `iconv -f ISO-8859-1 -t UTF-8 OLD > NEW` for a Latin-1 file"
-    )
-
-
 def _load_local(path: Path) -> list[str]:
     if path.is_file():
-        return [read_text_file(path)]
+        return [read_book(path)]
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix == ".txt" and p.is_file())
+        files = book_files(path)
         if not files:
-            raise UsageError(f"no .txt files in {path}: point the corpus at a folder of plain-text books")
-        return [read_text_file(p) for p in files]
+            raise UsageError(f"no .txt books in {path}: point the corpus at a folder of plain-text books")
+        return [read_book(p) for p in files]
     raise UsageError(
         f"text source {str(path)!r} is neither a file nor a directory; give a .txt file, a folder of "
         ".txt files, or hf:OWNER/NAME[:SPLIT][#FIELD] for a hub dataset"
@@ -125,16 +92,7 @@ def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[
     dataset = load_hub_dataset(name, split, hint_default=hint_default)
     if field not in dataset.column_names:
         raise UsageError(f"hub dataset {name!r} has no field {field!r}; its fields: {dataset.column_names}")
-    return [str(t) for t in dataset[field]]
-
-
-def strip_gutenberg(text: str) -> str:
-    """`text` without the Project Gutenberg licence header and footer, when they are present."""
-    if start := _GUTENBERG_START.search(text):
-        text = text[start.end() :]
-    if end := _GUTENBERG_END.search(text):
-        text = text[: end.start()]
-    return text.strip()
+    return [strip_gutenberg(normalise(str(t))) for t in dataset[field]]
 
 
 def tokenize_texts(texts: Sequence[str], tokenizer: Any, *, special_tokens: bool = False) -> list[np.ndarray]:

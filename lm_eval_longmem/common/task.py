@@ -54,6 +54,7 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
+from lm_eval_longmem.common.text import READER_VERSION
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
@@ -130,14 +131,15 @@ class LongmemTask(ConfigurableTask):
         return load_tokenizer(self.metadata)
 
     def inputs_fingerprint(self) -> str:
-        """Hash of the metadata, the window and the content of every local input the options name."""
+        """Hash of the metadata, the window, the content of every local input the options name and how
+        text files are read (`common.text.READER_VERSION`: the same bytes read another way are other requests)."""
         local = []
         if self.OPTIONS:
             for d in declared(self.OPTIONS, self.PREFIX):
                 value = getattr(self.options, d.name)
                 if d.spec.local_input and isinstance(value, str) and Path(value).expanduser().exists():
                     local.append(content_digest([Path(value).expanduser()]))
-        blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local], sort_keys=True, default=str)
+        blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local, READER_VERSION], sort_keys=True, default=str)
         return sha256_hex(blob)[:16]
 
     # --- window fit and skips ------------------------------------------------------------------

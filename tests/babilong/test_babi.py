@@ -24,6 +24,14 @@ def test_each_question_is_a_sample_with_the_facts_before_it(folder):
     assert [s.story for s in samples] == [0, 0, 1, 1]
 
 
+@pytest.mark.parametrize("form", [b"\r\n", b"\r"])
+def test_crlf_line_ends_and_a_byte_order_mark_read_the_same_samples(folder, form):
+    path = task_file(folder, "qa1")
+    expected = read_babi(path)
+    path.write_bytes(b"\xef\xbb\xbf" + (STORY + STORY).encode().replace(b"\n", form))
+    assert read_babi(path) == expected
+
+
 def test_missing_or_empty_folder_is_one_usage_error(tmp_path):
     with pytest.raises(UsageError, match=r"bAbI folder '.*nowhere' not found: set --metadata babilong_babi_dir=PATH"):
         task_file(tmp_path / "nowhere", "qa1")
@@ -40,7 +48,7 @@ def test_missing_or_empty_folder_is_one_usage_error(tmp_path):
         ("1 Mary went to the hallway.\n2 Where is Mary?\thallway\t7\n", r"line 2: expected 'N question"),  # no statement 7
         ("2 Mary went to the hallway.\n", r"line 1: the first story does not start at line number 1"),
         ("1 Mary went to the hallway.\n", r"holds no bAbI questions"),
-        (b"1 Mary went to the caf\xe9.\n", r"is not UTF-8 text \(byte 22\)"),
+        (b"1 Mary went to the caf\xe9.\n", r"is not UTF-8 text \(byte 22 is 0xe9\)"),
     ],
 )
 def test_a_malformed_file_is_one_usage_error_naming_it(folder, content, match):

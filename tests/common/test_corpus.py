@@ -6,7 +6,7 @@ import pytest
 from lm_eval_longmem.common.errors import UsageError
 from transformers import AutoTokenizer
 
-from lm_eval_longmem.common.corpus import load_texts, strip_gutenberg, token_stream, tokenize_texts
+from lm_eval_longmem.common.corpus import load_texts, token_stream, tokenize_texts
 
 
 def test_local_directory_keeps_books_apart_and_sorted(tmp_path):
@@ -27,11 +27,6 @@ def test_bad_local_sources_say_what_to_do(tmp_path):
 def test_default_hub_source_fails_offline_with_the_local_fix():
     with pytest.raises(UsageError, match="local text"):
         load_texts(None)
-
-
-def test_strip_gutenberg_drops_licence_text():
-    text = "Header\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\nStory.\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nLicence"
-    assert strip_gutenberg(text) == "Story."
 
 
 def test_shared_books_lose_their_footer(shared_data):
