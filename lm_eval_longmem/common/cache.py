@@ -39,6 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager
 from pathlib import Path
@@ -146,16 +147,23 @@ def _entry_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _stat_signature(paths: list[Path]) -> str:
-    """A hash of where and what every file under `paths` is on disk (not its bytes): resolved path, device,
-    inode, size, modification and change times. Any write to a file changes its change time."""
-    parts = []
+RACY_NS = 2_000_000_000
+"""A file changed less than this before it was hashed may change again within the same timestamp tick
+(file times are coarse: milliseconds to seconds), unseen by its stat: such a digest is not remembered."""
+
+
+def _stat_signature(paths: list[Path]) -> tuple[str, int]:
+    """(a hash of where and what every file under `paths` is on disk, not its bytes: resolved path,
+    device, inode, size, modification and change times; the newest change time). Any write to a file
+    changes its change time."""
+    parts, newest = [], 0
     for path in paths:
         parts.append(["dir" if path.is_dir() else "file", str(path.resolve())])
         for name, file in input_files(path):
             s = file.stat()
             parts.append([name, s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns])
-    return sha256_hex(json.dumps(parts))
+            newest = max(newest, s.st_ctime_ns, s.st_mtime_ns)
+    return sha256_hex(json.dumps(parts)), newest
 
 
 _INPUT_DIGESTS: dict[str, str] = {}
@@ -168,11 +176,14 @@ def input_digest(paths: Iterable[Path | str]) -> str:
     The first call for a content reads every byte; later calls (in this run, or in later runs through
     the memo file `digests/<hash of the paths>.json` in the cache) only `stat` the files. The memo
     is trusted only while the signature (resolved path, device, inode, size, mtime, ctime of every
-    file) is unchanged, and it is written only when the files did not change while they were read.
+    file) is unchanged, and it is written only when the files did not change while they were read
+    and none changed within `RACY_NS` before (as git treats "racily clean" files: a change within
+    one timestamp tick would not show in the stat).
     `benchmarks/content_digest.py` measures both costs on a model folder.
     """
     paths = [Path(p) for p in paths]
-    signature = _stat_signature(paths)
+    started = time.time_ns()
+    signature, newest = _stat_signature(paths)
     if signature in _INPUT_DIGESTS:
         return _INPUT_DIGESTS[signature]
     memo = cache_dir() / "digests" / f"{sha256_hex(json.dumps([str(p.resolve()) for p in paths]))[:32]}.json"
@@ -184,7 +195,8 @@ def input_digest(paths: Iterable[Path | str]) -> str:
     except (OSError, ValueError, AttributeError):
         pass
     digest = content_digest(paths)
-    if _stat_signature(paths) == signature:  # unchanged while it was read: safe to remember
+    # remembered only when nothing changed while it was read and the newest change is older than a timestamp tick
+    if _stat_signature(paths)[0] == signature and newest < started - RACY_NS:
         _INPUT_DIGESTS[signature] = digest
         record = json.dumps({"signature": signature, "digest": digest, "paths": [str(p) for p in paths]})
         atomic_write(memo, lambda tmp: tmp.write_text(record + "\n", encoding="utf-8"))
@@ -231,19 +243,21 @@ def check_target(
     kind: str = FILE,
     replaces: Callable[[Path], bool] | None = None,
     flag: str = "--output_path",
+    resumes: bool = False,
 ) -> None:
     """Refuse, before any work, a target a command may not write: one line naming `flag` and the fix.
 
     Nothing there: fine. A file where the command writes a file, or a folder of ours (`replaces`)
-    where it writes a folder: fine with `--overwrite`, refused without. Anything else (a folder
-    where a file goes, a folder that is not ours, a file where a folder goes, a link) is refused
-    even with `--overwrite`, since replacing it would destroy what the command did not create.
+    where it writes a folder: fine with `--overwrite`, refused without (`resumes`: a folder of ours
+    is carried on, not replaced, so it needs no `--overwrite`). Anything else (a folder where a
+    file goes, a folder that is not ours, a file where a folder goes, a link) is refused even with
+    `--overwrite`, since replacing it would destroy what the command did not create.
     """
     path = Path(path)
     problem = replace_problem(path, kind, replaces)
     if problem:
         raise UsageError(f"{flag} {path} {problem}, not even with --overwrite: choose another {flag}")
-    if _kind(path) is not None and not overwrite:
+    if _kind(path) is not None and not overwrite and not resumes:
         raise UsageError(f"{flag} {path} exists: pass --overwrite to replace it, or choose another {flag}")
 
 
