@@ -152,3 +152,94 @@ def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
     for world_size in (2, 3):
         assert evaluator_utils._compute_task_aggregations(task, gathered(task, docs, world_size), 0) == one
     assert one[0]["acc@qa5_7,none"] == 1.0
+
+
+# ---- issue 28, defect 3: the request-cache key covers every input by content, changed in place included ----------
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+import pytest  # noqa: E402
+
+from lm_eval_longmem.babilong.task import BabilongTask  # noqa: E402
+from lm_eval_longmem.common.model_info import Window  # noqa: E402
+from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask, _compact  # noqa: E402
+
+
+def request_key(cls, metadata):
+    """The task's inputs fingerprint (what `build_all_requests` hands the harness's request cache), data unbuilt."""
+    task = cls.__new__(cls)
+    task._config = SimpleNamespace(metadata=dict(metadata))
+    task.__dict__["window"] = Window(2048, None, "hf", "a test window")
+    return task.inputs_fingerprint()
+
+
+def _edit(path):
+    """Change one byte of `path` in place: same name, same size, same modification time."""
+    stat, data = path.stat(), bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "changed,moves",
+    [("tokenizer.json", True), ("tokenizer_config.json", True), ("config.json", True), ("model.safetensors", False),
+     ("corpus", True), ("retriever", True)],
+)  # fmt: skip
+def test_each_input_changed_in_place_changes_the_request_key(changed, moves, tiny_llama_dir, tmp_path):
+    """Tokenizer, chat template and config files, a corpus and a retriever folder, each edited in place, give
+    new requests; the weights do not shape a request, so they are not read for its key."""
+    model = shutil.copytree(tiny_llama_dir, tmp_path / "model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Some text of the corpus. " * 40)
+    retriever = tmp_path / "retriever"
+    retriever.mkdir()
+    (retriever / "model.safetensors").write_bytes(bytes(range(256)) * 8)
+    curve = {"pretrained": str(model), "forgetting_curve_corpus": str(corpus)}
+    babilong = {"pretrained": str(model), "babilong_retrieval": "sentences", "babilong_retriever": str(retriever)}
+    before = request_key(ForgettingCurveTask, curve), request_key(BabilongTask, babilong)
+    target = {"corpus": corpus, "retriever": retriever / "model.safetensors"}.get(changed, model / changed)
+    _edit(target)
+    after = request_key(ForgettingCurveTask, curve), request_key(BabilongTask, babilong)
+    if changed == "corpus":
+        assert after[0] != before[0] and after[1] == before[1]
+    elif changed == "retriever":
+        assert after[1] != before[1] and after[0] == before[0]
+    else:
+        assert (after != before) == moves and (after[0] != before[0]) == (after[1] != before[1])
+
+
+def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """Defect 3a as reported: `--cache_requests`, then the model folder's tokenizer.json edited in place: the
+    second run's requests are the new tokenizer's token ids (they were the old ones, 4 of 4)."""
+    from lm_eval_longmem import task_manager
+
+    model = shutil.copytree(tiny_llama_dir, tmp_path / "model")
+    book = embedded_books_dir / "macbeth.txt"
+    metadata = {"forgetting_curve_corpus": str(book), "forgetting_curve_lengths": "[16,32]", "forgetting_curve_samples": 2}
+
+    def run(name):
+        out = tmp_path / name
+        out.mkdir()
+        run_lm_eval(
+            ["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu", "--tasks", "forgetting_curve",
+             "--cache_requests", "true", "--log_samples", "--metadata", json.dumps(metadata)],
+            out, env={"LM_HARNESS_CACHE_PATH": str(tmp_path / "requests"), "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data")},
+        )  # fmt: skip
+        return {r["doc_id"]: r["arguments"] for r in read_samples(out, "forgetting_curve")}
+
+    first = run("first")
+    spec = json.loads((model / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # the same size, other ids for two common letters
+    (model / "tokenizer.json").write_text(json.dumps(spec))
+    second = run("second")
+    task = task_manager(metadata={"pretrained": str(model), **metadata}, include_defaults=False).load(["forgetting_curve"])["tasks"]["forgetting_curve"]
+    expected = {}
+    for doc_id, doc in enumerate(task.eval_docs):
+        ids = lambda array: _compact([int(t) for t in array])  # noqa: E731 (as the task logs a token-id list)
+        pairs = [(ids(context), ids(continuation)) for context, continuation in task.accuracy_requests(doc)]
+        expected[doc_id] = {f"gen_args_{i}": {"arg_0": c, "arg_1": t, "arg_2": {"beyond_max_length": True}} for i, (c, t) in enumerate(pairs)}
+    assert second == expected and all(second[d] != first[d] for d in first)
