@@ -3,7 +3,7 @@
 Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
-  shard --tasks T --nodes N --output_path DIR   each node's --samples for one sweep run as N shards
+  shard --tasks T --nodes N --output_path DIR [--include_path DIR]   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
@@ -13,6 +13,8 @@ Subcommands:
   babilong report RESULTS         task x length table, qa1-qa5 means, effective context
 Each evaluation adds its own subcommands in `lm_eval_longmem/<evaluation>/cli.py`. Flags are spelled
 as lm_eval spells them (`common/flags.py`); former spellings such as `--out` still work, with a notice.
+Every command that writes checks its `--output_path` before any work (`common.cache.check_target`):
+it replaces a file (or a folder it wrote) only with `--overwrite`, and never anything else.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
       lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
+    add --overwrite to replace what an earlier run of a command wrote (never anything else)
     add --debug to any command to see a traceback instead of a one-line error
     """
 )
