@@ -217,6 +217,13 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
     assert getattr(parsed, key.removeprefix(prefix)) is not None
 
 
+def test_a_negative_whole_number_is_echoed_as_typed():
+    """Issue 28: the command line types `-3` as the float -3.0, and errors echoed `forgetting_curve_samples=-3.0`."""
+    given = metadata_words(["forgetting_curve_samples=-3"])
+    with pytest.raises(UsageError, match=r"^--metadata forgetting_curve_samples=-3: expected a whole number >= 1; e\.g\."):
+        parse_options(SweepOptions, FORGETTING_CURVE, given)
+
+
 # --- defect 15: a length far beyond the window is announced before any forward pass --------------------------------
 
 
