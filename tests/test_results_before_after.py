@@ -64,7 +64,15 @@ def without_additions(markdown: str) -> str:
     markdown = markdown.replace(' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', "")
     markdown = markdown.replace(", with the perplexity of the same tokens under it (the paper's Figure 5).", ".")
     markdown = re.sub(r"\n\*\*Answer bias: [^\n]*\n", "", markdown)
+    # issue 28: what the numbers rest on (a first section when a run leaves something out, a headline column)
+    markdown = re.sub(r"## What these numbers rest on\n.*?(?=\n## )\n", "", markdown, flags=re.DOTALL)
     lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("| model | forgetting_curve fine_memory_length |") and line.endswith(" rests on |"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                lines[j] = "|".join(lines[j].split("|")[:-2]) + "|"
+                j += 1
     for i, line in enumerate(lines):
         if line.startswith("| model | acc | answered A |"):
             j = i
