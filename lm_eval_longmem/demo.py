@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
 from lm_eval_longmem.common.flags import args_string
+from lm_eval_longmem.common.model_info import default_device
 from lm_eval_longmem.common.results import find_results_file, load_run
 from lm_eval_longmem.common.text import book_files
 
@@ -142,12 +144,6 @@ def run_harness(
     return find_results_file(output)
 
 
-def _default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def run_demo(
     out: Path,
     *,
@@ -158,15 +154,25 @@ def run_demo(
     size: str = "small",
     device: str | None = None,
     batch_size: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
-    """Run every step (see the module docstring) and print where the results are; returns the report's HTML path."""
-    from lm_eval_longmem.report import headline_lines, write_report
+    """Run every step (see the module docstring) and print where the results are; returns the report's HTML path.
+
+    What it writes is checked before any step: the report's files and an earlier demo's Book-SORT
+    build are replaced only with `overwrite`; anything else at those names never (`common.cache`).
+    """
+    from lm_eval_longmem.booksort.build import is_build
+    from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
 
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise ValueError(f"--tasks {','.join(tasks)}: choose among {','.join(TASKS)}")
     chosen = SIZES[size]
     out = Path(out).resolve()
+    check_report_targets(out, overwrite=overwrite)
+    check_folder(out / "results")
+    if "booksort" in tasks:
+        check_target(out / "booksort_data", overwrite=overwrite, kind=FOLDER, replaces=is_build)
     out.mkdir(parents=True, exist_ok=True)
     total = 4 + ("booksort" in tasks)
     step = 0
@@ -193,7 +199,7 @@ def run_demo(
         _done(start, f"{n_trials} test trials in {booksort_data}")
 
     step += 1
-    device = device or _default_device()
+    device = device or default_device()
     start = _step(step, total, f"lm_eval: {', '.join(tasks)} on {device} (progress bars below)")
     results_file = run_harness(
         model=model, model_args=model_args, tasks=tasks, metadata=harness_metadata(tasks, chosen, books, booksort_data),
@@ -204,7 +210,7 @@ def run_demo(
 
     step += 1
     start = _step(step, total, "figures and report")
-    files = write_report([run], out)
+    files = write_report([run], out, overwrite=overwrite)
     _done(start)
 
     print(f"\ndemo finished in {time.perf_counter() - begin:.0f} s")

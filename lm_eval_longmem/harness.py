@@ -57,12 +57,22 @@ R13 What ``evaluator.evaluate`` does after the model answered is
    results' ``task_hashes[task]`` is ``hash_string`` of every record's doc, prompt and target hashes
    joined. ``lm-eval-longmem merge`` rebuilds one run's results from its shards' records this way.
    -> test_r13_results_from_logged_payloads_and_sample_hashes
-
 R14 ``HFLM._detect_batch_size(requests=None, pos=0)`` is the harness's ``--batch_size auto`` for its own
    request types: it starts ``find_executable_batch_size`` at ``self.max_batch_size``, runs full-logits
    forwards of ``requests[pos]`` (a ``(key, context_enc, continuation_enc)`` triple, cut to
    ``max_length`` positions) or of ``max_length`` positions, and returns the size.
    -> test_r14_detect_batch_size_starts_at_max_batch_size
+R15 The harness's W&B logger (``lm_eval.loggers.wandb_logger.WandbLogger._generate_dataset``) builds each
+   task's sample table from the results' ``configs[task]["metric_list"]``, reading ``sample[metric]``
+   from every logged sample (one missing key fails the upload of every task's samples, logged only
+   at INFO); Trackio's logger reads the names in ``sample["metrics"]``. Our tasks' config dumps name
+   the scores every sample holds (``logged_metric_list``).
+   -> test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample
+R16 ``TaskManager.all_tasks`` lists every name (task, group, tag) the index holds; ``TaskManager.load``
+   also takes a YAML file's path, and raises for anything else (an unknown name is a ``KeyError``,
+   an unreadable YAML the parser's error); an ``include_path`` that does not exist is skipped
+   silently. ``load_tasks`` checks all three first and names the flag at fault.
+   -> test_r16_task_names_yaml_paths_and_missing_include_paths
 
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
 ``activate`` applies all of them; ``install_request_type`` runs when a task module of ours is
@@ -565,12 +575,53 @@ def dict_flag_action() -> type:
     return MergeDictAction
 
 
+# ---------------------------------------------------------------- sample loggers (R15)
+
+
+def logged_metric_list(scores: list[tuple[str, bool | None]]) -> list[dict[str, Any]]:
+    """The `metric_list` a task's config dump gives when each of its logged samples holds `scores`
+    ((name, higher_is_better) pairs): what the W&B logger reads from every sample (R15)."""
+    return [{"metric": name, "aggregation": "mean", "higher_is_better": better} for name, better in scores]
+
+
 # ---------------------------------------------------------------- results from logged payloads (R13)
 
 
-def load_tasks(names: list[str], metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(leaf tasks, groups) as a run with this metadata (`--model_args` merged with `--metadata`) loads them."""
-    loaded = new_task_manager(metadata=metadata).load(names)
+def load_tasks(
+    names: list[str], metadata: dict[str, Any], *, include_path: list[str] | None = None, usage_error: type[Exception] = ValueError
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(leaf tasks, groups) as a run with this metadata (`--model_args` merged with `--metadata`) and
+    `--include_path` folders loads them.
+
+    What the harness would skip silently or raise deep inside (R16) is a `usage_error` (the
+    package's `UsageError`, handed in: this module imports nothing of ours) naming the flag: an
+    include path that does not exist, a name the index does not hold (with the closest one), a
+    YAML path the harness cannot read as a task.
+    """
+    import difflib
+
+    for folder in include_path or []:
+        if not Path(folder).expanduser().exists():
+            raise usage_error(f"--include_path {folder}: no such file or folder; give the folder of your task YAMLs")
+    manager = new_task_manager(metadata=metadata, include_path=list(include_path or []) or None)
+    for name in names:
+        if name in manager.all_tasks or Path(name).is_file():
+            continue
+        close = difflib.get_close_matches(name, manager.all_tasks, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "give a task, group or tag name (lm_eval ls tasks lists them) or a task YAML's path"
+        raise usage_error(f"--tasks {name}: no such task; {hint} (use --include_path for the folder of your own tasks)")
+    try:
+        loaded = manager.load(names)
+    except usage_error:
+        raise
+    except Exception as err:  # the YAML parser's or the config factory's error about a YAML the user named
+        paths = [n for n in names if Path(n).is_file()]
+        if not paths:
+            raise
+        first = (str(err).splitlines() or [""])[0]
+        raise usage_error(
+            f"--tasks {','.join(paths)}: the harness cannot load it as a task ({type(err).__name__}: {first}); fix the YAML or choose another task"
+        ) from err
     return dict(loaded["tasks"]), dict(loaded.get("groups") or {})
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from lm_eval_longmem import harness
 from lm_eval_longmem.babilong.task import BabilongTask
 from lm_eval_longmem.booksort.task import BooksortTask
-from lm_eval_longmem.common.cache import atomic_write
+from lm_eval_longmem.common.cache import atomic_write, check_folder
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 from lm_eval_longmem.common.results import Run, load_runs, skip_reasons
@@ -69,8 +69,10 @@ class Merged:
     """task -> {"shards", "ran", "skipped", "docs", "missing"}."""
 
 
-def merge_shards(paths: Sequence[Path], output_path: Path) -> Merged:
-    """Merge the shard runs under `paths` (results files or folders) into one run under `output_path`."""
+def merge_shards(paths: Sequence[Path], output_path: Path, *, include_path: list[str] | None = None) -> Merged:
+    """Merge the shard runs under `paths` (results files or folders) into one run under `output_path`
+    (`include_path`: the folders of the user's own task YAMLs the shards ran with)."""
+    check_folder(output_path)
     shards = load_runs(paths)
     first = shards[0]
     resolved = [shard.path.resolve() for shard in shards]
@@ -85,7 +87,9 @@ def merge_shards(paths: Sequence[Path], output_path: Path) -> Merged:
     records = {task: [shard.samples(task) for shard in shards] for task in leaves}
     doc_ids = {task: disjoint_doc_ids(task, shards, records[task]) for task in leaves}
 
-    tasks, groups = harness.load_tasks(load_names(first.data, leaves), run_metadata(first.data, leaves))
+    tasks, groups = harness.load_tasks(
+        load_names(first.data, leaves), run_metadata(first.data, leaves), include_path=include_path, usage_error=UsageError
+    )
     if set(tasks) != set(leaves):
         raise UsageError(f"{first.path}: its tasks {sorted(leaves)} load here as {sorted(tasks)}; merge with the task configs that ran the shards")
     skips = {name: summed_skips(name, shards) for name in tasks}
@@ -105,7 +109,9 @@ def merge_shards(paths: Sequence[Path], output_path: Path) -> Merged:
     return write_merged(shards, processed, merged, coverage, output_path)
 
 
-def shard_samples(names: Sequence[str], metadata: dict[str, Any], nodes: int) -> list[dict[str, list[int]]]:
+def shard_samples(
+    names: Sequence[str], metadata: dict[str, Any], nodes: int, *, include_path: list[str] | None = None
+) -> list[dict[str, list[int]]]:
     """Each node's `--samples` for running `names` as `nodes` shards: node i takes docs i, i+nodes, ...
 
     Our doc order already balances the harness's every-N-th split (`common.order`), so these shares
@@ -114,7 +120,7 @@ def shard_samples(names: Sequence[str], metadata: dict[str, Any], nodes: int) ->
     """
     if nodes < 2:
         raise UsageError(f"--nodes {nodes}: give the number of nodes, 2 or more")
-    tasks, _ = harness.load_tasks(list(names), metadata)
+    tasks, _ = harness.load_tasks(list(names), metadata, include_path=include_path, usage_error=UsageError)
     others = sorted(name for name, task in tasks.items() if not (isinstance(task, LongmemTask) and task.scored_by_cells))
     if others:
         raise UsageError(f"--tasks: {', '.join(others)} cannot be merged from shards (not ours): run them on one node")

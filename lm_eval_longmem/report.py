@@ -16,6 +16,12 @@ the HTML page embeds the PNGs, so it can be mailed or archived as one file.
 Every metric name is read through `common/metric_names.py`, and the summaries the tasks stored
 (memory lengths and their intervals, per-length intervals, effective context, skip reasons) are
 shown as stored, never recomputed.
+
+A report says what its numbers rest on (`coverage_notes`): a partial merge (docs in no shard,
+`configs.<task>.longmem.merge.docs_missing`), skipped docs, and cells of the sweep no doc ran at
+(`configs.<task>.longmem.sweep_cells`, e.g. a length of the forgetting curve) are listed in the
+first section and in the headline table's "rests on" column, and the forgetting-curve table marks
+every length of the sweep without docs.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.booksort import finetune as booksort_finetune
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
 from lm_eval_longmem.common.lengths import format_length, parse_length
 from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.common.results import Run, run_labels
@@ -259,7 +266,7 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
         + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
         "`>L`: still holding at the longest length tested (censored)."
     )
-    header = ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)"]
+    header = ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)", "rests on"]
     rows = []
     for run, label in zip(runs, labels):
         fc_task = forgetting_curve_task(run.data)
@@ -273,9 +280,81 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
             _tokens(fc.get("coarse_memory_length"), fc.get("coarse_memory_censored"), fc.get("coarse_memory_length_low"), fc.get("coarse_memory_length_high")),
             _pct(bs.get("acc"), bs.get("acc_ci_low"), bs.get("acc_ci_high")),
             _pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high")),
+            _rests_on(run),
         ])  # fmt: skip
     section.blocks.append(Table(header, rows))
     section.blocks.extend(answer_bias_flags(runs, labels))
+    return section
+
+
+class CoverageNote(NamedTuple):
+    """One thing a run's numbers do not rest on."""
+
+    task: str
+    short: str
+    """For a table cell: "PARTIAL: 5 of 9 docs in no shard"."""
+    text: str
+    """For the report's first section: the same, with where it is recorded."""
+
+
+def coverage_notes(run: Run) -> list[CoverageNote]:
+    """What `run`'s numbers for each of our tasks leave out: docs a partial merge has in no shard, docs
+    skipped (too long for the window, never truncated), cells of the sweep that no doc ran at."""
+    notes = []
+    for task in run.tasks:
+        if not is_ours(run, task) or run.evaluation(task) is None:
+            continue
+        facts = run.facts(task)
+        total = ((run.data.get("n-samples") or {}).get(task) or {}).get("original")
+        missing = _number((facts.get("merge") or {}).get("docs_missing"))
+        if missing:
+            of = f" of {int(total)}" if isinstance(total, (int, float)) else ""
+            notes.append(CoverageNote(
+                task, f"{task} PARTIAL: {int(missing)}{of} docs in no shard",
+                f"`{task}` is a PARTIAL merge: {int(missing)}{of} docs of the sweep are in no shard "
+                f"(`configs.{task}.{metric_names.CONFIG_KEY}.merge.docs_missing`); its numbers rest on the other docs only.",
+            ))  # fmt: skip
+        skipped = _number(run.metrics(task).get("skipped"))
+        if skipped:
+            notes.append(CoverageNote(
+                task, f"{task}: {int(skipped)} docs skipped",
+                f"`{task}`: {int(skipped)} docs were skipped (too long for the model's window, never truncated); "
+                "see the skipped section for the reasons per cell.",
+            ))  # fmt: skip
+        absent = absent_cells(run, task)
+        if absent:
+            names = babilong_report.length_names(run.data) if run.evaluation(task) == "babilong" else {}
+            shown = ", ".join(babilong_report.cell_label(c, names) for c in absent)
+            notes.append(CoverageNote(
+                task, f"{task}: no doc at {shown}",
+                f"`{task}`: no doc ran at {shown} of its sweep (neither scored nor skipped: outside `--limit`/`--samples`, "
+                "or in no shard of a merge), so those cells have no numbers.",
+            ))  # fmt: skip
+    return notes
+
+
+def _rests_on(run: Run) -> str:
+    """The headline table's "rests on" cell: the run's gaps, "every doc" when it has none, "-" without tasks of ours."""
+    if not any(is_ours(run, task) for task in run.tasks):
+        return "-"
+    return "; ".join(note.short for note in coverage_notes(run)) or "every doc of every task"
+
+
+def absent_cells(run: Run, task: str) -> list[str]:
+    """Cells of `task`'s sweep (`sweep_cells`, when the run stored them) that no doc was scored or skipped in."""
+    facts = run.facts(task)
+    seen = set(facts.get("docs_per_cell") or {}) | set(run.skip_reasons(task))
+    return [c for c in facts.get("sweep_cells") or [] if c not in seen]
+
+
+def _coverage_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    """The report's first section when any run leaves something out: what each run's numbers rest on."""
+    lines = [f"**{label}**: {note.text}" for run, label in zip(runs, labels) for note in coverage_notes(run)]
+    if not lines:
+        return None
+    section = Section("What these numbers rest on")
+    section.blocks.append("Read every number below with these gaps in mind (each also shows in the headline table's \"rests on\" column).")
+    section.blocks.extend(lines)
     return section
 
 
@@ -321,6 +400,13 @@ def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
     return flags
 
 
+def _lengths_tested(run: Run, task: str, scored: list[int]) -> str:
+    """The lengths a run scored; with the sweep's lengths stored, each one without docs marked "(no docs)"."""
+    absent = {int(metric_names.cell_parts(c)[0]) for c in absent_cells(run, task)}
+    planned = sorted({*scored, *absent})
+    return ", ".join(f"{length} (no docs)" if length in absent else str(length) for length in planned)
+
+
 def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
     found = [(run, label, task) for run, label in zip(runs, labels) if (task := forgetting_curve_task(run.data))]
     if not found:
@@ -337,7 +423,7 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
             _tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
             _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
             format_length(summary.claimed) if summary.claimed else "-",
-            ", ".join(str(s.length) for s in summary.per_length),
+            _lengths_tested(run, task, [s.length for s in summary.per_length]),
             str(summary.per_length[0].n) if summary.per_length and summary.per_length[0].n else "-",
             ", ".join(map(str, summary.skipped)) or "none",
         ])  # fmt: skip
@@ -652,7 +738,9 @@ def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] =
     # the checkpoints of a `booksort finetune` run are shown in their own section, not as separate models
     plain = [(run, label) for run, label in zip(runs, labels) if booksort_finetune.summary_of(run.path) is None]
     own, own_labels = [run for run, _ in plain], [label for _, label in plain]
-    sections = [_headline_section(own, own_labels)] if own or not runs else []
+    coverage = _coverage_section(own, own_labels)
+    sections = [coverage] if coverage else []
+    sections += [_headline_section(own, own_labels)] if own or not runs else []
     for make in (_forgetting_curve_section, _forgetting_curve_sources_section, _babilong_section, _booksort_section, _skips_section, _other_tasks_section):
         section = make(own, own_labels)
         if section is not None:
@@ -758,26 +846,49 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
     return "\n".join(out)
 
 
-def write_report(runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = ()) -> ReportFiles:
-    """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`."""
+REPORT_FILES = ("report.md", "report.html")
+
+
+def check_report_targets(out_dir: Path, *, overwrite: bool, figures: Sequence[str] = ()) -> None:
+    """Refuse, before anything is written, a report folder whose files would replace what is not a report
+    (`common.cache.check_target`): `report.md`, `report.html` and `figures/<name>.png|.pdf` are replaced
+    only with `overwrite`; a folder or link at any of those names never. Other files are left alone."""
+    out_dir = Path(out_dir)
+    check_folder(out_dir)
+    check_folder(out_dir / "figures")
+    for name in REPORT_FILES:
+        check_target(out_dir / name, overwrite=overwrite)
+    for name in figures:
+        for suffix in (".png", ".pdf"):
+            check_target(out_dir / "figures" / f"{name}{suffix}", overwrite=overwrite)
+
+
+def write_report(
+    runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = (), *, overwrite: bool = False
+) -> ReportFiles:
+    """Write `report.md`, `report.html` and `figures/` for `runs` (see `common.results.load_runs`) into `out_dir`.
+
+    Every file is checked before the first is written (`check_report_targets`) and each is written
+    atomically.
+    """
     report = build_report(runs, babilong_references)
     out_dir = Path(out_dir)
-    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    check_report_targets(out_dir, overwrite=overwrite, figures=[block.name for block in report.figures()])
     plt = _pyplot()
     pngs: dict[str, bytes] = {}
     written = []
     for block in report.figures():
         pngs[block.name] = figure_png(block.figure)
         png = out_dir / "figures" / f"{block.name}.png"
-        png.write_bytes(pngs[block.name])
+        atomic_write(png, lambda tmp, data=pngs[block.name]: tmp.write_bytes(data))
         pdf = png.with_suffix(".pdf")
-        block.figure.savefig(pdf, bbox_inches="tight")
+        atomic_write(pdf, lambda tmp, fig=block.figure: fig.savefig(tmp, format="pdf", bbox_inches="tight"))
         written += [png, pdf]
         plt.close(block.figure)
     markdown = out_dir / "report.md"
-    markdown.write_text(render_markdown(report), encoding="utf-8")
+    atomic_write(markdown, lambda tmp: tmp.write_text(render_markdown(report), encoding="utf-8"))
     page = out_dir / "report.html"
-    page.write_text(render_html(report, pngs), encoding="utf-8")
+    atomic_write(page, lambda tmp: tmp.write_text(render_html(report, pngs), encoding="utf-8"))
     return ReportFiles(markdown, page, written)
 
 
@@ -791,5 +902,7 @@ def headline_lines(runs: Sequence[Run]) -> list[str]:
         line = f"{row[0]}: forgetting_curve fine_memory_length {row[1]} (coarse {row[2]}), booksort acc {row[3]}%, babilong acc {row[4]}%"
         for bias in answer_bias(run):
             line += f' (answer bias: "{bias.label}" on every {bias.task} trial)'
+        if coverage_notes(run):
+            line += f" [rests on: {row[5]}]"
         lines.append(line)
     return lines

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,152 @@ def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
         "lm-eval-longmem babilong simulate: --out is deprecated; use --output_path",
         "lm-eval-longmem babilong simulate: --wide-vocabulary is deprecated; use --wide_vocabulary",
     ]
+
+
+# --- issue 28: every command that writes refuses, before any work, to replace what it did not create -----------------
+
+RESULTS_BEFORE = next((Path(__file__).parent / "fixtures" / "results_before" / "run").glob("results_*.json"))
+
+
+def in_process(capsys, *args) -> tuple[int, str, str]:
+    """`lm-eval-longmem ARGS` in this process: (exit status, stdout, stderr)."""
+    from lm_eval_longmem import cli
+
+    try:
+        cli.main([str(a) for a in args])
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def user_folder(path: Path) -> Path:
+    """A folder of the user's: a results file in a subfolder and notes."""
+    (path / "sub").mkdir(parents=True)
+    (path / "sub" / "results.json").write_text('{"kept": true}')
+    (path / "notes.txt").write_text("my notes")
+    return path
+
+
+def untouched(path: Path) -> bool:
+    return (path / "sub" / "results.json").read_text() == '{"kept": true}' and (path / "notes.txt").read_text() == "my notes"
+
+
+WRITERS = {  # command -> (arguments with {T} for the target folder's parent, the user's folder in the way)
+    "babilong simulate": (("babilong", "simulate", "--task", "qa1", "--samples", "2", "--output_path", "{T}/mydata"), "mydata"),
+    "booksort select-prompt": (("booksort", "select-prompt", "--model_args", "pretrained=unused", "--output_path", "{T}/keep.json"), "keep.json"),
+    "booksort build": (("booksort", "build", "--books", "{T}/books", "--output_path", "{T}/mydata"), "mydata"),
+    "booksort finetune": (("booksort", "finetune", "--model_args", "pretrained=unused", "--metadata", "booksort_data=unused",
+                           "--output_path", "{T}/mydata"), "mydata"),
+    "report": (("report", str(RESULTS_BEFORE), "--output_path", "{T}/out"), "out/report.md"),
+    "plot": (("plot", str(RESULTS_BEFORE), "--output_path", "{T}/fig"), "fig_forgetting_curve.png"),
+    "shard": (("shard", "--tasks", "forgetting_curve", "--nodes", "2", "--output_path", "{T}/shares"), "shares/samples_node1.json"),
+    "demo": (("demo", "--model_args", "pretrained=unused", "--output_path", "{T}/demo"), "demo/report.html"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["plain", "overwrite"])
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_no_command_replaces_a_folder_it_did_not_write(name, overwrite, tmp_path, capsys):
+    """Defects 1 and 7: a folder where a command writes is refused, `--overwrite` or not, before any work,
+    in one line, and left as it was (`babilong simulate --output_path mydata --overwrite` deleted it)."""
+    (tmp_path / "books").mkdir()
+    (tmp_path / "books" / "book.txt").write_text("A short book. " * 50)
+    args, in_the_way = WRITERS[name]
+    folder = user_folder(tmp_path / in_the_way)
+    status, out, err = in_process(capsys, *(a.replace("{T}", str(tmp_path)) for a in args), *(["--overwrite"] if overwrite else []))
+    lines = err.strip().splitlines()
+    assert status == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert f"{folder} is a folder" in lines[0] and "never replaced, not even with --overwrite" in lines[0], lines[0]
+    assert untouched(folder) and "wrote" not in out
+
+
+@pytest.mark.parametrize(
+    "args,existing",
+    [
+        (("babilong", "simulate", "--task", "qa1", "--samples", "2", "--output_path", "{T}/sim.txt"), "sim.txt"),
+        (("booksort", "select-prompt", "--model_args", "pretrained=unused", "--output_path", "{T}/keep.json"), "keep.json"),
+        (("plot", str(RESULTS_BEFORE), "--output_path", "{T}/fig"), "fig_forgetting_curve.svg"),
+        (("report", str(RESULTS_BEFORE), "--output_path", "{T}"), "report.md"),
+        (("shard", "--tasks", "forgetting_curve", "--nodes", "2", "--output_path", "{T}"), "samples_node0.json"),
+    ],
+    ids=["simulate", "select-prompt", "plot", "report", "shard"],
+)
+def test_an_existing_file_is_replaced_only_with_overwrite_and_checked_first(args, existing, tmp_path, capsys):
+    """Defect 7: `select-prompt --output_path keep.json` replaced the file silently, after scoring every variant."""
+    (tmp_path / existing).write_text("mine")
+    status, out, err = in_process(capsys, *(a.replace("{T}", str(tmp_path)) for a in args))
+    assert status == 1 and out == "", (out, err)
+    assert err == f"lm-eval-longmem: error: --output_path {tmp_path / existing} exists: pass --overwrite to replace it, or choose another --output_path\n"
+    assert (tmp_path / existing).read_text() == "mine"
+
+
+def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys):
+    status, out, _ = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png")
+    assert status == 0 and str(tmp_path / "fig_forgetting_curve.png") in out.split()
+    (tmp_path / "notes.txt").write_text("mine")
+    status, _, err = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png")
+    assert status == 1 and "--overwrite" in err
+    status, _, _ = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png", "--overwrite")
+    assert status == 0 and (tmp_path / "notes.txt").read_text() == "mine"
+    assert in_process(capsys, "report", RESULTS_BEFORE, "--output_path", tmp_path / "r")[0] == 0
+    assert in_process(capsys, "report", RESULTS_BEFORE, "--output_path", tmp_path / "r")[0] == 1
+    assert in_process(capsys, "report", RESULTS_BEFORE, "--output_path", tmp_path / "r", "--overwrite")[0] == 0
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["figures", "report.html", "report.md"]
+
+
+# --- issue 28, defect 11: every numeric flag is declared with its type and range ----------------------------------------
+
+
+def test_every_numeric_flag_states_its_range():
+    """No flag takes a bare int or float: each goes through `common.flags.number` (type and range, one line)."""
+    from lm_eval_longmem.cli import build_parser
+
+    numeric = {}
+    for command, sub in _subparsers(build_parser()):
+        for action in sub._actions:
+            assert action.type not in (int, float), f"{command} {action.option_strings}: declare it with common.flags.number"
+            if getattr(action.type, "__qualname__", "").startswith("number."):
+                numeric[command, action.dest] = action.type
+    assert {("forgetting-curve summarize", "level"), ("forgetting-curve summarize", "resamples"), ("babilong report", "threshold"),
+            ("babilong simulate", "samples"), ("shard", "nodes"), ("booksort select-prompt", "limit")} <= set(numeric)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("forgetting-curve", "summarize", "{R}", "--level", "1.5"), "argument --level: expected a number > 0 and < 1, got 1.5"),
+        (("forgetting-curve", "summarize", "{R}", "--level", "0"), "argument --level: expected a number > 0 and < 1, got 0"),
+        (("forgetting-curve", "summarize", "{R}", "--resamples", "0"), "argument --resamples: expected a whole number >= 100, got 0"),
+        (("babilong", "report", "{R}", "--threshold", "2"), "argument --threshold: expected a number > 0 and <= 1, got 2"),
+        (("babilong", "simulate", "--task", "qa1", "--samples", "-3", "--output_path", "x.txt"),
+         "argument --samples: expected a whole number >= 1, got -3"),
+        (("shard", "--tasks", "forgetting_curve", "--nodes", "1.5", "--output_path", "s"),
+         "argument --nodes: expected a whole number >= 2, got '1.5'"),
+        (("booksort", "build", "--books", "b", "--output_path", "o", "--excerpt_lengths", "1k"),
+         "argument --excerpt_lengths: expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got '1k'"),
+    ],
+    ids=["level-above", "level-zero", "resamples", "threshold", "samples", "nodes", "excerpt-lengths"],
+)
+def test_a_numeric_flag_out_of_range_is_one_line_naming_it(args, message, tmp_path):
+    proc = longmem(*(a.replace("{R}", str(RESULTS_BEFORE)) for a in args), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith(f"error: {message}"), proc.stderr
+
+
+# --- issue 28, defect 10: the harness's errors in our subcommands are one line -------------------------------------------
+
+
+def test_shard_with_a_misspelled_task_or_missing_include_path_is_one_line(tiny_llama_dir, tmp_path):
+    common = ("shard", "--model_args", f"pretrained={tiny_llama_dir}", "--nodes", "2", "--output_path", tmp_path / "shares")
+    proc = longmem(*common, "--tasks", "forgeting_curve", cwd=tmp_path)
+    assert_one_line_error(proc, "--tasks forgeting_curve: no such task; did you mean forgetting_curve?")
+    proc = longmem(*common, "--tasks", "forgetting_curve", "--include_path", tmp_path / "my_tasks", cwd=tmp_path)
+    assert_one_line_error(proc, f"--include_path {tmp_path / 'my_tasks'}: no such file or folder")
+    # --include_path adds a user's task: found, and refused for what it is (not one of ours), not as unknown
+    fixtures = Path(__file__).parent / "common" / "fixtures"
+    proc = longmem(*common, "--tasks", "longmem_test_metadata_echo", "--include_path", fixtures, cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr  # (the harness logs its warnings while it loads the task)
+    assert proc.stderr.strip().splitlines()[-1].startswith("lm-eval-longmem: error: --tasks: longmem_test_metadata_echo cannot be merged")
+    assert not (tmp_path / "shares").exists()

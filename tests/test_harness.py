@@ -1,4 +1,4 @@
-"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R14 in its docstring), and its behaviour."""
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R16 in its docstring), and its behaviour."""
 
 from __future__ import annotations
 
@@ -578,3 +578,136 @@ def test_r13_results_from_logged_payloads_and_sample_hashes():
     assert harness.doc_hash(doc) == hashlib.sha256(json.dumps(doc, indent=2, ensure_ascii=False).encode()).hexdigest()
     records = [{"doc_hash": "a", "prompt_hash": "b", "target_hash": "c"}, {"doc_hash": "d", "prompt_hash": "e", "target_hash": "f"}]
     assert harness.task_hash(records) == hashlib.sha256(b"abcdef").hexdigest()
+
+
+def test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample():
+    """The W&B logger builds a task's sample table from `configs[task]["metric_list"]`, one column per
+    name read from every logged sample: a name the samples lack fails the whole upload (issue 28, defect 12)."""
+    from lm_eval.loggers.wandb_logger import WandbLogger
+
+    samples = [
+        {"doc_id": i, "target": "", "arguments": [([1, 2], [3])], "resps": [["1", -1.0]], "filtered_resps": [["1", -1.0]],
+         "copy_acc": 0.5 * i, "lm_acc": 0.25, "cells": ["64"], "metrics": ["copy_acc", "lm_acc", "cells"]}
+        for i in range(2)
+    ]  # fmt: skip
+    ours = {"output_type": "loglikelihood_accuracy", "metric_list": harness.logged_metric_list([("copy_acc", True), ("lm_acc", True)])}
+    table = WandbLogger._generate_dataset(None, samples, ours)  # the method reads nothing of its instance
+    assert list(table["copy_acc"]) == [0.0, 0.5] and list(table["lm_acc"]) == [0.25, 0.25] and len(table) == 2
+    with pytest.raises(KeyError, match="token_acc"):  # what the run's config named before: no sample holds it
+        WandbLogger._generate_dataset(None, samples, {**ours, "metric_list": [{"metric": "token_acc"}]})
+
+
+def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
+    """What `TaskManager` does with a bad name, YAML or include path, and the one line `load_tasks` makes of it."""
+    manager = harness.new_task_manager(include_defaults=False)
+    assert {"forgetting_curve", "booksort", "babilong"} <= set(manager.all_tasks)
+    with pytest.raises(KeyError, match="forgeting_curve"):
+        manager.load(["forgeting_curve"])
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("task: [unclosed\n")
+    with pytest.raises(Exception) as raised:
+        manager.load([str(bad_yaml)])
+    assert not isinstance(raised.value, UsageError)
+    missing = tmp_path / "no_such_folder"
+    assert "forgetting_curve" in harness.new_task_manager(include_path=str(missing), include_defaults=False).all_tasks  # skipped silently
+
+    with pytest.raises(UsageError, match=r"^--tasks forgeting_curve: no such task; did you mean forgetting_curve\?"):
+        harness.load_tasks(["forgeting_curve"], {}, usage_error=UsageError)
+    with pytest.raises(UsageError, match=r"^--tasks .*bad\.yaml: the harness cannot load it as a task \(ParserError"):
+        harness.load_tasks([str(bad_yaml)], {}, usage_error=UsageError)
+    with pytest.raises(UsageError, match=r"^--include_path .*no_such_folder: no such file or folder"):
+        harness.load_tasks(["forgetting_curve"], {}, include_path=[str(missing)], usage_error=UsageError)
+
+
+# --- issue 28, defect 12: every integration the harness offers for results and samples works with our tasks -------
+
+
+def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
+    """One `lm_eval` run of our three tasks beside a task of the harness's own kind, with every logger on:
+    W&B (offline mode, the real library), Trackio (stubbed at its import), `--write_out`, `--show_config`
+    and `--output_path` with `--log_samples` (the files the hub tracker uploads and builds its dataset card from)."""
+    pytest.importorskip("wandb")
+    from kit import build_booksort
+
+    book = embedded_books_dir / "macbeth.txt"
+    booksort_data = build_booksort(book, tmp_path / "booksort_data")
+    out, trackio_log, wandb_dir = tmp_path / "out", tmp_path / "trackio.jsonl", tmp_path / "wandb"
+    out.mkdir()
+    wandb_dir.mkdir()
+    env = {
+        "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache"), "WANDB_DIR": str(wandb_dir), "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true", "LONGMEM_TEST_TRACKIO_LOG": str(trackio_log),
+        "PYTHONPATH": os.pathsep.join([str(FIXTURES / "trackio_stub"), os.environ.get("PYTHONPATH", "")]),
+    }  # fmt: skip
+    proc = run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+         "--tasks", "forgetting_curve,booksort,babilong,longmem_test_plain_choice", "--include_path", str(FIXTURES / "plain_task"),
+         "--limit", "2", "--log_samples", "--write_out", "--show_config",
+         "--wandb_args", "project=longmem,mode=offline", "--trackio_args", "project=longmem",
+         "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[16,32]", "forgetting_curve_samples=1",
+         f"booksort_data={booksort_data}", "babilong_source=generate", "babilong_facts=simulated", f"babilong_corpus={book}",
+         "babilong_lengths=[0k]", "babilong_tasks=[qa1]", "babilong_samples=2"],
+        out, env=env,
+    )  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert "Logging to W&B failed" not in log and "Logging to Trackio failed" not in log, log[-3000:]
+    tasks = ("forgetting_curve", "booksort_in_context", "babilong", "longmem_test_plain_choice")
+    scores = {"forgetting_curve": "copy_acc", "booksort_in_context": "acc", "babilong": "acc_corrected", "longmem_test_plain_choice": "acc"}
+
+    # W&B: one sample table per task (`<task>_eval_results`, beside the results tables under evaluation/), each with its scores
+    found = [p for p in wandb_dir.rglob("*_eval_results_*.table.json") if p.parent.name == "table"]
+    tables = {p.name.split("_eval_results")[0]: json.loads(p.read_text()) for p in found}
+    assert set(tables) == set(tasks), sorted(tables)
+    for task, table in tables.items():
+        assert scores[task] in table["columns"] and len(table["data"]) == 2, (task, table["columns"])
+
+    # Trackio: one trace per sample of every task, the scores in its metadata
+    calls = [json.loads(line) for line in trackio_log.read_text().splitlines()]
+    traces = [(key, v["trace"]) for c in calls if c["call"] == "log" for key, v in c["values"].items() if isinstance(v, dict) and "trace" in v]
+    for task in tasks:
+        mine = [trace for key, trace in traces if key == f"{task}/sample"]
+        assert len(mine) == 2 and all(scores[task] in trace for trace in mine), (task, mine)
+
+    # --write_out shows each task's first prompt; --show_config prints the results with our configs' metric_list
+    for task in tasks:
+        assert f"task_name={task}," in log
+    shown = json.loads(proc.stdout[proc.stdout.index("{\n") : proc.stdout.rindex("\n}") + 2])
+    assert [e["metric"] for e in shown["configs"]["forgetting_curve"]["metric_list"]] == ["copy_acc", "lm_acc", "copy_ppl", "lm_ppl"]
+    assert [e["metric"] for e in shown["configs"]["longmem_test_plain_choice"]["metric_list"]] == ["acc"]
+
+    # the hub tracker's files: named as its helpers parse them, each loading as a dataset, and the dataset card
+    _dataset_card_from_files(out, tasks, monkeypatch)
+
+
+def _dataset_card_from_files(out: Path, tasks: tuple[str, ...], monkeypatch) -> None:
+    """`EvaluationTracker.recreate_metadata_card` on this run's files, with the Hub's API replaced by the local
+    folder (it lists, reads and pushes nothing else), as `--hf_hub_log_args push_samples_to_hub=True` builds it."""
+    import datasets
+    import huggingface_hub
+    from lm_eval.loggers import evaluation_tracker
+    from lm_eval.utils import get_file_task_name, get_results_filenames, get_sample_results_filenames
+
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.json*"))
+    assert [get_file_task_name(Path(f).name) for f in get_sample_results_filenames(files)] == sorted(tasks)
+    assert len(get_results_filenames(files)) == 1
+    for name in files:  # what the card's configurations point to must load with `datasets`
+        assert datasets.load_dataset("json", data_files=str(out / name), split="train", cache_dir=str(out.parent / "hf")).num_rows >= 1
+
+    class LocalApi:
+        def list_repo_files(self, repo_id, repo_type):
+            return files
+
+    pushed = []
+    monkeypatch.setattr(huggingface_hub, "hf_hub_url", lambda repo_id, filename, repo_type: str(out / filename))
+    monkeypatch.setattr(huggingface_hub.DatasetCard, "push_to_hub", lambda card, repo_id, repo_type: pushed.append(card))
+    tracker = evaluation_tracker.EvaluationTracker.__new__(evaluation_tracker.EvaluationTracker)
+    tracker.api, tracker.public_repo, tracker.details_repo = LocalApi(), True, "someone/details"
+    tracker.leaderboard_url = tracker.point_of_contact = None
+    tracker.general_config_tracker = evaluation_tracker.GeneralConfigTracker()
+    tracker.general_config_tracker.model_name, tracker.general_config_tracker.model_source = "tiny", "hf"
+    tracker.recreate_metadata_card()
+    [card] = pushed
+    model = Path(files[0]).parent.as_posix()
+    for task in tasks:
+        assert f"config_name: {model}__{task}" in str(card)
+    assert '"forgetting_curve"' in str(card) and "copy_acc@16,none" in str(card)  # the latest results, ours included

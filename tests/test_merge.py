@@ -122,6 +122,12 @@ def test_one_shard_is_a_partial_merge_that_says_so(sweep, tmp_path, capsys, monk
     assert status == 0
     assert "forgetting_curve: 4 docs run + 0 skipped of 9, from 1 shard; PARTIAL: 5 docs are in no shard" in out
     assert read_results(tmp_path / "merged")["configs"]["forgetting_curve"]["longmem"]["merge"]["docs_missing"] == 5
+    # issue 28, defect 5: the report of the merged run says it is partial, first and in the headline table
+    status, out, _ = command(capsys, "report", tmp_path / "merged", "--output_path", tmp_path / "report")
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert status == 0 and "rests on: forgetting_curve PARTIAL: 5 of 9 docs in no shard" in out
+    assert report.index("What these numbers rest on") < report.index("Headline numbers")
+    assert "`forgetting_curve` is a PARTIAL merge: 5 of 9 docs of the sweep are in no shard" in report
 
 
 @pytest.mark.slow
@@ -218,7 +224,7 @@ def test_shard_gives_each_node_every_nth_doc_of_every_task(tiny_llama_dir, embed
 def test_shard_refuses_a_task_that_cannot_be_merged(tmp_path, capsys, monkeypatch):
     from lm_eval_longmem import harness
 
-    monkeypatch.setattr(harness, "load_tasks", lambda names, metadata: ({"arc_easy": object()}, {}))
+    monkeypatch.setattr(harness, "load_tasks", lambda names, metadata, **kwargs: ({"arc_easy": object()}, {}))
     status, out, err = shard(capsys, "--tasks", "arc_easy", "--nodes", 2, "--output_path", tmp_path / "shares")
     assert status == 1 and out == "" and "arc_easy cannot be merged from shards" in err
     assert not (tmp_path / "shares").exists()

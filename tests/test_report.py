@@ -115,12 +115,14 @@ def figure(report, name):
 
 def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs):
     report = build_report(two_runs)
-    assert report.sections[0].title == "Headline numbers"
+    assert [s.title for s in report.sections[:2]] == ["What these numbers rest on", "Headline numbers"]  # both skipped docs
     table = blocks(report, Table, "Headline numbers")[0]
-    assert table.header == ["model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)"]
+    assert table.header == [
+        "model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)", "rests on"
+    ]  # fmt: skip
     assert table.rows == [
-        ["small-model", "128 [64, 128]", "512 [256, 512]", "75.0 [30.0, 80.0]", "55.0 [40.0, 70.0]"],
-        ["big-model", "512 [256, 512]", ">1024 [512, 1024]", "60.0 [30.0, 80.0]", "44.0 [40.0, 70.0]"],
+        ["small-model", "128 [64, 128]", "512 [256, 512]", "75.0 [30.0, 80.0]", "55.0 [40.0, 70.0]", "babilong: 3 docs skipped"],
+        ["big-model", "512 [256, 512]", ">1024 [512, 1024]", "60.0 [30.0, 80.0]", "44.0 [40.0, 70.0]", "babilong: 3 docs skipped"],
     ]
 
 
@@ -201,7 +203,7 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
     path.write_text(json.dumps({"results": {"arc_easy": {"acc,none": 0.7}}, "config": {"model_args": "pretrained=m"}}))
     report = build_report(load_runs([path]))
     assert [s.title for s in report.sections] == ["Headline numbers", "Other harness tasks in the same runs", "Runs"]
-    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-", "-", "-", "-"]
+    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-", "-", "-", "-", "-"]
     assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
 
 
@@ -209,7 +211,7 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     files = write_report(two_runs, tmp_path / "report")
     md = files.markdown.read_text()
     assert md.startswith("# Long-context memory report")
-    assert "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] |\n" in md
+    assert "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] | babilong: 3 docs skipped |\n" in md
     assert f"| big-model | hf | pretrained=/models/big-model, dtype=float32 | {two_runs[1].path} |" in md
     linked = re.findall(r"!\[[^]]*\]\((figures/[^)]+\.png)\)", md)
     assert len(linked) == 6 and all((tmp_path / "report" / name).is_file() for name in linked)
@@ -253,7 +255,7 @@ def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path)
     stuck = with_answer_bias(write_run(tmp_path / "a", "stuck-model", fine=128, coarse=512), 1.0)
     mixed = with_answer_bias(write_run(tmp_path / "b", "mixed-model", fine=128, coarse=512), 0.55, (0.5, 0.6))
     report = build_report(load_runs([stuck, mixed]))
-    flags = [b for b in report.sections[0].blocks if isinstance(b, str) and "Answer bias" in b]
+    flags = [b for b in blocks(report, str, "Headline numbers") if "Answer bias" in b]
     assert flags == ['**Answer bias: stuck-model answers "A" on 48 of 48 trials of `booksort_in_context`**: its accuracy '
                      "(75.0%) is the share of trials whose answer is that label, not order recall."]  # fmt: skip
     table = blocks(report, Table, "Book-SORT")[0]
@@ -263,7 +265,8 @@ def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path)
     assert dotted == {'stuck-model: share answered "A"': [1.0, 1.0], 'mixed-model: share answered "A"': [0.5, 0.6]}
     proc = subprocess.run([CLI, "report", str(stuck), "--output_path", str(tmp_path / "r")], capture_output=True, text=True)
     assert 'stuck-model: forgetting_curve fine_memory_length 128 [64, 128] (coarse 512 [256, 512]), booksort acc 75.0 [30.0, 80.0]%, ' \
-        'babilong acc 55.0 [40.0, 70.0]% (answer bias: "A" on every booksort_in_context trial)' in [line.strip() for line in proc.stdout.splitlines()]
+        'babilong acc 55.0 [40.0, 70.0]% (answer bias: "A" on every booksort_in_context trial) [rests on: babilong: 3 docs skipped]' \
+        in [line.strip() for line in proc.stdout.splitlines()]
 
 
 def test_perplexity_is_drawn_under_the_curve(tmp_path):
@@ -373,3 +376,28 @@ def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
     by_length = {cells[1]: cells for cells in table if cells[1] in (one, two)}
     assert by_length[two][2] == "2" and by_length[two][5:] == ["101.0 (all equal)", "101.0 (all equal) |"]
     assert by_length[one][2] == "1" and all(cell.endswith(("(n=1)", "(n=1) |")) for cell in by_length[one][3:])
+# --- issue 28, defect 5: a report says what its numbers rest on ---------------------------------------------------------
+
+
+def test_a_partial_merge_and_lengths_without_docs_are_stated_first_and_in_the_tables(tmp_path, capsys):
+    """A report of `merge` output with docs in no shard read as a complete run ("lengths tested 64" for a 32,64 sweep)."""
+    path = write_run(tmp_path / "a", "merged-model", fine=128, coarse=512)
+    data = json.loads(path.read_text())
+    data["n-samples"]["forgetting_curve"] = {"original": 9, "effective": 4}
+    data["configs"] = {"forgetting_curve": {"task": "forgetting_curve", "longmem": {
+        "skip_reasons": {}, "docs_per_cell": {str(L): 1 for L in LENGTHS}, "sweep_cells": ["32", *map(str, LENGTHS)],
+        "merge": {"shards": 1, "docs_missing": 5}}}}  # fmt: skip
+    path.write_text(json.dumps(data))
+    report = build_report(load_runs([path]))
+    first = report.sections[0]
+    assert first.title == "What these numbers rest on"
+    text = " ".join(b for b in first.blocks if isinstance(b, str))
+    assert "`forgetting_curve` is a PARTIAL merge: 5 of 9 docs of the sweep are in no shard" in text
+    assert "`forgetting_curve`: no doc ran at 32 of its sweep" in text
+    assert "`babilong`: 3 docs were skipped" in text
+    headline = blocks(report, Table, "Headline numbers")[0]
+    assert headline.rows[0][-1] == "forgetting_curve PARTIAL: 5 of 9 docs in no shard; forgetting_curve: no doc at 32; babilong: 3 docs skipped"
+    curve = blocks(report, Table, "Forgetting curve")[0]
+    assert curve.rows[0][curve.header.index("lengths tested")] == "32 (no docs), 64, 128, 256, 512, 1024"
+    proc = subprocess.run([CLI, "report", str(path), "--output_path", str(tmp_path / "r")], capture_output=True, text=True)
+    assert proc.returncode == 0 and "PARTIAL" in proc.stdout and "PARTIAL" in (tmp_path / "r" / "report.md").read_text()

@@ -16,6 +16,7 @@ import pytest
 
 from kit import read_samples, run_lm_eval
 
+from lm_eval_longmem import harness
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT, BooksortOptions
@@ -216,6 +217,13 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
     assert getattr(parsed, key.removeprefix(prefix)) is not None
 
 
+def test_a_negative_whole_number_is_echoed_as_typed():
+    """Issue 28: the command line types `-3` as the float -3.0, and errors echoed `forgetting_curve_samples=-3.0`."""
+    given = metadata_words(["forgetting_curve_samples=-3"])
+    with pytest.raises(UsageError, match=r"^--metadata forgetting_curve_samples=-3: expected a whole number >= 1; e\.g\."):
+        parse_options(SweepOptions, FORGETTING_CURVE, given)
+
+
 # --- defect 15: a length far beyond the window is announced before any forward pass --------------------------------
 
 
@@ -270,14 +278,27 @@ def test_card_option_table_lists_exactly_the_declared_keys(evaluation):
     assert set(card_options(evaluation)) == {d.key for d in declared(cls, prefix)}
 
 
+def metadata_words(words: list[str]) -> dict:
+    """`--metadata WORDS` as `lm_eval run` (and every subcommand of ours) parses them (harness R12)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--metadata", nargs="+", action=harness.dict_flag_action())
+    return parser.parse_args(["--metadata", *words]).metadata
+
+
 @pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
 def test_card_examples_are_valid_and_defaults_match_the_declaration(evaluation):
-    """Every example a card shows is accepted by the key's parser; every default it states is the declared one."""
+    """Every example a card shows is accepted by the key's parser as the command line hands it over
+    (`--metadata key=example`: issue 28, a `qa1,qa3` splits into two keys there); every default it
+    states is the declared one."""
     cls, prefix = EVALUATIONS[evaluation]
     rows = card_options(evaluation)
     for d in declared(cls, prefix):
         row = rows[d.key]
         for example in _values(row["example"]):
-            parse_options(cls, prefix, {d.key: example})  # raises UsageError naming the key if the card is wrong
+            given = metadata_words([f"{d.key}={example}"])
+            assert list(given) == [d.key], (d.key, example, given)  # the example survives the command line whole
+            parse_options(cls, prefix, given)  # raises UsageError naming the key if the card is wrong
         if d.default is not None:
             assert d.spec.parse(_values(row["default"])[0]) == d.default, (d.key, row["default"], d.default)

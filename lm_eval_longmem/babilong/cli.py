@@ -14,8 +14,9 @@ from pathlib import Path
 
 from lm_eval_longmem.babilong.metrics import Audit, audit_rows, check_task_content, read_predictions, score_file, task_name
 from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate, write_babi_file
+from lm_eval_longmem.common.cache import check_target
 from lm_eval_longmem.common.errors import UsageError, report_error
-from lm_eval_longmem.common.flags import add_flag
+from lm_eval_longmem.common.flags import add_flag, add_output_flags, number
 from lm_eval_longmem.common.results import find_results_file, load_run
 
 EPILOG = textwrap.dedent(
@@ -161,8 +162,7 @@ def _print_sample(results, n: int, seed: int) -> None:
 def _simulate(args: argparse.Namespace) -> int:
     """Write fresh simulated bAbI samples in the bAbI text format."""
     qa = task_name(args.task)
-    if args.output_path.exists() and not args.overwrite:
-        raise UsageError(f"{args.output_path} exists: pass --overwrite to replace it, or choose another --output_path")
+    check_target(args.output_path, overwrite=args.overwrite)  # a folder there is never replaced, --overwrite or not
     samples = simulate(qa, args.samples, args.seed, wide_vocabulary=args.wide_vocabulary, check=True)
     path = write_babi_file(samples, args.output_path)
     print(f"wrote {len(samples)} {qa} samples (seed {args.seed}, simulator v{SIMULATOR_VERSION}) to {path}")
@@ -207,11 +207,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) (columns target, output, question)")
     audit.add_argument("--task", help="the bAbI task the files answer: qa1 .. qa20 (default: from each file's name)")
     audit.add_argument("--rows", action="store_true", help="also list every disagreeing answer with its rule")
-    audit.add_argument("--sample", type=int, default=0, metavar="N",
+    audit.add_argument("--sample", type=number(int, low=0), default=0, metavar="N",
                        help="print N answers drawn evenly from each task's disagreements (by direction and rule) "
                             "and answers both checks fail, for a reader to judge")
-    audit.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
-    audit.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+    audit.add_argument("--seed", type=number(int, low=0), default=0, help="seed of --sample (default 0)")
+    audit.add_argument("--jobs", type=number(int, low=1), default=min(2, os.cpu_count() or 1),
                        help="files audited in parallel (default: 2, or 1 on one core)")
     audit.add_argument("--json", action="store_true", help="one JSON object per file (scores, rows, counts)")
     add_flag(audit, "--any_file_name", "--any-file-name", action="store_true", help="audit even when the file name names another task")
@@ -224,11 +224,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sim.add_argument("--task", required=True, help="the bAbI task: qa1 .. qa20")
-    sim.add_argument("--samples", type=int, default=1000, help="questions to write (default 1000)")
-    sim.add_argument("--seed", type=int, default=0, help="seed (default 0); the same seed gives the same file anywhere")
+    sim.add_argument("--samples", type=number(int, low=1), default=1000, help="questions to write (default 1000)")
+    sim.add_argument("--seed", type=number(int, low=0), default=0, help="seed (default 0); the same seed gives the same file anywhere")
     add_flag(sim, "--wide_vocabulary", "--wide-vocabulary", action="store_true", help="more names, places and objects than bAbI's")
-    add_flag(sim, "--output_path", "--out", type=Path, required=True, help="the file to write, e.g. qa3_sim_test.txt")
-    sim.add_argument("--overwrite", action="store_true", help="replace the --output_path file when it exists (refused otherwise)")
+    add_output_flags(sim, "--out", type=Path, required=True, what="the file to write, e.g. qa3_sim_test.txt")
     sim.set_defaults(func=_simulate)
 
     report = sub.add_parser(
@@ -238,6 +237,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument("results", type=Path, help="a results_*.json file or a folder holding one (newest is used)")
-    report.add_argument("--threshold", type=float, default=0.85, help="accuracy for effective context (default 0.85)")
+    report.add_argument(
+        "--threshold", type=number(float, low=0, high=1, open_low=True), default=0.85,
+        help="accuracy (a fraction, 0 < t <= 1) for effective context (default 0.85)",
+    )  # fmt: skip
     report.add_argument("--metric", choices=("acc", "acc_corrected"), default="acc", help="which check (default acc)")
     report.set_defaults(func=_report)

@@ -993,6 +993,12 @@ def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path)
     task(s) whose labels and questions fit best.
     """
     qa = task_name(qa)
+    empty = [i for i, row in enumerate(rows) if not row["target"].strip()]
+    if empty:
+        raise UsageError(
+            f"{path}: the target of row {empty[0] + 1} is empty ({len(empty)} of {len(rows)} rows have no target): "
+            "give every row its gold answer in the target column (rows are counted from 1, after the header)"
+        )
     targets, questions = _fit(rows, qa)
     if targets == 1.0 and questions >= 0.5:
         return
@@ -1005,7 +1011,13 @@ def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path)
         what = f"targets such as {', '.join(repr(t) for t in outside[:3])} are not {qa} answers"
     else:
         what = f"only {questions:.0%} of its questions have the form of {qa}'s"
-    hint = f"it looks like {' or '.join(likely)}: pass --task {likely[0]}" if likely else "it answers none of qa1..qa20"
+    others = [other for other in likely if other != qa]  # never suggest the task that was just refused
+    if others:
+        hint = f"it looks like {' or '.join(others)}: pass --task {others[0]}"
+    elif likely:
+        hint = f"no other task fits it better than {qa}: check the file's targets and questions"
+    else:
+        hint = "it answers none of qa1..qa20"
     raise UsageError(f"{path}: {what}; {hint}")
 
 

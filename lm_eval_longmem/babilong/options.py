@@ -106,6 +106,7 @@ class BabilongOptions:
         text,
         "retrieval: bm25, minilm (the embedded all-MiniLM-L6-v2), or a sentence-transformers model name or folder",
         "minilm",
+        local_input=True,
     )
     retrieval_order: str = option(
         "score", one_of("score", "text"), "retrieval: retrieved pieces by score (the paper) or in text order", "text"

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.babilong import report, retrieval
@@ -100,6 +101,17 @@ class BabilongTask(LongmemTask):
         specs = super().score_specs()
         return (*specs, RECALL) if self.options.retrieval != "none" else specs
 
+    def local_inputs(self) -> list[Path]:
+        """The base's local inputs plus, under retrieval, the dense retriever's folder (`minilm` resolves to
+        the embedded model's), so a retriever changed in place gives new requests as it gives new pieces."""
+        found = super().local_inputs()
+        options = self.options
+        if options.retrieval != "none" and options.retriever.strip().lower() != "bm25":
+            folder = Path(retrieval.dense_model_path(options.retriever))
+            if folder.exists() and folder not in found:
+                found.append(folder)
+        return found
+
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The paper's prompt for `doc` (instruction, examples, answer format, context, question).
 
@@ -115,6 +127,11 @@ class BabilongTask(LongmemTask):
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return (cell(doc["qa"], int(doc["length"])),)
+
+    def sweep_cells(self) -> list[str]:
+        """Every (task, length) cell of the dataset, in dataset order (read from its `qa` and `length` columns)."""
+        docs = self.eval_docs
+        return list(dict.fromkeys(cell(qa, int(length)) for qa, length in zip(docs["qa"], docs["length"])))
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
         """Both checks on the answer (stripped first), and whether the corrected reader abstained."""

@@ -446,11 +446,22 @@ def _jsonl(rows: Sequence[Trial]) -> str:
     return "".join(json.dumps(row._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for row in rows)
 
 
+def is_build(path: Path) -> bool:
+    """True for a folder this builder wrote (its `manifest.json` names a `builder_version`): the only
+    kind of folder `write_dataset` replaces."""
+    try:
+        manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "builder_version" in manifest
+
+
 def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, out: Path) -> Path:
-    """Write a built dataset directory atomically (`common.cache.atomic_write`: a temporary sibling, then a rename)."""
+    """Write a built dataset directory atomically (`common.cache.atomic_write`: a temporary sibling, then a rename).
+
+    An earlier build at `out` is replaced; any other folder or a file there is refused (`is_build`).
+    """
     out = Path(out)
-    if out.exists() and not (out / "manifest.json").exists():
-        raise FileExistsError(f"{out} exists and is not a Book-SORT build: choose another --output_path")
 
     def write_all(tmp: Path) -> None:
         (tmp / "books").mkdir(parents=True)
@@ -484,7 +495,7 @@ def write_dataset(books: Sequence[Book], result: BuildResult, spec: BuildSpec, o
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
-    atomic_write(out, write_all)
+    atomic_write(out, write_all, replaces=is_build)
     return out
 
 

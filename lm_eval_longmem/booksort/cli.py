@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, load_books, write_dataset
+from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, is_build, load_books, write_dataset
 from lm_eval_longmem.booksort.data import booksort_options
 from lm_eval_longmem.booksort.options import AUTHORS
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, VARIANTS
-from lm_eval_longmem.common.flags import add_dict_flag, add_flag
+from lm_eval_longmem.common.cache import FOLDER, atomic_write, check_target
+from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
 
 EPILOG = textwrap.dedent(
     """\
@@ -29,10 +30,15 @@ EPILOG = textwrap.dedent(
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(",") if part.strip())
+    """Word counts "250,1000": each a whole number >= 1 (the type of --excerpt_lengths and --segment_lengths)."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise argparse.ArgumentTypeError(f"expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got {text!r}")
+    return tuple(int(part) for part in parts)
 
 
 def _build(args: argparse.Namespace) -> None:
+    check_target(args.output_path, overwrite=args.overwrite, kind=FOLDER, replaces=is_build)
     spec = BuildSpec(excerpt_lengths=args.excerpt_lengths, segment_lengths=args.segment_lengths, seed=args.seed)
     start = time.perf_counter()
     books = load_books(args.books)
@@ -96,9 +102,14 @@ def score_variants(
 def _select_prompt(args: argparse.Namespace) -> None:
     import lm_eval.api.registry
 
+    from lm_eval_longmem.common.model_info import default_device
+
+    if args.output_path is not None:  # before any variant is scored
+        check_target(args.output_path, overwrite=args.overwrite)
     metadata = {**args.model_args, **args.metadata}
+    # the harness's HF backend takes "cuda" when no device is given: pick what this machine has, as lm_eval does
     lm = lm_eval.api.registry.get_model(args.model).create_from_arg_obj(
-        args.model_args, {"batch_size": args.batch_size, "device": args.device}
+        args.model_args, {"batch_size": args.batch_size, "device": args.device or default_device()}
     )
     authors = booksort_options(metadata).protocol == AUTHORS  # the authors' readout goes with their 13 prompts
     variants = args.variants.split(",") if args.variants else list(AUTHORS_PROMPTS if authors else VARIANTS)
@@ -118,10 +129,8 @@ def _select_prompt(args: argparse.Namespace) -> None:
         f"best: {best.variant} (validation acc {best.acc:.4f}); evaluate with --metadata booksort_prompt={best.variant}"
     )
     if args.output_path:
-        args.output_path.write_text(
-            json.dumps({"best": best.variant, "scores": [s._asdict() for s in scores]}, indent=1) + "\n",
-            encoding="utf-8",
-        )
+        text = json.dumps({"best": best.variant, "scores": [s._asdict() for s in scores]}, indent=1) + "\n"
+        atomic_write(args.output_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def add_commands(subparsers: Any) -> None:
@@ -141,8 +150,8 @@ def add_commands(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     b.add_argument("--books", nargs="+", required=True, type=Path, help=".txt books and/or directories of them")
-    add_flag(b, "--output_path", "--out", required=True, type=Path, help="output directory (replaced if it is an earlier build)")
-    b.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    add_output_flags(b, "--out", required=True, type=Path, what="output directory (an earlier build there is replaced with --overwrite)")
+    b.add_argument("--seed", type=number(int, low=0), default=0, help="seed of every random draw (default 0)")
     add_flag(
         b,
         "--excerpt_lengths",
@@ -170,12 +179,12 @@ def add_commands(subparsers: Any) -> None:
         default=None,
         help=f"comma list (default: all of {', '.join(VARIANTS)}; with booksort_protocol=authors, the authors' prompt_0 .. prompt_12)",
     )
-    s.add_argument("--limit", type=int, default=None, help="validation trials per variant (default: all)")
+    s.add_argument("--limit", type=number(int, low=1), default=None, help="validation trials per variant (default: all)")
     s.add_argument("--batch_size", default="1")
-    s.add_argument("--device", default=None)
+    s.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     s.add_argument("--apply_chat_template", action="store_true")
     s.add_argument("--system_instruction", default=None)
-    add_flag(s, "--output_path", "--output", type=Path, default=None, help="also write the scores as JSON to this file")
+    add_output_flags(s, "--output", type=Path, default=None, what="also write the scores as JSON to this file")
     s.set_defaults(func=_select_prompt)
     _add_finetune(sub)
 
@@ -207,6 +216,7 @@ def _finetune(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         limit=args.limit,
         apply_chat_template=args.apply_chat_template,
+        overwrite=args.overwrite,
     )
     print(render_markdown(summary))
     print(f"wrote {args.output_path / 'booksort_finetune.json'} and booksort_finetune.md")
@@ -222,9 +232,13 @@ def _add_finetune(sub: Any) -> None:
     )
     add_dict_flag(f, "--model_args", required=True, help="as for lm_eval: pretrained=NAME[,dtype=...] or a JSON object")
     add_dict_flag(f, "--metadata", default={}, help="booksort_* and booksort_finetune_* options (see the task README), as for lm_eval")
-    f.add_argument("--output_path", required=True, type=Path, help="folder for checkpoints, results and the summary (reruns resume)")
+    add_output_flags(
+        f, type=Path, required=True,
+        what="folder for checkpoints, results and the summary (reruns resume; --overwrite retrains checkpoints "
+        "made with other settings, model or data)",
+    )  # fmt: skip
     f.add_argument("--device", default=None, help="torch device for training and evaluation (default: cuda if available, else cpu)")
     f.add_argument("--batch_size", default="1", help="lm_eval --batch_size of each evaluation (training: booksort_finetune_batch_size)")
-    f.add_argument("--limit", type=int, default=None, help="lm_eval --limit: evaluate the first N trials of each checkpoint")
+    f.add_argument("--limit", type=number(int, low=1), default=None, help="lm_eval --limit: evaluate the first N trials of each checkpoint")
     f.add_argument("--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations")
     f.set_defaults(func=_finetune)

@@ -73,7 +73,7 @@ def _read_hub(name: str, split: str) -> Source:
 
 
 def _rebuild(root: Path) -> str:
-    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root}`"
+    return f"rebuild it with `lm-eval-longmem booksort build --books BOOKS_DIR --output_path {root} --overwrite`"
 
 
 def _read_text(root: Path, name: str) -> tuple[str, str]:

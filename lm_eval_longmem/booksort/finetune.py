@@ -18,13 +18,15 @@ it in one output folder:
    continues from the last checkpoint and gets the checkpoints a longer run would have.
 3. **Resuming.** A checkpoint is written to a temporary folder and renamed into place, with a
    ``checkpoint.json`` that holds the digest of its files and the key of everything that shaped it
-   (model, data, options). A verified checkpoint is never retrained; a damaged one (missing files,
-   a digest that differs) is trained again from the one before; one trained with other settings
-   stops the run with one line.
+   (the base model's files by content, data, options). A verified checkpoint is never retrained; a
+   damaged one (missing files, a digest that differs) is trained again from the one before; one
+   trained with other settings, another base model (its weights changed in place included) or other
+   data stops the run with one line, or is trained again with ``--overwrite``. The output folder
+   holds only what this command writes; any other folder is refused before any work.
 4. **Evaluation.** ``booksort_memoryless`` on the base model (epoch 0) and every checkpoint, through
    the harness (``peft=<checkpoint>`` in the HF backend's model arguments): ordinary results and
    samples files under ``results/<arm>/epoch-<k>/``. An evaluation is reused when its record names
-   the same checkpoint digest and evaluation settings.
+   the same checkpoint digest, base model content, evaluated data content and evaluation settings.
 5. **Summary.** ``booksort_finetune.json`` and ``booksort_finetune.md``: the paper's accuracy per arm
    and epoch with its interval and test against chance (as the task stored them), the mean loss on
    the book chunks (does the model remember the text?), and the epoch-matched comparison: a paired
@@ -47,10 +49,12 @@ import numpy as np
 from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
 from lm_eval_longmem.booksort.instructions import GENERATED, Conversation, load_instructions
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.cache import atomic_write, cache_key, content_digest, items_digest
+from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT_PREFIX
+from lm_eval_longmem.booksort.options import BooksortOptions
+from lm_eval_longmem.common.cache import FOLDER, atomic_write, cache_key, check_target, content_digest, input_digest, items_digest
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.model_info import load_tokenizer, trust_remote_code
-from lm_eval_longmem.common.options import one_of, option, parse_options, text, whole_number
+from lm_eval_longmem.common.model_info import default_device, load_tokenizer, model_digest, trust_remote_code
+from lm_eval_longmem.common.options import declared, one_of, option, parse_options, text, whole_number
 from lm_eval_longmem.common.results import ResultsFileError, Run, find_results_files, load_run, read_json
 from lm_eval_longmem.common.stats import paired_test
 
@@ -267,6 +271,9 @@ class ModelSpec:
     revision: str | None
     dtype: str
     trust_remote_code: bool
+    content: str = ""
+    """Digest of the base model's and tokenizer's files, weights included (`model_info.model_digest`), so a
+    model folder overwritten in place is another model to every key that names this spec."""
 
     @classmethod
     def from_model_args(cls, model_args: dict[str, Any]) -> ModelSpec:
@@ -276,7 +283,8 @@ class ModelSpec:
         if "peft" in model_args or "delta" in model_args:
             raise UsageError("--model_args peft=/delta=: the command trains its own adapters; name the base model only")
         dtype = str(model_args.get("dtype") or "float32")
-        return cls(pretrained, model_args.get("revision"), dtype, trust_remote_code(model_args))
+        content = cache_key(**model_digest(model_args, weights=True))
+        return cls(pretrained, model_args.get("revision"), dtype, trust_remote_code(model_args), content)
 
     def load(self, path: str | None = None) -> Any:
         import torch
@@ -402,11 +410,12 @@ def _files_digest(folder: Path, names: Sequence[str]) -> str:
     return content_digest([folder / name for name in names])
 
 
-def read_checkpoint(path: Path, key: str) -> dict[str, Any] | None:
+def read_checkpoint(path: Path, key: str, *, overwrite: bool = False) -> dict[str, Any] | None:
     """The record of a verified checkpoint at `path` trained under `key`; None when absent or damaged.
 
-    A checkpoint whose record names another key was trained with other settings or data: that is
-    a `UsageError` (never overwritten), since the folder may hold work the user wants to keep.
+    A checkpoint whose record names another key was trained with other settings, another base model
+    or other data: that is a `UsageError`, since the folder may hold work the user wants to keep,
+    unless `overwrite` (then None: it is trained again and replaced).
     """
     if not path.is_dir():
         return None
@@ -416,9 +425,11 @@ def read_checkpoint(path: Path, key: str) -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if record.get("key") != key:
+        if overwrite:
+            return None
         raise UsageError(
-            f"{path} was trained with other settings, model or data than this run: "
-            f"give another --output_path, or delete {path.parent.parent} to start over"
+            f"{path} was trained with other settings, base model (its files changed) or data than this run: "
+            "pass --overwrite to train it again, or give another --output_path"
         )
     if not all((path / name).is_file() for name in names) or _files_digest(path, names) != digest:
         return None
@@ -439,7 +450,9 @@ def save_checkpoint(path: Path, model: Any, optimizer: Any, tokenizer: Any, reco
         (tmp / CHECKPOINT_RECORD).write_text(json.dumps(full, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         return full
 
-    return atomic_write(path, write)
+    # under checkpoints/<arm>/, checked to be this command's folder before training: a damaged or
+    # outdated checkpoint there is ours to replace
+    return atomic_write(path, write, replaces=lambda _: True)
 
 
 def _remove_partials(folder: Path) -> None:
@@ -477,6 +490,7 @@ def train_arm(
     root: Path,
     device: str,
     say: Callable[[str], None],
+    overwrite: bool = False,
 ) -> Trained:
     """Train one arm for `options.epochs`, reusing every verified checkpoint (see the module docstring).
 
@@ -493,7 +507,7 @@ def train_arm(
     paths, records = [], []
     for epoch in range(1, options.epochs + 1):
         path = folder / f"epoch-{epoch}"
-        record = read_checkpoint(path, key)
+        record = read_checkpoint(path, key, overwrite=overwrite)
         if record is None:
             if at_epoch != epoch - 1:
                 if epoch == 1:
@@ -555,6 +569,23 @@ class EvalSettings:
     batch_size: str = "1"
     limit: int | None = None
     apply_chat_template: bool = False
+    inputs: tuple[str, ...] = ()
+    """Content digests of the base model's files and of every local input of the evaluated task (the
+    Book-SORT build), so an evaluation is redone when one of them changed in place."""
+
+
+def evaluation_inputs(spec: ModelSpec, booksort_metadata: dict[str, Any]) -> tuple[str, ...]:
+    """`EvalSettings.inputs`: the base model's content and the digest of each local `booksort_*` input."""
+    options = parse_options(BooksortOptions, BOOKSORT_PREFIX, booksort_metadata)
+    local = [getattr(options, d.name) for d in declared(BooksortOptions, BOOKSORT_PREFIX) if d.spec.local_input]
+    paths = [Path(v).expanduser() for v in local if isinstance(v, str) and Path(v).expanduser().exists()]
+    return (spec.content, *(input_digest([path]) for path in paths))
+
+
+def finetune_folder(path: Path) -> bool:
+    """True for a folder that holds only what `run_finetune` writes (or nothing): the only kind it writes into."""
+    ours = {"checkpoints", "results", SUMMARY, "booksort_finetune.md"}
+    return all(entry.name in ours or entry.name.startswith(".") for entry in Path(path).iterdir())
 
 
 def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: Path, say: Callable[[str], None]) -> Run:
@@ -577,7 +608,7 @@ def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: 
             return load_run(out / record["results"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    if out.exists():
+    if out.exists():  # an outdated evaluation under results/ of this command's folder (checked before any work)
         shutil.rmtree(out)
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
@@ -760,17 +791,22 @@ def run_finetune(
     batch_size: str = "1",
     limit: int | None = None,
     apply_chat_template: bool = False,
+    overwrite: bool = False,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Build the data, train both arms, evaluate every checkpoint and write the summary (module docstring)."""
-    import torch
+    """Build the data, train both arms, evaluate every checkpoint and write the summary (module docstring).
 
+    `overwrite` trains again the checkpoints made with other settings, another base model or other
+    data, instead of stopping at the first one; verified checkpoints of this run are reused either way.
+    """
     options, booksort_metadata = split_metadata(metadata)
-    spec = ModelSpec.from_model_args(model_args)
     if options.method == "lora":
         require_peft()
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     output_path = Path(output_path)
+    # a folder of this command's own is resumed; any other is never written into
+    check_target(output_path, overwrite=overwrite, kind=FOLDER, replaces=finetune_folder, resumes=True)
+    spec = ModelSpec.from_model_args(model_args)
+    device = device or default_device()
     output_path.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     tokenizer = load_tokenizer(model_args)
@@ -782,12 +818,15 @@ def run_finetune(
     root = output_path / "checkpoints"
     mixes = {"book": data.book + data.instructions, "control": data.instructions}
     trained = {
-        arm: train_arm(arm, mixes[arm], data.book, spec=spec, options=options, tokenizer=tokenizer, root=root, device=device, say=say)
+        arm: train_arm(
+            arm, mixes[arm], data.book, spec=spec, options=options, tokenizer=tokenizer, root=root, device=device, say=say, overwrite=overwrite
+        )
         for arm in ARMS
     }
     base_loss = base_probe_loss(spec, options, data.book, tokenizer, root, device)
     trained_s = time.perf_counter() - start
-    settings = EvalSettings(model_args, booksort_metadata, device, str(batch_size), limit, apply_chat_template)
+    inputs = evaluation_inputs(spec, booksort_metadata)
+    settings = EvalSettings(model_args, booksort_metadata, device, str(batch_size), limit, apply_chat_template, inputs)
     base = evaluate(None, options.method, settings, output_path / "results" / "base", say)
     rows = [{"arm": "base", **arm_row(base, 0, None, base_loss, output_path)}]
     tests = []

@@ -15,6 +15,20 @@ Location: `$LM_EVAL_LONGMEM_CACHE` if set, else `~/.cache/lm_eval_longmem`. What
 * **Built once.** The check and the build run under an exclusive file lock (`<entry>.lock`, beside
   it), so when several processes need the same entry one builds it and the others wait, then read
   the verified entry (`build_once`, `load_or_build`).
+
+It is also the one place every command writes through (`atomic_write`): a write never destroys what
+it did not create. A file is replaced only by a file; a folder is replaced only by a folder, and
+only when the caller's `replaces(path)` says it is one of ours (a cache entry, an earlier Book-SORT
+build, a checkpoint); anything else at the target (a folder where a file goes, a link, a socket) is
+refused, `--overwrite` or not. `check_target` is the same rule for the commands' `--output_path`,
+asked before any work starts, with `--overwrite` deciding only whether a file (or a folder of ours)
+of the kind the command writes may be replaced.
+
+Local inputs that go into cache keys are hashed once per content (`input_digest`): every byte is
+read the first time, and the digest is remembered by every file's path, size, modification and
+change time and inode, in this process and in the cache (`digests/`), so a multi-GB model folder
+is read once, not on every run, and a file changed in place (which always moves its change time,
+even after `cp -p` or `touch -d`) is read again.
 """
 
 from __future__ import annotations
@@ -25,12 +39,15 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from filelock import FileLock
+
+from lm_eval_longmem.common.errors import UsageError
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -130,15 +147,139 @@ def _entry_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+RACY_NS = 2_000_000_000
+"""A file changed less than this before it was hashed may change again within the same timestamp tick
+(file times are coarse: milliseconds to seconds), unseen by its stat: such a digest is not remembered."""
+
+
+def _stat_signature(paths: list[Path]) -> tuple[str, int]:
+    """(a hash of where and what every file under `paths` is on disk, not its bytes: resolved path,
+    device, inode, size, modification and change times; the newest change time). Any write to a file
+    changes its change time."""
+    parts, newest = [], 0
+    for path in paths:
+        parts.append(["dir" if path.is_dir() else "file", str(path.resolve())])
+        for name, file in input_files(path):
+            s = file.stat()
+            parts.append([name, s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns])
+            newest = max(newest, s.st_ctime_ns, s.st_mtime_ns)
+    return sha256_hex(json.dumps(parts)), newest
+
+
+_INPUT_DIGESTS: dict[str, str] = {}
+"""`input_digest` results of this process, by stat signature."""
+
+
+def input_digest(paths: Iterable[Path | str]) -> str:
+    """`content_digest(paths)`, read once per content: memoised by the files' stat signature.
+
+    The first call for a content reads every byte; later calls (in this run, or in later runs through
+    the memo file `digests/<hash of the paths>.json` in the cache) only `stat` the files. The memo
+    is trusted only while the signature (resolved path, device, inode, size, mtime, ctime of every
+    file) is unchanged, and it is written only when the files did not change while they were read
+    and none changed within `RACY_NS` before (as git treats "racily clean" files: a change within
+    one timestamp tick would not show in the stat).
+    `benchmarks/content_digest.py` measures both costs on a model folder.
+    """
+    paths = [Path(p) for p in paths]
+    started = time.time_ns()
+    signature, newest = _stat_signature(paths)
+    if signature in _INPUT_DIGESTS:
+        return _INPUT_DIGESTS[signature]
+    memo = cache_dir() / "digests" / f"{sha256_hex(json.dumps([str(p.resolve()) for p in paths]))[:32]}.json"
+    try:
+        stored = json.loads(memo.read_text(encoding="utf-8"))
+        if stored.get("signature") == signature and isinstance(stored.get("digest"), str):
+            _INPUT_DIGESTS[signature] = stored["digest"]
+            return stored["digest"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    digest = content_digest(paths)
+    # remembered only when nothing changed while it was read and the newest change is older than a timestamp tick
+    if _stat_signature(paths)[0] == signature and newest < started - RACY_NS:
+        _INPUT_DIGESTS[signature] = digest
+        record = json.dumps({"signature": signature, "digest": digest, "paths": [str(p) for p in paths]})
+        atomic_write(memo, lambda tmp: tmp.write_text(record + "\n", encoding="utf-8"))
+    return digest
+
+
 # --- atomic writes and locks ---------------------------------------------------------------------
 
 
-def atomic_write(path: Path | str, write: Callable[[Path], T]) -> T:
+FILE, FOLDER = "file", "folder"
+"""The two kinds of thing a command writes at a target."""
+
+
+def _kind(path: Path) -> str | None:
+    """FILE, FOLDER, None when nothing is there, or what else is there ("a symbolic link", ...)."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink():
+        return "a symbolic link"
+    if path.is_dir():
+        return FOLDER
+    return FILE if path.is_file() else "not a regular file"
+
+
+def replace_problem(path: Path, kind: str, replaces: Callable[[Path], bool] | None = None) -> str:
+    """Why a `kind` written at `path` may not replace what is there ("" when nothing is, or it may).
+
+    A file may replace a file. A folder may replace a folder only when `replaces(path)` says it is
+    one of ours. Nothing else is ever replaced.
+    """
+    there = _kind(path)
+    if there is None or (there == kind == FILE) or (there == kind == FOLDER and replaces is not None and replaces(path)):
+        return ""
+    if there == FOLDER and kind == FOLDER:
+        return "is a folder that lm-eval-longmem did not write (or not of this kind), so it is never replaced"
+    what = {FILE: "a file", FOLDER: "a folder"}.get(there, there)
+    return f"is {what}, and a {kind} is written there: it is never replaced"
+
+
+def check_target(
+    path: Path | str,
+    *,
+    overwrite: bool,
+    kind: str = FILE,
+    replaces: Callable[[Path], bool] | None = None,
+    flag: str = "--output_path",
+    resumes: bool = False,
+) -> None:
+    """Refuse, before any work, a target a command may not write: one line naming `flag` and the fix.
+
+    Nothing there: fine. A file where the command writes a file, or a folder of ours (`replaces`)
+    where it writes a folder: fine with `--overwrite`, refused without (`resumes`: a folder of ours
+    is carried on, not replaced, so it needs no `--overwrite`). Anything else (a folder where a
+    file goes, a folder that is not ours, a file where a folder goes, a link) is refused even with
+    `--overwrite`, since replacing it would destroy what the command did not create.
+    """
+    path = Path(path)
+    problem = replace_problem(path, kind, replaces)
+    if problem:
+        raise UsageError(f"{flag} {path} {problem}, not even with --overwrite: choose another {flag}")
+    if _kind(path) is not None and not overwrite and not resumes:
+        raise UsageError(f"{flag} {path} exists: pass --overwrite to replace it, or choose another {flag}")
+
+
+def check_folder(path: Path | str, *, flag: str = "--output_path") -> None:
+    """A folder a command writes files into: absent or a folder (its other files are left alone)."""
+    path = Path(path)
+    if _kind(path) not in (None, FOLDER):
+        raise UsageError(f"{flag} {path} is not a folder: give a folder (it is created when missing)")
+    for parent in path.parents:
+        if _kind(parent) not in (None, FOLDER):
+            raise UsageError(f"{flag} {path}: {parent} is not a folder: choose another {flag}")
+
+
+def atomic_write(path: Path | str, write: Callable[[Path], T], *, replaces: Callable[[Path], bool] | None = None) -> T:
     """Call `write(tmp)` and move what it wrote at `tmp` (a file, or a folder it creates) onto `path`.
 
     `tmp` is a fresh hidden name in `path`'s folder, so the final `os.replace` is atomic: readers
     see the old entry or the new one, never a partial one, and a failed `write` leaves nothing
-    behind. A folder at `path` is replaced as a whole. Returns what `write` returned.
+    behind. What is at `path` is replaced only as `replace_problem` allows: a file by a file, a
+    folder by a folder that `replaces(path)` says is ours (renamed aside first, so it vanishes at
+    once for readers); otherwise a `UsageError` and both are left as they were. Returns what
+    `write` returned.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +288,10 @@ def atomic_write(path: Path | str, write: Callable[[Path], T]) -> T:
         result = write(tmp)
         if not tmp.exists():
             raise RuntimeError(f"the writer of {path} wrote nothing")
-        if path.is_dir() and not path.is_symlink():
+        problem = replace_problem(path, FOLDER if tmp.is_dir() else FILE, replaces)
+        if problem:
+            raise UsageError(f"{path} {problem}: nothing was written; choose another place")
+        if _kind(path) == FOLDER:
             _remove(path)
         os.replace(tmp, path)
         return result
@@ -156,13 +300,10 @@ def atomic_write(path: Path | str, write: Callable[[Path], T]) -> T:
 
 
 def _remove(path: Path) -> None:
-    """Remove a file or folder; a folder is first renamed aside, so it vanishes at once for readers."""
-    if path.is_dir() and not path.is_symlink():
-        aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
-        os.replace(path, aside / "entry")
-        shutil.rmtree(aside, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+    """Remove a folder of ours: renamed aside first, so it vanishes at once for readers."""
+    aside = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+    os.replace(path, aside / "entry")
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 @contextmanager
@@ -265,7 +406,8 @@ def build_once(path: Path | str, build: Callable[[Path], int | None], *, check: 
         _clear_leftovers(path)
         manifest_path(path).unlink(missing_ok=True)
         _VERIFIED.pop(path, None)
-        items, digest = atomic_write(path, lambda tmp: (build(tmp), _entry_digest(tmp)))
+        # an entry under its content key is ours by construction: a damaged folder entry is replaced
+        items, digest = atomic_write(path, lambda tmp: (build(tmp), _entry_digest(tmp)), replaces=lambda _: True)
         _write_manifest(path, digest, items)
     return path
 

@@ -1,14 +1,19 @@
 """Command-line flags spelled as lm_eval spells them, for every `lm-eval-longmem` subcommand.
 
-One spelling per concept: `--output_path` for where a command writes, underscores between words,
-`--model_args`/`--metadata` parsed exactly as `lm_eval run` parses them (`k=v,k2=v2`, several such
-words, or one JSON object). A former spelling keeps working and prints one line naming the new one.
+One spelling per concept: `--output_path` for where a command writes (with `--overwrite` beside it,
+`add_output_flags`), underscores between words, `--model_args`/`--metadata` parsed exactly as
+`lm_eval run` parses them (`k=v,k2=v2`, several such words, or one JSON object). A former spelling
+keeps working and prints one line naming the new one. Every numeric flag is declared with its type
+and range (`number`), like a `--metadata` option: a value outside it is one line naming the flag
+and the range (argparse's usage error, exit status 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from lm_eval_longmem import harness
@@ -52,3 +57,56 @@ class _Former(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
         print(f"{parser.prog}: {option_string} is deprecated; use {self.new}", file=sys.stderr)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_output_flags(parser: argparse.ArgumentParser, *former: str, what: str, **kwargs: Any) -> argparse.Action:
+    """`--output_path` (with its `former` spellings) and `--overwrite`, as every command that writes takes them.
+
+    `what` says what is written there. The command checks the target before any work
+    (`common.cache.check_target`): an existing file (or folder of ours) of the kind it writes is
+    replaced only with `--overwrite`; anything else is never replaced.
+    """
+    action = add_flag(parser, "--output_path", *former, help=what, **kwargs)
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="replace what an earlier run of this command wrote at --output_path (never anything else)",
+    )  # fmt: skip
+    return action
+
+
+def shown(value: float) -> str:
+    """A number as a message shows it: whole numbers without a decimal point (-3, not -3.0)."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def number(
+    kind: type = int, *, low: float | None = None, high: float | None = None, open_low: bool = False, open_high: bool = False
+) -> Callable[[str], Any]:
+    """The argparse `type` of a numeric flag: `kind` (int or float) within [low, high] (`open_*`: bound excluded).
+
+    A value of another type or outside the range raises `argparse.ArgumentTypeError` with the range,
+    which argparse prints as `argument --FLAG: expected ..., got ...`.
+    """
+    name = "a whole number" if kind is int else "a number"
+    bounds = []
+    if low is not None:
+        bounds.append(f"{'>' if open_low else '>='} {shown(low)}")
+    if high is not None:
+        bounds.append(f"{'<' if open_high else '<='} {shown(high)}")
+    expected = f"expected {name}{' ' + ' and '.join(bounds) if bounds else ''}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}")
+        below = low is not None and (value <= low if open_low else value < low)
+        above = high is not None and (value >= high if open_high else value > high)
+        if below or above:
+            raise argparse.ArgumentTypeError(f"{expected}, got {shown(value)}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its own messages
+    return parse

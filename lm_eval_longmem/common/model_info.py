@@ -11,9 +11,10 @@ import functools
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from lm_eval_longmem.common.cache import sha256_hex
+from lm_eval_longmem.common.cache import input_digest, input_files, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_flag
 
@@ -47,6 +48,53 @@ def _load_tokenizer(name: str, revision: str | None, trust: bool) -> Any:
             "folders and already-downloaded models work; pass a local path with "
             "--model_args pretrained=/path/to/model or --metadata tokenizer=/path/to/tokenizer"
         ) from err
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".ckpt", ".onnx")
+"""Files that hold weights (their index, `*.index.json`, is not one of them)."""
+
+
+def model_folder(name: str, revision: str | None = None) -> Path | None:
+    """The local files behind a model or tokenizer name: the folder (or file) itself, or its snapshot in the
+    Hugging Face cache; None when neither is on this machine (e.g. a model served elsewhere)."""
+    path = Path(name).expanduser()
+    if path.exists():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, revision=revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not a repo id, not cached, or another hub error: no local files
+        return None
+
+
+def model_digest(metadata: dict[str, Any], *, weights: bool) -> dict[str, str]:
+    """The content of the model and tokenizer the metadata names, for cache keys: {key: digest or name}.
+
+    For `pretrained` and `tokenizer`, the digest of every file of its local folder (or Hugging Face
+    cache snapshot), weight files included only with `weights` (a request depends on the tokenizer
+    files, the config and the chat template; a fine-tuned checkpoint on the weights too). A name
+    with no local files counts by its name and revision. Read once per content (`cache.input_digest`).
+    """
+    out = {}
+    for key in ("pretrained", "tokenizer"):
+        name = metadata.get(key)
+        if not isinstance(name, str) or not name:
+            continue
+        folder = model_folder(name, metadata.get("revision"))
+        if folder is None:
+            out[key] = f"{name}@{metadata.get('revision') or ''}"
+            continue
+        files = [file for rel, file in input_files(folder) if weights or not rel.endswith(WEIGHT_SUFFIXES)]
+        out[key] = input_digest(files)
+    return out
+
+
+def default_device() -> str:
+    """What the harness should run on when no `--device` is given: cuda when torch sees a GPU, else cpu."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def trust_remote_code(metadata: dict[str, Any]) -> bool:

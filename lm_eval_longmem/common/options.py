@@ -71,6 +71,13 @@ def _default(f: Field) -> Any:
     return None if f.default is MISSING else f.default
 
 
+def _shown(value: Any) -> str:
+    """A value as the user wrote it: the harness types `-3` as the float -3.0, shown here as -3 again."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value)
+
+
 def _given(value: Any) -> bool:
     return value is not None and value != ""
 
@@ -106,7 +113,7 @@ def _parse_cached(cls: type, prefix: str, frozen: str) -> Any:
         try:
             values[d.name] = d.spec.parse(raw)
         except (ValueError, TypeError) as err:
-            raise UsageError(f"--metadata {d.key}={raw!r}: {err}; e.g. {d.key}={d.spec.example}") from None
+            raise UsageError(f"--metadata {d.key}={_shown(raw)}: {err}; e.g. {d.key}={d.spec.example}") from None
     return cls(**values)
 
 

@@ -18,8 +18,9 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
 * **Request cache key.** lm_eval keys `--cache_requests` by task name, shots, rank, chat template
   and tokenizer, not by `--metadata`, the content of local inputs, `--samples` or the task config.
   The key gets a fingerprint of the metadata, the window, the *content* of every local file or
-  folder an option names (`OptionSpec.local_input`), the `--samples` selection and the task's
-  config (`--gen_kwargs`), so replacing a corpus in place or choosing other docs builds new requests.
+  folder an option names (`OptionSpec.local_input`, `local_inputs`) and of the model's tokenizer,
+  config and chat-template files, the `--samples` selection and the task's config (`--gen_kwargs`),
+  so replacing a corpus, a retriever or a tokenizer in place, or choosing other docs, builds new requests.
 * **Metrics per cell, computed at aggregation.** `score(doc, results)` gives a doc's scores (the
   names in `SCORES`, each a `metric_names.ScoreSpec`, and a share's scored units); `doc_cells` the
   cells it counts in (a length, a condition, a (task, length)); `summary_item` its item for the
@@ -49,10 +50,10 @@ from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_longmem import harness
 from lm_eval_longmem.common import cost, metric_names, stats
-from lm_eval_longmem.common.cache import cache_key, content_digest, sha256_hex
+from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
-from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
+from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_digest, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.common.text import READER_VERSION
 
@@ -130,16 +131,25 @@ class LongmemTask(ConfigurableTask):
     def tokenizer(self) -> Any:
         return load_tokenizer(self.metadata)
 
-    def inputs_fingerprint(self) -> str:
-        """Hash of the metadata, the window, the content of every local input the options name and how
-        text files are read (`common.text.READER_VERSION`: the same bytes read another way are other requests)."""
-        local = []
+    def local_inputs(self) -> list[Path]:
+        """The local files and folders this run's docs are built from: every option declared
+        `local_input` that names an existing path (evaluations add what an option resolves to)."""
+        found = []
         if self.OPTIONS:
             for d in declared(self.OPTIONS, self.PREFIX):
                 value = getattr(self.options, d.name)
                 if d.spec.local_input and isinstance(value, str) and Path(value).expanduser().exists():
-                    local.append(content_digest([Path(value).expanduser()]))
-        blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local, READER_VERSION], sort_keys=True, default=str)
+                    found.append(Path(value).expanduser())
+        return found
+
+    def inputs_fingerprint(self) -> str:
+        """Hash of the metadata, the window and the content of every input the requests are built from:
+        the local files the options name (`local_inputs`) and the model's tokenizer, config and chat
+        template files (`model_info.model_digest`), each read once per content (`cache.input_digest`), and how
+        text files are read (`common.text.READER_VERSION`: the same bytes read another way are other requests)."""
+        local = [input_digest([path]) for path in self.local_inputs()]
+        model = model_digest(self.metadata, weights=False)
+        blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local, model, READER_VERSION], sort_keys=True, default=str)
         return sha256_hex(blob)[:16]
 
     # --- window fit and skips ------------------------------------------------------------------
@@ -489,14 +499,29 @@ class LongmemTask(ConfigurableTask):
         out.update({name: better for name, (_, better) in self.summaries().items()})
         return out | {"skipped": False}
 
+    def sweep_cells(self) -> list[str]:
+        """The cells the whole dataset covers, in order (an evaluation whose docs name them in columns lists
+        them; default none), so a reader can name the cells a run has no doc of (a `--limit`, a partial merge)."""
+        return []
+
     def result_facts(self) -> dict[str, Any]:
         """Non-metric facts of the run, stored in the results' `configs.<task>.longmem` (not under `results`).
 
         `skip_reasons`: {cell: {reason: count}} of the docs skipped (never truncated);
-        `docs_per_cell`: {cell: docs scored}; evaluations add their own (BABILong: length names).
+        `docs_per_cell`: {cell: docs scored}; `sweep_cells`: the cells of the whole dataset
+        (`sweep_cells`); evaluations add their own (BABILong: length names).
         """
-        return {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell}
+        return {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
 
     def dump_config(self) -> dict[str, Any]:
-        """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts."""
-        return dict(super().dump_config()) | {CONFIG_KEY: self.result_facts()}
+        """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts.
+
+        For our evaluations `metric_list` names the scores every logged sample holds (`SCORES`), as
+        the harness's sample loggers read it (`harness.logged_metric_list`, R15), not per-cell names.
+        """
+        config = dict(super().dump_config())
+        if self.scored_by_cells:
+            config["metric_list"] = harness.logged_metric_list(
+                [(spec.name, spec.higher_is_better) for spec in self.score_specs()]
+            )
+        return config | {CONFIG_KEY: self.result_facts()}

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from lm_eval_longmem.common.cache import texts_digest
 from lm_eval_longmem.common.corpus import hub_dataset_spec, load_hub_dataset, load_texts, token_stream
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
@@ -106,10 +107,18 @@ def separator_id(tokenizer: Any, separator: str | None = None, protocol: str = O
     if separator is None and protocol == AUTHORS:
         return AUTHORS_SEPARATOR
     if separator is not None:
+        size = len(tokenizer)
         if separator.strip().lstrip("-").isdigit():
-            return int(separator)
-        token_id = tokenizer.convert_tokens_to_ids(separator)
-        if token_id is None or token_id == tokenizer.unk_token_id:
+            token_id = int(separator)
+            if not 0 <= token_id < size:
+                raise UsageError(
+                    f"--metadata {PREFIX}separator={token_id}: not a token id of this tokenizer (its ids run from 0 to "
+                    f"{size - 1}); give an id in that range or a token"
+                )
+            return token_id
+        # the vocabulary itself, not convert_tokens_to_ids: a real token may share its id with the unknown token
+        token_id = tokenizer.get_vocab().get(separator)
+        if token_id is None:
             raise UsageError(f"--metadata {PREFIX}separator={separator!r} is not a single token of this tokenizer; give a token or an id")
         return int(token_id)
     for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
@@ -193,8 +202,13 @@ def source_stream(source: str | None, metadata: dict[str, Any], key: str | None 
     without special tokens; the authors' protocol: their pieces (`authors_pieces`), each tokenized
     with the tokenizer's default special tokens, as their tool calls it.
     """
+    return token_stream(source_texts(source, key, protocol), load_tokenizer(metadata), special_tokens=protocol == AUTHORS)
+
+
+def source_texts(source: str | None, key: str | None = None, protocol: str = OURS) -> list[str]:
+    """The texts of a source (see `source_stream`; the authors' protocol: their pieces), with errors naming the option `key`."""
     try:
-        texts = authors_pieces(source) if protocol == AUTHORS else load_texts(source)
+        return authors_pieces(source) if protocol == AUTHORS else load_texts(source)
     except UsageError as err:
         if key is not None:
             raise UsageError(f"--metadata {key}={source}: {err}") from err
@@ -204,7 +218,6 @@ def source_stream(source: str | None, metadata: dict[str, Any], key: str | None 
             f"{err}; for the forgetting curve: --metadata {PREFIX}corpus=/path/to/books (a .txt file or a "
             "folder of .txt books, e.g. Project Gutenberg texts), or hf:OWNER/NAME[:SPLIT][#FIELD]"
         ) from err
-    return token_stream(texts, load_tokenizer(metadata), special_tokens=protocol == AUTHORS)
 
 
 # --- sources of S and I (section 3.4) ---------------------------------------------------------
@@ -267,11 +280,13 @@ class Sources(NamedTuple):
 
 
 def sweep_sources(options: SweepOptions) -> Sources:
+    """The run's sources, compared as texts (`same_texts`): options naming the same texts are one source."""
+
     def pick(given: str | None) -> str | None:
         return options.corpus if given is None else given
 
     given = (options.copy_source is not None, options.prefix_source is not None)
-    sources = Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given, options.protocol)
+    sources = same_texts(Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given, options.protocol))
     if options.protocol == AUTHORS and sources.prefix == RANDOM and sources.copy != RANDOM:
         raise UsageError(
             f"--metadata {PREFIX}prefix_source=random with {PREFIX}protocol=authors: the authors' tool draws a random "
@@ -279,6 +294,38 @@ def sweep_sources(options: SweepOptions) -> Sources:
             f"or use {PREFIX}protocol=ours"
         )
     return sources
+
+
+def same_texts(sources: Sources) -> Sources:
+    """`sources` with every source that holds the same texts as an earlier one (corpus, copy, prefix) named
+    as that one, so sources are compared as texts, not as option strings.
+
+    `books/` and `books`, a relative and an absolute path, or a folder holding just the corpus's books
+    all read the same texts: they are the same source, so S and I are drawn disjoint from one stream
+    (`sample_spans`), exactly as in a run that names the corpus once. Two different sources that
+    share a text (a folder holding the other source's book and more) would let I contain S: refused.
+    The corpus counts only when a role uses it or it was given.
+    """
+    specs = [spec for spec in (sources.copy, sources.prefix) if spec != RANDOM]
+    if sources.corpus is not None or not all(sources.given):
+        specs.insert(0, sources.corpus)
+    distinct = list(dict.fromkeys(specs))
+    if len(distinct) < 2:
+        return sources
+    keys = {sources.corpus: f"{PREFIX}corpus"}
+    keys |= {sources.of(role): sources.key(role) for role in (PREFIX_ROLE, COPY) if sources.given[role - 1]}
+    texts = {spec: tuple(texts_digest([t]) for t in source_texts(spec, keys.get(spec))) for spec in distinct}
+    canonical = {spec: next(first for first in distinct if texts[first] == texts[spec]) for spec in distinct}
+    named = Sources(*(canonical.get(spec, spec) for spec in (sources.copy, sources.prefix, sources.corpus)), sources.given, sources.protocol)
+    copy, prefix = named.copy, named.prefix
+    if RANDOM not in (copy, prefix) and copy != prefix and set(texts[copy]) & set(texts[prefix]):
+        shared = len(set(texts[copy]) & set(texts[prefix]))
+        raise UsageError(
+            f"--metadata {named.key(COPY)}={sources.copy} and {named.key(PREFIX_ROLE)}={sources.prefix} share {shared} "
+            "text(s) but are not the same source, so the prefix I could contain the copied text S: give both the same "
+            "source (S and I are then drawn disjoint) or sources with no text in common"
+        )
+    return named
 
 
 def vocabulary_ids(tokenizer: Any) -> np.ndarray:

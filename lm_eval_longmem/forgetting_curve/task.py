@@ -164,6 +164,10 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return (cell(int(doc["length"])),)
 
+    def sweep_cells(self) -> list[str]:
+        """Every length of the sweep, shortest first (read from the dataset's `length` column)."""
+        return [cell(length) for length in sorted({int(n) for n in self.eval_docs["length"]})]
+
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
         s, i = (self.tokens(doc, role) for role in (COPY, PREFIX_ROLE))

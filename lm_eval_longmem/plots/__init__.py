@@ -11,30 +11,49 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from lm_eval_longmem.common.cache import check_folder, check_target
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.results import find_results_file, read_json
 
 PLOTTERS = ("forgetting_curve", "booksort", "babilong")
 __all__ = ["PLOTTERS", "find_results_file", "plot_results"]
 
 
-def plot_results(path: Path, *, out_prefix: Path | None = None, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
-    """Draw every figure the results file supports; returns the files written."""
+def plot_results(
+    path: Path, *, out_prefix: Path | None = None, formats: tuple[str, ...] = ("png", "svg"), overwrite: bool = False
+) -> list[Path]:
+    """Draw every figure the results file supports; returns the files written.
+
+    Every file it will write, `<prefix>_<evaluation>.<format>`, is checked before anything is
+    drawn (`common.cache.check_target`): an existing figure is replaced only with `overwrite`, and
+    a folder (or anything but a file) at one of those names never.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    supported = Figure().canvas.get_supported_filetypes()
+    unknown = [fmt for fmt in formats if fmt not in supported]
+    if unknown or not formats:
+        raise UsageError(f"--formats {','.join(formats)}: {','.join(unknown) or 'no format'} is not a figure format; use some of {','.join(sorted(supported))}")
     results_file = find_results_file(path)
     results = read_json(results_file)
     if isinstance(results, dict):  # an lm_eval results file (the original forgetting-curve tool writes a list)
         results.setdefault("_source_path", str(results_file))
     prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")
-    written: list[Path] = []
-    for name in PLOTTERS:
-        module = importlib.import_module(f"lm_eval_longmem.plots.{name}")
-        if module.can_plot(results):
-            written += module.plot(results, prefix, formats)
-    if not written:
+    modules = [module for name in PLOTTERS if (module := importlib.import_module(f"lm_eval_longmem.plots.{name}")).can_plot(results)]
+    if not modules:
         raise ValueError(
             f"{results_file} holds no forgetting_curve, booksort or babilong results to plot "
             "(run the tasks with lm_eval first, or pass an original forgetting-curve result file)"
         )
+    check_folder(prefix.parent)
+    for module in modules:
+        for fmt in formats:
+            check_target(Path(f"{prefix}_{module.__name__.rsplit('.', 1)[-1]}.{fmt}"), overwrite=overwrite)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for module in modules:
+        written += module.plot(results, prefix, formats)
     return written

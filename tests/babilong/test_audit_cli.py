@@ -140,3 +140,16 @@ def test_questions_of_another_task_are_refused(tmp_path, capsys):
 def test_the_right_task_scores(renamed_qa5, capsys):
     main(["babilong", "score", str(renamed_qa5), "--task", "qa5"])
     assert capsys.readouterr().out == f"{renamed_qa5}: n=3  acc=100.00  acc_corrected=100.00  abstained=0.00\n"
+
+
+def test_an_empty_target_is_named_as_such(tmp_path, capsys):
+    """Issue 28, defect 9: one row with an empty target was "not a qa1 answer ... pass --task qa1", contradicting `--task qa1`."""
+    path = tmp_path / "qa1_emptytarget.csv"
+    path.write_text("target,output,question\n,The most recent location of Mary is office.,Where is Mary?\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="1"):
+        main(["babilong", "score", str(path), "--task", "qa1"])
+    err = capsys.readouterr().err
+    assert err == (
+        f"lm-eval-longmem: error: {path}: the target of row 1 is empty (1 of 1 rows have no target): give every row its gold "
+        "answer in the target column (rows are counted from 1, after the header)\n"
+    )

@@ -230,7 +230,28 @@ def test_simulate_cli_refuses_to_overwrite_without_overwrite(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--output_path", str(out)])
     assert exit_info.value.code == 1
-    assert capsys.readouterr().err == f"lm-eval-longmem: error: {out} exists: pass --overwrite to replace it, or choose another --output_path\n"
+    assert capsys.readouterr().err == f"lm-eval-longmem: error: --output_path {out} exists: pass --overwrite to replace it, or choose another --output_path\n"
     assert out.read_text() == "my own notes\n"
     main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--output_path", str(out), "--overwrite"])
     assert len(read_babi(out)) == 3 and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_simulate_never_replaces_a_folder_even_with_overwrite(tmp_path, capsys):
+    """Issue 28, defect 1: `--output_path mydata --overwrite` where mydata is a folder of results deleted it."""
+    from lm_eval_longmem.cli import main
+
+    mydata = tmp_path / "mydata"
+    (mydata / "sub").mkdir(parents=True)
+    (mydata / "sub" / "results.json").write_text('{"kept": true}')
+    (mydata / "notes.txt").write_text("my notes\n")
+    for extra in ([], ["--overwrite"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["babilong", "simulate", "--task", "qa1", "--samples", "2", "--output_path", str(mydata), *extra])
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err
+        assert err == (
+            f"lm-eval-longmem: error: --output_path {mydata} is a folder, and a file is written there: it is never replaced, "
+            "not even with --overwrite: choose another --output_path\n"
+        )
+    assert (mydata / "sub" / "results.json").read_text() == '{"kept": true}' and (mydata / "notes.txt").read_text() == "my notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mydata"]  # nothing half-written beside it

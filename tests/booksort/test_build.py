@@ -237,7 +237,7 @@ def test_bad_inputs_give_clear_errors(tmp_path, books):
     occupied.mkdir()
     (occupied / "notes.txt").write_text("mine")
     small = build(books[-2:-1], BuildSpec(excerpt_lengths=(250,), segment_lengths=(20,)))
-    with pytest.raises(FileExistsError, match="not a Book-SORT build"):
+    with pytest.raises(UsageError, match="is a folder that lm-eval-longmem did not write"):
         write_dataset(books[-2:-1], small, BuildSpec(), occupied)
     assert [p.name for p in tmp_path.iterdir()] and (occupied / "notes.txt").read_text() == "mine"
     assert not list(tmp_path.glob("*.partial-*"))  # nothing half-written left behind

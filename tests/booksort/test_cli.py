@@ -51,3 +51,33 @@ def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_d
     assert [s.variant for s in scores] == ["default", "brief"]
     # 10 validation excerpts x 1 bin (the test split would hold 100); any beyond the tiny model's 2k window is skipped
     assert all(s.n + s.skipped == 10 and s.n > 0 and 0.0 <= s.acc <= 1.0 for s in scores)
+
+
+def test_select_prompt_as_the_card_writes_it_runs_on_cpu_and_keeps_an_existing_file(tiny_llama_dir, built_dir, tmp_path):
+    """Issue 28, defects 6 and 7: without `--device` on a machine without CUDA it failed (HFLM's "cuda"
+    default); `--output_path keep.json` silently replaced the file, and a folder failed after scoring."""
+    import os
+    import subprocess
+    import sys
+
+    cli = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
+    keep = tmp_path / "keep.json"
+
+    def select(*extra):
+        return subprocess.run(
+            [cli, "booksort", "select-prompt", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32",
+             "--metadata", f"booksort_data={built_dir}", "booksort_excerpt_lengths=250", "booksort_segment_lengths=20",
+             "booksort_distance_bins=0", "--variants", "default", "--limit", "2", "--output_path", str(keep), *extra],
+            capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1"}, timeout=600,
+        )  # fmt: skip
+
+    proc = select()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(keep.read_text())["best"] == "default" and "best: default" in proc.stdout
+    keep.write_text("my notes")
+    proc = select()
+    assert proc.returncode == 1 and "variant" not in proc.stdout  # refused before any variant was scored
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"lm-eval-longmem: error: --output_path {keep} exists: pass --overwrite to replace it, or choose another --output_path"
+    )
+    assert keep.read_text() == "my notes"

@@ -327,6 +327,31 @@ def test_other_settings_in_the_same_folder_are_refused(first_run, tiny_llama_dir
         _run(tiny_llama_dir, one_play, out, [], booksort_finetune_lora_rank=4)
 
 
+def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(tiny_llama_dir, one_play, tmp_path):
+    """Issue 28, defect 4: the base model folder overwritten with other weights, the same command again said
+    "verified, not retrained" for both arms and kept every evaluation of the old model."""
+    import shutil
+
+    from kit import build_tiny_llama
+
+    model = shutil.copytree(tiny_llama_dir, tmp_path / "model")
+    out = tmp_path / "ft"
+    first = _run(model, one_play, out, [], booksort_finetune_epochs=1)
+    other = build_tiny_llama(tmp_path / "other", seed=1)
+    shutil.copyfile(other / "model.safetensors", model / "model.safetensors")  # same name and size, other weights
+    with pytest.raises(UsageError, match=r"epoch-1 was trained with other settings, base model \(its files changed\) or data .*pass --overwrite"):
+        _run(model, one_play, out, [], booksort_finetune_epochs=1)
+    said: list[str] = []
+    again = ft.run_finetune(
+        {"pretrained": str(model), "dtype": "float32"}, tiny_metadata(one_play, booksort_finetune_epochs=1), out,
+        device="cpu", limit=12, say=said.append, overwrite=True,
+    )  # fmt: skip
+    assert [line.split(" in ")[0] for line in said if "trained in" in line] == ["book arm: epoch 1/1 trained", "control arm: epoch 1/1 trained"]
+    assert any(line.startswith("evaluated the base model") for line in said)  # epoch 0 is the new model too
+    loss = lambda summary: [r["book_chunk_loss"] for r in summary["rows"] if r["arm"] == "base"]  # noqa: E731
+    assert loss(again) != loss(first)
+
+
 def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tmp_path):
     said: list[str] = []
     summary = _run(tiny_llama_dir, one_play, tmp_path, said, booksort_finetune_method="full", booksort_finetune_epochs=1)

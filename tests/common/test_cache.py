@@ -199,3 +199,116 @@ def test_items_digest_counts_order_and_boundaries():
     assert cache.items_digest([["a", 1], ["b", 2]]) != cache.items_digest([["b", 2], ["a", 1]])
     assert cache.items_digest(["ab", "c"]) != cache.items_digest(["a", "bc"])
     assert cache.items_digest([{"x": 1, "y": 2}]) == cache.items_digest([{"y": 2, "x": 1}])
+
+
+# --- issue 28: writes never destroy what they did not create ----------------------------------------------------------
+
+
+def _user_folder(tmp_path):
+    mydata = tmp_path / "mydata"
+    (mydata / "sub").mkdir(parents=True)
+    (mydata / "sub" / "results.json").write_text('{"kept": true}')
+    (mydata / "notes.txt").write_text("notes")
+    return mydata
+
+
+def _untouched(mydata):
+    return (mydata / "sub" / "results.json").read_text() == '{"kept": true}' and (mydata / "notes.txt").read_text() == "notes"
+
+
+def test_atomic_write_never_replaces_a_folder_with_a_file(tmp_path):
+    mydata = _user_folder(tmp_path)
+    with pytest.raises(cache.UsageError, match=r"mydata is a folder, and a file is written there: it is never replaced"):
+        cache.atomic_write(mydata, lambda tmp: tmp.write_text("2 samples"))
+    assert _untouched(mydata) and sorted(p.name for p in tmp_path.iterdir()) == ["mydata"]  # no temporary left
+
+
+def test_atomic_write_replaces_a_folder_only_when_the_caller_says_it_is_its_own(tmp_path):
+    mydata = _user_folder(tmp_path)
+
+    def write(tmp):
+        tmp.mkdir()
+        (tmp / "manifest.json").write_text("{}")
+
+    with pytest.raises(cache.UsageError, match="did not write"):
+        cache.atomic_write(mydata, write)
+    with pytest.raises(cache.UsageError, match="did not write"):
+        cache.atomic_write(mydata, write, replaces=lambda path: (path / "manifest.json").exists())
+    assert _untouched(mydata)
+    ours = tmp_path / "build"
+    cache.atomic_write(ours, write)
+    (ours / "old.txt").write_text("an earlier build's file")
+    cache.atomic_write(ours, write, replaces=lambda path: (path / "manifest.json").exists())
+    assert sorted(p.name for p in ours.iterdir()) == ["manifest.json"]
+    target = tmp_path / "a_file"
+    target.write_text("x")
+    with pytest.raises(cache.UsageError, match="is a file, and a folder is written there"):
+        cache.atomic_write(target, write, replaces=lambda path: True)
+    assert target.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    "make,kind,overwrite,message",
+    [
+        (None, cache.FILE, False, None),
+        ("file", cache.FILE, False, r"exists: pass --overwrite to replace it, or choose another --output_path$"),
+        ("file", cache.FILE, True, None),
+        ("folder", cache.FILE, True, r"is a folder, and a file is written there: it is never replaced, not even with --overwrite"),
+        ("link", cache.FILE, True, r"is a symbolic link, and a file is written there"),
+        ("folder", cache.FOLDER, True, r"is a folder that lm-eval-longmem did not write .* not even with --overwrite"),
+        ("ours", cache.FOLDER, False, r"exists: pass --overwrite"),
+        ("ours", cache.FOLDER, True, None),
+        ("file", cache.FOLDER, True, r"is a file, and a folder is written there"),
+    ],
+)
+def test_check_target_is_the_one_rule_of_every_command(tmp_path, make, kind, overwrite, message):
+    target = tmp_path / "target"
+    if make == "file":
+        target.write_text("mine")
+    elif make in ("folder", "ours"):
+        target.mkdir()
+        (target / ("manifest.json" if make == "ours" else "notes.txt")).write_text("mine")
+    elif make == "link":
+        (tmp_path / "elsewhere").write_text("mine")
+        target.symlink_to(tmp_path / "elsewhere")
+    check = lambda: cache.check_target(target, overwrite=overwrite, kind=kind, replaces=lambda p: (p / "manifest.json").exists())  # noqa: E731
+    if message is None:
+        check()
+    else:
+        with pytest.raises(cache.UsageError, match=rf"^--output_path {target} {message}"):
+            check()
+
+
+def test_check_folder_refuses_a_file_on_the_way(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    cache.check_folder(tmp_path / "new" / "deeper")
+    with pytest.raises(cache.UsageError, match="is not a folder"):
+        cache.check_folder(tmp_path / "a_file")
+    with pytest.raises(cache.UsageError, match=r"a_file is not a folder: choose another --output_path"):
+        cache.check_folder(tmp_path / "a_file" / "below")
+
+
+# --- issue 28: input digests are read once per content, and again after an in-place change ---------------------------
+
+
+def test_input_digest_reads_once_per_content_and_again_after_an_in_place_change(folder, tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.ENV_CACHE_DIR, str(tmp_path / "cache"))
+    reads = []
+    real = cache.content_digest
+    monkeypatch.setattr(cache, "content_digest", lambda paths: reads.append(1) or real(paths))
+    cache.input_digest([folder])
+    cache.input_digest([folder])
+    assert len(reads) == 2  # files changed a moment ago may change again unseen within one timestamp tick: not remembered
+    reads.clear()
+    time.sleep(cache.RACY_NS / 1e9 + 0.1)
+    first = cache.input_digest([folder])
+    assert first == real([folder]) and len(reads) == 1  # the same value as the plain digest
+    cache._INPUT_DIGESTS.clear()  # a new process: the memo in the cache answers
+    assert cache.input_digest([folder]) == first and len(reads) == 1
+    target = folder / "books" / "a.txt"
+    stat = target.stat()
+    target.write_text("alpha BETA gamma")  # same size, same modification time: only the change time moves
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    changed = cache.input_digest([folder])
+    assert changed != first and changed == real([folder]) and len(reads) == 2
+    assert cache.input_digest([folder]) == changed and len(reads) == 3  # changed a moment ago: read again

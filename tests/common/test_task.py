@@ -1,8 +1,29 @@
 """`--cache_requests` must never reuse requests built for other `--metadata`, another doc selection or config."""
 
+import json
+import logging
+import math
+import os
+import shutil
+from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from kit import read_samples, run_lm_eval
+from lm_eval import evaluator_utils
+from lm_eval.tasks import TaskManager
+from transformers import AutoConfig
+
+from lm_eval_longmem.babilong.task import BabilongTask
+from lm_eval_longmem.backends.request_type import compact_ids
+from lm_eval_longmem.common import cost
+from lm_eval_longmem.common import stats
+from lm_eval_longmem.common.metric_names import ScoreSpec, cell
+from lm_eval_longmem.common.model_info import Window
+from lm_eval_longmem.common.task import LongmemTask
+from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
+from lm_eval_longmem.paths import task_configs_dir
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -58,18 +79,6 @@ def test_doc_selection_and_config_key_the_request_cache(tiny_llama_dir, tmp_path
 
 # ---- per-doc payload and aggregation (issue 16: a payload independent of the run's cells) -------------
 
-import json  # noqa: E402
-import logging  # noqa: E402
-import math  # noqa: E402
-
-import pytest  # noqa: E402
-from collections import defaultdict  # noqa: E402
-
-from lm_eval import evaluator_utils  # noqa: E402
-
-from lm_eval_longmem.common import stats  # noqa: E402
-from lm_eval_longmem.common.metric_names import ScoreSpec, cell  # noqa: E402
-from lm_eval_longmem.common.task import LongmemTask  # noqa: E402
 
 QAS = [f"qa{n}" for n in range(1, 21)]
 LENGTHS = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
@@ -172,12 +181,6 @@ def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
 
 # ---- the cost line before the first request (issue 26, item 5) ----------------------------------------
 
-from lm_eval.tasks import TaskManager  # noqa: E402
-from transformers import AutoConfig  # noqa: E402
-
-from lm_eval_longmem.common import cost  # noqa: E402
-from lm_eval_longmem.paths import task_configs_dir  # noqa: E402
-
 
 def _load(name: str, include: Path, metadata: dict) -> LongmemTask:
     manager = TaskManager(include_path=str(include), include_defaults=False, metadata=metadata)
@@ -212,3 +215,84 @@ def test_cost_line_counts_token_ids_exactly_and_says_the_rank_share(tiny_llama_d
     assert len(task.instances) == 4 and mine
     assert line.startswith(f"forgetting_curve: 2 docs, 4 loglikelihood_accuracy requests, {tokens:,} input tokens (rank 0's share; 2 ranks); ")
     assert f"longest sequence {2 * max(mine) + 2} tokens" in line
+
+
+# ---- issue 28, defect 3: the request-cache key covers every input by content, changed in place included ----------
+
+
+def request_key(cls, metadata):
+    """The task's inputs fingerprint (what `build_all_requests` hands the harness's request cache), data unbuilt."""
+    task = cls.__new__(cls)
+    task._config = SimpleNamespace(metadata=dict(metadata))
+    task.__dict__["window"] = Window(2048, None, "hf", "a test window")
+    return task.inputs_fingerprint()
+
+
+def _edit(path):
+    """Change one byte of `path` in place: same name, same size, same modification time."""
+    stat, data = path.stat(), bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "changed,moves",
+    [("tokenizer.json", True), ("tokenizer_config.json", True), ("config.json", True), ("model.safetensors", False),
+     ("corpus", True), ("retriever", True)],
+)  # fmt: skip
+def test_each_input_changed_in_place_changes_the_request_key(changed, moves, tiny_llama_dir, tmp_path):
+    """Tokenizer, chat template and config files, a corpus and a retriever folder, each edited in place, give
+    new requests; the weights do not shape a request, so they are not read for its key."""
+    model = shutil.copytree(tiny_llama_dir, tmp_path / "model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Some text of the corpus. " * 40)
+    retriever = tmp_path / "retriever"
+    retriever.mkdir()
+    (retriever / "model.safetensors").write_bytes(bytes(range(256)) * 8)
+    curve = {"pretrained": str(model), "forgetting_curve_corpus": str(corpus)}
+    babilong = {"pretrained": str(model), "babilong_retrieval": "sentences", "babilong_retriever": str(retriever)}
+    before = request_key(ForgettingCurveTask, curve), request_key(BabilongTask, babilong)
+    target = {"corpus": corpus, "retriever": retriever / "model.safetensors"}.get(changed, model / changed)
+    _edit(target)
+    after = request_key(ForgettingCurveTask, curve), request_key(BabilongTask, babilong)
+    if changed == "corpus":
+        assert after[0] != before[0] and after[1] == before[1]
+    elif changed == "retriever":
+        assert after[1] != before[1] and after[0] == before[0]
+    else:
+        assert (after != before) == moves and (after[0] != before[0]) == (after[1] != before[1])
+
+
+def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """Defect 3a as reported: `--cache_requests`, then the model folder's tokenizer.json edited in place: the
+    second run's requests are the new tokenizer's token ids (they were the old ones, 4 of 4)."""
+    from lm_eval_longmem import task_manager
+
+    model = shutil.copytree(tiny_llama_dir, tmp_path / "model")
+    book = embedded_books_dir / "macbeth.txt"
+    metadata = {"forgetting_curve_corpus": str(book), "forgetting_curve_lengths": "[16,32]", "forgetting_curve_samples": 2}
+
+    def run(name):
+        out = tmp_path / name
+        out.mkdir()
+        run_lm_eval(
+            ["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu", "--tasks", "forgetting_curve",
+             "--cache_requests", "true", "--log_samples", "--metadata", json.dumps(metadata)],
+            out, env={"LM_HARNESS_CACHE_PATH": str(tmp_path / "requests"), "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data")},
+        )  # fmt: skip
+        return {r["doc_id"]: r["arguments"] for r in read_samples(out, "forgetting_curve")}
+
+    first = run("first")
+    spec = json.loads((model / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # the same size, other ids for two common letters
+    (model / "tokenizer.json").write_text(json.dumps(spec))
+    second = run("second")
+    task = task_manager(metadata={"pretrained": str(model), **metadata}, include_defaults=False).load(["forgetting_curve"])["tasks"]["forgetting_curve"]
+    expected = {}
+    for doc_id, doc in enumerate(task.eval_docs):
+        ids = lambda array: compact_ids([int(t) for t in array])  # noqa: E731 (as the task logs a token-id list)
+        pairs = [(ids(context), ids(continuation)) for context, continuation in task.accuracy_requests(doc)]
+        expected[doc_id] = {f"gen_args_{i}": {"arg_0": c, "arg_1": t, "arg_2": {"beyond_max_length": True}} for i, (c, t) in enumerate(pairs)}
+    assert second == expected and all(second[d] != first[d] for d in first)

@@ -120,6 +120,23 @@ def test_separator_is_bos_else_eos_else_an_error(tiny_llama_dir):
         separator_id(tok)
 
 
+def test_the_cards_separator_example_is_a_token_of_smollm2_and_ids_outside_the_vocabulary_are_refused(smollm2_dir, tiny_llama_dir):
+    """Issue 28, defect 8: `<|endoftext|>` is SmolLM2's id 0, which it also uses as its unknown token, and was
+    refused; `99999` was accepted and failed once the model ran, with a traceback."""
+    from lm_eval_longmem.forgetting_curve.data import build_sweep
+    from lm_eval_longmem.forgetting_curve.options import SweepOptions
+
+    example = next(f.metadata["lm_eval_longmem"].example for f in SweepOptions.__dataclass_fields__.values() if f.name == "separator")
+    smollm2 = AutoTokenizer.from_pretrained(smollm2_dir)
+    assert example == "<|endoftext|>" and smollm2.unk_token_id == 0
+    assert separator_id(smollm2, example) == 0
+    with pytest.raises(UsageError, match=r"separator=99999: not a token id of this tokenizer \(its ids run from 0 to 49151\)"):
+        separator_id(smollm2, "99999")
+    metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_lengths": "16", "forgetting_curve_separator": 99999}
+    with pytest.raises(UsageError, match=r"^--metadata forgetting_curve_separator=99999: not a token id .* from 0 to 100\)"):
+        build_sweep(metadata)  # the data builder: before any request reaches the model
+
+
 def test_position_limit(tiny_llama_dir, tmp_path):
     from transformers import GPT2Config
 

@@ -188,3 +188,41 @@ def test_runs_that_differ_in_the_prefix_share_the_copy_curve(tiny_llama_dir, boo
         (copy_one, lm_one), (copy_other, lm_other) = one["arguments"], other["arguments"]
         assert copy_one == copy_other and lm_one[1] == lm_other[1]  # same S; logged as digests of the token ids
         assert lm_one[0] != lm_other[0]  # LM context: I differs
+
+
+# --- issue 28, defect 2: sources are compared as texts, not as option strings ----------------------------------------
+
+
+def _docs(metadata):
+    return [{k: v for k, v in d.items()} for d in build_sweep(metadata).docs]
+
+
+@pytest.mark.parametrize("spelling", ["trailing_slash", "relative", "containing_folder"])
+@pytest.mark.parametrize("role", ["forgetting_curve_prefix_source", "forgetting_curve_copy_source"])
+def test_a_source_that_reads_the_corpus_texts_is_the_corpus(spelling, role, tiny_llama_dir, book, tmp_path, monkeypatch):
+    """`<corpus folder>/`, a relative path to it or a folder holding just its book: the plain run's docs, S and I
+    disjoint (it was drawn with its own RNG and no disjointness check, so I could contain S)."""
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / book.name).write_bytes(book.read_bytes())
+    corpus = str(books / book.name) if spelling == "containing_folder" else str(books)
+    spelled = {"trailing_slash": f"{books}/", "relative": "books", "containing_folder": str(books)}[spelling]
+    monkeypatch.chdir(tmp_path)
+    plain = _docs(_metadata(tiny_llama_dir, corpus))
+    named = _docs(_metadata(tiny_llama_dir, corpus, **{role: spelled}))
+    assert named == plain and "corpus_tokens" in named[0]
+    for doc in (d for d in named if d["s_start"] >= 0):  # (lengths beyond max_tokens never run and have no spans)
+        s, i = doc["s_start"], doc["i_start"]
+        assert s + doc["length"] <= i or i + doc["length"] <= s  # disjoint spans of one stream
+
+
+def test_sources_that_share_a_text_but_differ_are_refused(tiny_llama_dir, book, embedded_books_dir, tmp_path):
+    both = tmp_path / "both"
+    both.mkdir()
+    for name in (book.name, "hamlet.txt"):
+        (both / name).write_bytes((embedded_books_dir / name).read_bytes())
+    with pytest.raises(UsageError, match=r"forgetting_curve_corpus=.*forgetting_curve_prefix_source=.*both share 1 text\(s\) but are not the same source"):
+        build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_prefix_source=str(both)))
+    # a source with no text in common with the corpus is still another source
+    other = build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_prefix_source=str(embedded_books_dir / "hamlet.txt"))).docs
+    assert "prefix_tokens" in other[0]
