@@ -104,10 +104,12 @@ def without_paths(markdown: str) -> str:
 
 def without_additions(markdown: str) -> str:
     """The report without what issue 20 added: the Book-SORT "answered A" column and its note, the
-    answer-bias flags, and the perplexity panel's words in a forgetting-curve caption."""
+    answer-bias flags, the per-length table issue 26 added, and the perplexity panel's words in a forgetting-curve caption."""
     markdown = markdown.replace(' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', "")
     markdown = markdown.replace(", with the perplexity of the same tokens under it (the paper's Figure 5).", ".")
     markdown = re.sub(r"\n\*\*Answer bias: [^\n]*\n", "", markdown)
+    # issue 26: the forgetting curve's per-length table (its note and rows) after the summary table
+    markdown = re.sub(r"\n\nPer length: [^\n]*\n\n(\|[^\n]*\n)+", "\n", markdown)
     lines = markdown.split("\n")
     for i, line in enumerate(lines):
         if line.startswith("| model | acc | answered A |"):
