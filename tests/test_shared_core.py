@@ -19,6 +19,7 @@ from kit import read_samples, run_lm_eval
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT, BooksortOptions
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE, SweepOptions
@@ -117,6 +118,12 @@ def _prompts(record: dict) -> str:
     return " ".join(_words(str(request["arg_0"])) for request in record["arguments"].values())
 
 
+def _context(record: dict) -> str:
+    """The haystack a logged BABILong sample was sent (inside the prompt's `<context>` tags; the doc holds its digest)."""
+    prompt = str(record["arguments"]["gen_args_0"]["arg_0"])
+    return prompt[prompt.index("<context>\n") + len("<context>\n") : prompt.index("\n</context>")]
+
+
 def test_booksort_folder_rebuilt_in_place_gives_its_new_trials(replaced_inputs):
     """Defect 1b: after rebuilding `booksort_data` from other books, the prompts sent show the new build's trials."""
     for run in ("before", "after"):
@@ -132,13 +139,13 @@ def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
     """Defect 1c: generated samples come from the background corpus the folder holds now."""
     for run, other in (("before", "after"), ("after", "before")):
         records = replaced_inputs[run]["babilong"]
-        assert all(_words(r["doc"]["input"]) in _prompts(r) for r in records), run  # the context sent is this run's
-        contexts = " ".join(_words(r["doc"]["input"]) for r in records)
+        assert all(sha256_hex(_context(r)) == r["doc"]["context_sha256"] for r in records), run  # the context sent is this run's
+        contexts = " ".join(_words(_context(r)) for r in records)
         pieces = [p for p in re.split(r"(?<=[.!?])\s+", contexts) if len(p) > 30]  # book sentences (facts are short)
         found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731
         assert found(replaced_inputs[run]["texts"]), (run, contexts[:300])
         assert not set(found(replaced_inputs[other]["texts"])) - set(found(replaced_inputs[run]["texts"])), run
-    contexts = lambda run: {r["doc"]["input"] for r in replaced_inputs[run]["babilong"]}  # noqa: E731
+    contexts = lambda run: {_context(r) for r in replaced_inputs[run]["babilong"]}  # noqa: E731
     assert not contexts("before") & contexts("after")
 
 

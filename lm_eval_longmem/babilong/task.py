@@ -29,9 +29,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 from lm_eval_longmem.babilong import report, retrieval
+from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
@@ -91,13 +93,22 @@ class BabilongTask(LongmemTask):
         specs = super().score_specs()
         return (*specs, RECALL) if self.options.retrieval != "none" else specs
 
+    @cached_property
+    def haystacks(self) -> Haystacks:
+        """Each doc's haystack, rebuilt from what the doc records (docs do not hold it: see `data.DOC_FEATURES`)."""
+        return Haystacks(self.options)
+
+    def haystack(self, doc: dict[str, Any]) -> str:
+        """The doc's background text with its facts inside (what the prompt's `<context>` holds in-context)."""
+        return self.haystacks(doc)
+
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         """The paper's prompt for `doc` (instruction, examples, answer format, context, question).
 
         Under the retrieval condition the context is the retrieved pieces instead of the haystack.
         """
         options = self.options
-        context = doc["input"] if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
+        context = self.haystack(doc) if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
         return build_prompt(doc["qa"], context, doc["question"], options.switches)
 
     def fit_reason(self, doc: dict[str, Any]) -> str:

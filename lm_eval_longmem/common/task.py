@@ -9,7 +9,9 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   considers is checked by `fit_reason` against the model's window (`model_info.model_window`,
   which prefers the backend the harness created): by default the exact prompt the harness will
   send (system instruction and chat template included) plus the answer (the longest choice, or
-  `max_gen_toks`). A doc that does not fit is skipped and counted, never truncated, and the
+  `max_gen_toks`), counted exactly without tokenizing it again on every run (`count_tokens`: the
+  count the doc's builder stored for that very prompt, else one tokenization per content, kept on
+  disk by `common.token_counts`). A doc that does not fit is skipped and counted, never truncated, and the
   dataset is never changed: `doc_iterator` passes over skipped docs, so `--limit N` means "the
   first N docs that run", `--samples` indices are the dataset's own, and `--cache_requests` /
   `--use_cache` see the same docs in every run. The skips are computed the same way whether the
@@ -52,6 +54,7 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_tokenizer, model_window
 from lm_eval_longmem.common.options import declared, parse_options
+from lm_eval_longmem.common.token_counts import TokenCounts
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
@@ -136,9 +139,27 @@ class LongmemTask(ConfigurableTask):
         cells = self.doc_cells(doc)
         return cells[0] if cells else "all"
 
+    @cached_property
+    def token_counts(self) -> TokenCounts:
+        """Exact counts of the prompts this run checks, kept on disk by content (saved after the fit checks)."""
+        return TokenCounts(self.tokenizer)
+
+    def count_tokens(self, doc: dict[str, Any], text: str) -> int:
+        """Exact tokens of `text` in the model's tokenizer, special tokens included, as `tokenizer(text)` gives them.
+
+        A doc may carry the count its builder made of its prompt (`prompt_tokens`, with `prompt_sha256`,
+        the sha256 of that prompt): when `text` is that prompt, the count is read, not made again
+        (BABILong's generator counts each prompt as it builds it). Any other text (a chat template,
+        a system instruction, an answer choice added) is counted once per content (`token_counts`).
+        """
+        digest = sha256_hex(text)
+        if doc.get("prompt_sha256") == digest:
+            return int(doc["prompt_tokens"])
+        return self.token_counts.count(text, digest)
+
     def answer_tokens(self, doc: dict[str, Any], prompt: str) -> int:
         """Tokens of prompt + answer as the backend will run them (the longest choice, or max_gen_toks)."""
-        count = lambda text: len(self.tokenizer(text)["input_ids"])  # noqa: E731 (special tokens included)
+        count = lambda text: self.count_tokens(doc, text)  # noqa: E731
         if self.OUTPUT_TYPE == "generate_until":
             return count(prompt) + int((self.config.generation_kwargs or {}).get("max_gen_toks", 256))
         if self.OUTPUT_TYPE == "multiple_choice":
@@ -219,6 +240,10 @@ class LongmemTask(ConfigurableTask):
         self._fit = {}
         self.before_requests()
         kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
+        if "token_counts" in self.__dict__:  # the fit counted prompts: keep the new counts for later runs
+            counts = self.token_counts
+            log.info("%s: window fit read %d prompt count(s) from the cache and counted %d", self.config.task, counts.read, len(counts.new))
+            counts.save()
         if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
             raise UsageError(
                 f"{self.config.task}: {kept} doc(s) to run for {ranks} data-parallel processes, and every process "

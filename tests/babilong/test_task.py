@@ -12,6 +12,7 @@ from kit import babilong_simulated as simulated
 from kit import read_results, run_lm_eval
 
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.results import skip_reasons
 
 
@@ -71,7 +72,10 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     prompt = sample["arguments"][0][0]
     doc = sample["doc"]
     assert prompt.startswith("S" * 150)
-    assert prompt.endswith(build_prompt(doc["qa"], doc["input"], doc["question"]))
+    assert "input" not in doc and len(str(doc)) < 2000  # the doc records what rebuilds its haystack; the prompt holds it
+    context = prompt[prompt.index("<context>\n") + 10 : prompt.index("\n</context>")]
+    assert sha256_hex(context) == doc["context_sha256"]
+    assert prompt.endswith(build_prompt(doc["qa"], context, doc["question"]))
     assert sample["arguments"][0][1]["max_gen_toks"] == 20 and sample["arguments"][0][1]["do_sample"] is False
     assert sample["metrics"] == ["acc", "acc_corrected", "cells", "summary"]  # its own scores and cell, nothing per run cell
     assert sample["acc"] in (0.0, 1.0) and sample["cells"] == [f"{doc['qa']}_{doc['length']}"]
@@ -116,7 +120,7 @@ def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smo
     rendered = task.fewshot_context(
         doc, 0, system_instruction="Answer briefly.", apply_chat_template=True, chat_template=chat_template
     )
-    prompt = build_prompt("qa1", doc["input"], doc["question"])
+    prompt = build_prompt("qa1", task.haystack(doc), doc["question"])
     assert rendered == (
         f"<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
     )
