@@ -242,7 +242,7 @@ class LongmemTask(ConfigurableTask):
         kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
         if "token_counts" in self.__dict__:  # the fit counted prompts: keep the new counts for later runs
             counts = self.token_counts
-            log.info("%s: window fit read %d prompt count(s) from the cache and counted %d", self.config.task, counts.read, len(counts.new))
+            log.info("%s: window fit read %d prompt count(s) from the cache and counted %d", self.config.task, counts.read, counts.counted)
             counts.save()
         if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
             raise UsageError(

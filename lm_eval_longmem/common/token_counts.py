@@ -87,8 +87,11 @@ class TokenCounts:
         self.table = f"{tokenizer_fingerprint(tokenizer)}-with-special-tokens"
         self.known: dict[str, int] = read_table(self.NAMESPACE, self.table)
         self.new: dict[str, int] = {}
+        """Counts made since the last `save`."""
         self.read = 0
-        """Counts found in the table this run."""
+        """Counts found in the table (this object's lifetime)."""
+        self.counted = 0
+        """Texts tokenized (this object's lifetime)."""
 
     def count(self, text: str, digest: str | None = None) -> int:
         """The exact count of `text`: looked up by its sha256 (`digest`, when the caller has it), else tokenized once."""
@@ -98,6 +101,7 @@ class TokenCounts:
             return int(self.known[digest])
         if digest not in self.new:
             self.new[digest] = len(self.tokenizer(text)["input_ids"])
+            self.counted += 1
         return self.new[digest]
 
     def save(self) -> None:

@@ -166,3 +166,36 @@ def test_switches_drop_prompt_parts(smollm2_dir, books, cache):
     assert "<example>" not in text and not text.startswith("I will give you")
     assert text.startswith("Always return your answer")
     assert text.index("<context>") < text.index("Question:")
+
+
+def test_window_fit_reads_the_generators_exact_counts(smollm2_dir, books, cache):
+    """The fit of a generated doc reads the count stored with it (no tokenization), and it is exact to the token;
+    a prompt the generator did not count (a system instruction added) is counted once, then read by content."""
+    from transformers import AutoTokenizer
+
+    from lm_eval_longmem import task_manager
+    from lm_eval_longmem.common.model_info import Window
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    metadata = {"pretrained": str(smollm2_dir), "max_length": 8192} | simulated(books, babilong_lengths="1k", babilong_tasks="qa1")
+
+    def task():
+        return task_manager(metadata=metadata).load(["babilong"])["tasks"]["babilong"]
+
+    plain = task()
+    docs = list(plain.eval_docs)
+    for doc in docs:
+        assert doc["prompt_tokens"] == len(tokenizer(plain.rendered_prompt(doc))["input_ids"])
+    edge = docs[0]["prompt_tokens"] + 20  # prompt + the 20 answer tokens
+    plain.__dict__["window"] = Window(edge, None, "hf", "a test window")
+    assert plain.fit_reason(docs[0]) == ""
+    plain.__dict__["window"] = Window(edge - 1, None, "hf", "a test window")
+    assert "exceed the window" in plain.fit_reason(docs[0])
+    assert plain.token_counts.counted == 0 and plain.token_counts.read == 0  # every count came from the docs
+
+    first = task()
+    first.build_all_requests(limit=None, rank=0, world_size=1, tokenizer_name="t", system_instruction="Be brief.")
+    assert first.token_counts.counted == len(docs) and not first.skips
+    again = task()
+    again.build_all_requests(limit=None, rank=0, world_size=1, tokenizer_name="t", system_instruction="Be brief.")
+    assert again.token_counts.counted == 0 and again.token_counts.read == len(docs)
