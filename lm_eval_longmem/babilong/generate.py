@@ -25,7 +25,7 @@ Where we differ from the authors' generator, on purpose:
 A sample is stored as what rebuilds its text, not as the text (`context_of`): its run of
 background sentences, where each fact goes, how many words of the last sentence it keeps. A
 `--log_samples` line then holds the text once, in the prompt the harness logs, and a 1M-token
-sample is a few hundred bytes in the cache. Its exact prompt length is stored with it
+sample is about a kilobyte in the cache. Its exact prompt length is stored with it
 (`prompt_tokens`, with `prompt_sha256`, the digest of the prompt it counts), so the window fit
 reads it instead of tokenizing 1M tokens again. The count is made without tokenizing the whole
 prompt when the tokenizer allows it (`common.token_counts.join_additive`: the cached counts of
@@ -141,6 +141,7 @@ def _cached_sentences(text: str) -> list[str]:
 
     key = cache_key(text=sha256_hex(text), splitter="pysbd-en-paragraphs", v=1)
     return load_or_build("babilong-sentences", key, lambda: split_sentences(text), dump=dump, load=load, suffix=".json")
+
 
 def corpus_sentences(texts: Sequence[str]) -> list[str]:
     """Every sentence of `texts`, texts in order (each text split once, then read from the cache)."""

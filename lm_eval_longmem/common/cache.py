@@ -314,13 +314,8 @@ def _table_path(namespace: str, name: str) -> Path:
     return cache_dir() / namespace / f"{name}.json"
 
 
-def read_table(namespace: str, name: str) -> dict[str, Any]:
-    """The JSON object cached as the table (namespace, name); {} when there is none or it does not verify.
-
-    A table is an entry that grows (`merge_table`), e.g. values looked up by a content digest. A
-    damaged table is dropped with one log line and built up again, like any other entry.
-    """
-    path = _table_path(namespace, name)
+def _load_table(path: Path, *, warn: bool) -> dict[str, Any] | None:
+    """The verified table at `path` ({} when there is none), else None (and one log line when `warn`)."""
     if not path.exists() and not manifest_path(path).exists():
         return {}
     why = verify(path)
@@ -333,8 +328,25 @@ def read_table(namespace: str, name: str) -> dict[str, Any]:
             if isinstance(table, dict):
                 return table
             why = "is not a JSON object"
-    log.warning("cache entry %s %s; starting it anew", path, why)
-    return {}
+    if warn:
+        log.warning("cache entry %s %s; starting it anew", path, why)
+    return None
+
+
+def read_table(namespace: str, name: str) -> dict[str, Any]:
+    """The JSON object cached as the table (namespace, name); {} when there is none or it does not verify.
+
+    A table is an entry that grows (`merge_table`), e.g. values looked up by a content digest. A
+    damaged table is dropped with one log line and built up again, like any other entry. A table
+    that does not verify at once is looked at again under its lock, as a writer may have been
+    between writing it and its manifest.
+    """
+    path = _table_path(namespace, name)
+    table = _load_table(path, warn=False)
+    if table is None:
+        with locked(path):
+            table = _load_table(path, warn=True)
+    return table or {}
 
 
 def merge_table(namespace: str, name: str, items: dict[str, Any]) -> None:
@@ -347,7 +359,7 @@ def merge_table(namespace: str, name: str, items: dict[str, Any]) -> None:
         return
     path = _table_path(namespace, name)
     with locked(path):
-        table = read_table(namespace, name) | items
+        table = (_load_table(path, warn=True) or {}) | items
         _VERIFIED.pop(path, None)
         manifest_path(path).unlink(missing_ok=True)
         digest = atomic_write(path, lambda tmp: (tmp.write_text(json.dumps(table), encoding="utf-8"), _entry_digest(tmp))[1])

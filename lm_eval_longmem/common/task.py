@@ -97,6 +97,7 @@ class LongmemTask(ConfigurableTask):
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         self._render_kwargs: dict[str, Any] = {}
         self._fit: dict[int, str] = {}
+        self._stored_counts = 0
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
         self.docs_per_cell: dict[str, int] = {}
@@ -154,6 +155,7 @@ class LongmemTask(ConfigurableTask):
         """
         digest = sha256_hex(text)
         if doc.get("prompt_sha256") == digest:
+            self._stored_counts += 1
             return int(doc["prompt_tokens"])
         return self.token_counts.count(text, digest)
 
@@ -237,12 +239,16 @@ class LongmemTask(ConfigurableTask):
         self._render_kwargs = {key: kwargs.get(key) for key in _RENDER_KEYS if key in kwargs}
         self._render_kwargs["apply_chat_template"] = bool(self._render_kwargs.get("apply_chat_template"))
         self._render_kwargs["fewshot_as_multiturn"] = bool(self._render_kwargs.get("fewshot_as_multiturn"))
-        self._fit = {}
+        self._fit, self._stored_counts = {}, 0
         self.before_requests()
         kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
-        if "token_counts" in self.__dict__:  # the fit counted prompts: keep the new counts for later runs
-            counts = self.token_counts
-            log.info("%s: window fit read %d prompt count(s) from the cache and counted %d", self.config.task, counts.read, counts.counted)
+        counts = self.__dict__.get("token_counts")
+        if counts is not None or self._stored_counts:
+            log.info(
+                "%s: window fit: %d prompt count(s) stored with the docs, %d read from the count cache, %d tokenized",
+                self.config.task, self._stored_counts, counts.read if counts else 0, counts.counted if counts else 0,
+            )  # fmt: skip
+        if counts is not None:  # keep the new counts for later runs
             counts.save()
         if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
             raise UsageError(
