@@ -10,8 +10,10 @@ tokenizer, the embedded plays (and the nine books of ../shared/data when present
   package keeps it for tokenizers whose counts do not add up); docs hold their haystack.
 * The forgetting curve's tokenized corpus, big enough for L = 1M (2M tokens for S and a disjoint I):
   before, every book in one tokenizer call; after, one book per call.
-* Book-SORT at 20,000-word excerpts: building it, then the window fit of its trials: before, each
-  prompt tokenized with each answer choice on every run; after, counted once and read by content.
+* Book-SORT at 20,000-word excerpts: building it; loading its docs (before, each doc held its
+  excerpt, and a `datasets.Dataset` was built from them; after, docs say where their excerpt is);
+  the window fit of its trials (before, each prompt tokenized with each answer choice on every run;
+  after, counted once and read by content).
 
     python benchmarks/data_phase.py            # everything (about 10 minutes on 2 cores)
     python benchmarks/data_phase.py --quick    # the two BABILong 1M figures after the change
@@ -100,9 +102,9 @@ def cell_babilong_build(mode: str, **_: Any) -> dict[str, Any]:
 
     generate.prompt_tokens = counting
     spec = generate.GenerationSpec(qa="qa1", length=MILLION, samples=1)
-    babi = simulate("qa1", 1, 0)
+    babi, parts = simulate("qa1", 1, 0), harness_prompt_parts("qa1")
     with Clock() as build:
-        (row,) = generate.generate_samples(spec, babi, background, tok, harness_prompt_parts("qa1"))
+        (row,) = generate.generate_samples(spec, babi, background, tok, parts)
     return {
         "background_tokens": background.total_tokens, "background_load_s": load.wall, "wall_s": build.wall,
         "cpu_s": build.cpu, "whole_prompt_tokenizations": sum(n > 100_000 for n in calls), "prompt_tokens": row["prompt_tokens"],
@@ -224,13 +226,39 @@ def cell_booksort_build(out: str, **_: Any) -> dict[str, Any]:
     return {"books": len(books), "trials": manifest["n_trials"], "wall_s": clock.wall, "cpu_s": clock.cpu}
 
 
+def cell_booksort_load(mode: str, data: str, **_: Any) -> dict[str, Any]:
+    """Loading the in-context docs of both splits as `load_booksort` does, peak memory.
+
+    Before (main): every doc holds its prompt with the excerpt in it, and a `datasets.Dataset` is built from them.
+    """
+    import datasets
+
+    from lm_eval_longmem.booksort.data import SPLITS, Excerpts, booksort_options, build_docs, load_booksort, user_text
+
+    metadata = {"booksort_data": data}
+    base = peak_mb()
+    with Clock() as clock:
+        if mode == "before":
+            excerpts = Excerpts(booksort_options(metadata))
+            loaded = {}
+            for split in SPLITS:
+                docs = build_docs(metadata, split, "in_context")
+                for doc in docs:
+                    doc["prompt_user"] = user_text(doc, excerpts(doc))
+                    del doc["prompt_before_excerpt"], doc["prompt_after_excerpt"]
+                loaded[split] = datasets.Dataset.from_list(docs)
+        else:
+            loaded = load_booksort("in_context", **metadata)
+    return {"docs": sum(len(d) for d in loaded.values()), "wall_s": clock.wall, "cpu_s": clock.cpu, "base_mb": base, "peak_mb": peak_mb()}
+
+
 def cell_booksort_fit(mode: str, data: str, docs: int, **_: Any) -> dict[str, Any]:
     """The window fit of the first `docs` trials (log-prob task: each prompt with each of the two choices)."""
     from lm_eval_longmem import task_manager
 
     metadata = {"pretrained": INPUTS["model"], "max_length": 131072, "booksort_data": data}
     with Clock() as load:
-        task = task_manager(metadata=metadata).load(["booksort"])["tasks"]["booksort"]
+        task = task_manager(metadata=metadata).load(["booksort_in_context"])["tasks"]["booksort_in_context"]
         chosen = [task.eval_docs[i] for i in range(docs)]
     tok = task.tokenizer
     with Clock() as fit:
@@ -251,6 +279,7 @@ CELLS = {
     "babilong-memory": cell_babilong_memory,
     "fc-corpus": cell_fc_corpus,
     "booksort-build": cell_booksort_build,
+    "booksort-load": cell_booksort_load,
     "booksort-fit": cell_booksort_fit,
 }
 
@@ -334,8 +363,14 @@ def main() -> None:
 
             data = str(Path(tmp) / "booksort")
             b = run_cell("booksort-build", out=data)
-            print(f"\nBook-SORT at 20,000-word excerpts: built from {b['books']} books, {b['trials']} trials in {b['wall_s']:.1f} s "
+            trials = ", ".join(f"{n:,} {split}" for split, n in b["trials"].items())
+            print(f"\nBook-SORT at 20,000-word excerpts: built from {b['books']} books ({trials} trials) in {b['wall_s']:.1f} s "
                   f"(cpu {b['cpu_s']:.1f} s; unchanged)")  # fmt: skip
+            print("  loading the docs (both splits)   wall s    cpu s  base MB  peak MB  over base")
+            for m in ("before", "after"):
+                r = run_cell("booksort-load", mode=m, data=data)
+                print(f"  {m:30} {r['wall_s']:8.1f} {r['cpu_s']:8.1f} {r['base_mb']:8.0f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}")
+                summary |= {f"booksort_load_{m}_s": r["wall_s"], f"booksort_load_{m}_peak_mb": r["peak_mb"]}
             n = args.booksort_docs
             counts_cache = {"LM_EVAL_LONGMEM_CACHE": str(Path(tmp) / "counts")}
             before = run_cell("booksort-fit", mode="before", data=data, docs=n)

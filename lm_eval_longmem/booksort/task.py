@@ -32,10 +32,12 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from lm_eval_longmem.booksort.data import Excerpts, user_text
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
 from lm_eval_longmem.common.metric_names import ScoreSpec
@@ -138,6 +140,15 @@ class BooksortTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
+
+    @cached_property
+    def excerpts(self) -> Excerpts:
+        """Each doc's excerpt, from where the doc says it is (docs do not hold it: see `data.py`)."""
+        return Excerpts(self.options)
+
+    def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        """The user turn: P_context, the excerpt (in context), P_task, the two segments, P_question."""
+        return user_text(doc, self.excerpts(doc))
 
     def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
         """Accuracy cells also get the one-sided exact binomial test against chance; answer-bias cells do not."""
