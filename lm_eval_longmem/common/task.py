@@ -241,15 +241,10 @@ class LongmemTask(ConfigurableTask):
         self._render_kwargs["fewshot_as_multiturn"] = bool(self._render_kwargs.get("fewshot_as_multiturn"))
         self._fit, self._stored_counts = {}, 0
         self.before_requests()
-        kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
-        counts = self.__dict__.get("token_counts")
-        if counts is not None or self._stored_counts:
-            log.info(
-                "%s: window fit: %d prompt count(s) stored with the docs, %d read from the count cache, %d tokenized",
-                self.config.task, self._stored_counts, counts.read if counts else 0, counts.counted if counts else 0,
-            )  # fmt: skip
-        if counts is not None:  # keep the new counts for later runs
-            counts.save()
+        try:
+            kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
+        finally:
+            self._save_counts()
         if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
             raise UsageError(
                 f"{self.config.task}: {kept} doc(s) to run for {ranks} data-parallel processes, and every process "
@@ -259,6 +254,17 @@ class LongmemTask(ConfigurableTask):
         fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
         kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
         super().build_all_requests(limit=limit, samples=samples, **kwargs)
+
+    def _save_counts(self) -> None:
+        """Say where the fit's counts came from, and keep the new ones for later runs (even when no doc fits)."""
+        counts = self.__dict__.get("token_counts")
+        if counts is not None or self._stored_counts:
+            log.info(
+                "%s: window fit: %d prompt count(s) stored with the docs, %d read from the count cache, %d tokenized",
+                self.config.task, self._stored_counts, counts.read if counts else 0, counts.counted if counts else 0,
+            )  # fmt: skip
+        if counts is not None:
+            counts.save()
 
     def adopt_run(self, skips: dict[str, dict[str, int]], cells_column: Sequence[Sequence[str]]) -> None:
         """Take the state aggregation reads (skips, cells in order) from a run's records instead of deciding it.
