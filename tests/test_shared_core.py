@@ -228,8 +228,8 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
 
 def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir, embedded_books_dir, tmp_path):
     """Defect 15: `forgetting_curve_lengths=[16,100000]` on a 2048-token model (rotary: the backend runs any
-    length) used to start a 200k-token forward with no word. Before any request runs, one line now says what
-    the longest sequence needs against the window and the backend's limit. `--limit 1` runs only the 16-token doc.
+    length) used to start a 200k-token forward with no word. Before any request runs, one line now says which
+    lengths will run past the window, what they need, and how to stay within it. `--limit 1` runs only the 16-token doc.
     """
     corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
     corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
@@ -240,9 +240,10 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
             "--tasks", "forgetting_curve", "--limit", "1", "--metadata", json.dumps(metadata)]  # fmt: skip
     proc = run_lm_eval(args, out, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data-cache")})
     lines = proc.stderr.splitlines()
-    said = [i for i, line in enumerate(lines) if "L=100000" in line and "200001 input positions" in line]
+    said = [i for i, line in enumerate(lines) if "length(s) 100000 (200001 input positions: 2L+1)" in line]
     assert len(said) == 1, proc.stderr[-4000:]
-    assert "2048" in lines[said[0]] and "backend" in lines[said[0]]
+    assert "claimed window of 2048 tokens" in lines[said[0]] and "will run anyway" in lines[said[0]]
+    assert "hf backend runs any length" in lines[said[0]] and "forgetting_curve_beyond_window=false" in lines[said[0]]
     running = [i for i, line in enumerate(lines) if "Running loglikelihood_accuracy requests" in line]
     assert running and said[0] < running[0]
 

@@ -132,6 +132,28 @@ def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(tokenizer, tm
     assert "point --metadata babilong_corpus at more books" in message and "choose shorter babilong_lengths" in message
 
 
+def test_corpus_too_short_through_lm_eval_is_one_line_without_traceback(tiny_llama_dir, tmp_path):
+    """Issue 25: it used to end in a 20-frame ValueError traceback."""
+    import json
+
+    from kit import run_lm_eval
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "a.txt").write_text("One short sentence. And another one.")
+    metadata = {"babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(tiny),
+                "babilong_lengths": "[1k]", "babilong_tasks": "qa1", "babilong_samples": 1}  # fmt: skip
+    proc = run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+         "--tasks", "babilong", "--metadata", json.dumps(metadata)],
+        tmp_path, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")}, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"lm-eval-longmem: error: babilong_corpus={tiny} has 37 tokens of text, fewer than the "), last  # one per character
+    assert "one 1k BABILong sample needs: point --metadata babilong_corpus at more books" in last, last
+
+
 def test_sentence_splitting_joins_wrapped_lines():
     text = "It was a dark\nnight. The wind\nhowled.\n\nA new paragraph starts here. Mr. Smith left."
     assert split_sentences(text) == [
