@@ -229,15 +229,23 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
 def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir, embedded_books_dir, tmp_path):
     """Defect 15: `forgetting_curve_lengths=[16,100000]` on a 2048-token model (rotary: the backend runs any
     length) used to start a 200k-token forward with no word. Before any request runs, one line now says which
-    lengths will run past the window, what they need, and how to stay within it. `--limit 1` runs only the 16-token doc.
+    lengths will run past the window, what they need, and how to stay within it. `--samples` runs only the
+    16-token doc (`--limit 1` would run the 200k-token one: the doc order puts the costliest first).
     """
+    from lm_eval_longmem.forgetting_curve.data import build_sweep
+
     corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
     corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
     metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1}
     out = tmp_path / "out"
     out.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "data-cache"))
+        docs = build_sweep({"pretrained": str(tiny_llama_dir), **metadata}).docs
+    short = [i for i, doc in enumerate(docs) if doc["length"] == 16]
     args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-            "--tasks", "forgetting_curve", "--limit", "1", "--metadata", json.dumps(metadata)]  # fmt: skip
+            "--tasks", "forgetting_curve", "--samples", json.dumps({"forgetting_curve": short}),
+            "--metadata", json.dumps(metadata)]  # fmt: skip
     proc = run_lm_eval(args, out, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data-cache")})
     lines = proc.stderr.splitlines()
     said = [i for i, line in enumerate(lines) if "length(s) 100000 (200001 input positions: 2L+1)" in line]
