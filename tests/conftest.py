@@ -17,7 +17,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from kit import SHARED_DATA, build_tiny_llama, read_results, read_samples, run_lm_eval  # noqa: E402,F401
+from kit import SHARED_DATA, build_long_llama, build_tiny_llama, read_results, read_samples, run_lm_eval  # noqa: E402,F401
 
 from lm_eval_longmem.common import embedded  # noqa: E402
 
@@ -26,6 +26,18 @@ from lm_eval_longmem.common import embedded  # noqa: E402
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A tiny random Llama-style model + tokenizer saved as a normal HF folder (built in about a second)."""
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def llama_128k_dir(smollm2_dir, tmp_path_factory) -> Path:
+    """A tiny random Llama (2 layers, hidden 64) claiming a 128k window, with SmolLM2's tokenizer (real token counts)."""
+    return build_long_llama(tmp_path_factory.mktemp("llama-128k"), smollm2_dir, 131072)
+
+
+@pytest.fixture(scope="session")
+def llama_1m_dir(smollm2_dir, tmp_path_factory) -> Path:
+    """The same with a 1M window (1,048,576 positions)."""
+    return build_long_llama(tmp_path_factory.mktemp("llama-1m"), smollm2_dir, 1048576)
 
 
 @pytest.fixture(scope="session")

@@ -63,6 +63,34 @@ def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Pat
     return out_dir
 
 
+def build_long_llama(out_dir: Path, tokenizer_dir: Path, positions: int, *, seed: int = 0) -> Path:
+    """A tiny random Llama-style model (2 layers, hidden size 64) with `positions` positions and the tokenizer of
+    `tokenizer_dir` (SmolLM2's, so token counts are those of a real model), saved as an HF folder in about a second.
+
+    Rotary positions: the backend can run any length; `max_position_embeddings` is the window it claims.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer.save_pretrained(out_dir)
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(config).to(torch.float32).save_pretrained(out_dir)
+    return out_dir
+
+
 def build_guessing_model(tiny_dir: Path, out_dir: Path) -> Path:
     """The tiny model made to guess " " or "e" from the sign of one hidden unit: scores are real fractions, not all 0.
 

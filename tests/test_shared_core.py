@@ -20,6 +20,7 @@ from lm_eval_longmem import harness
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT, BooksortOptions
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE, SweepOptions
@@ -118,6 +119,12 @@ def _prompts(record: dict) -> str:
     return " ".join(_words(str(request["arg_0"])) for request in record["arguments"].values())
 
 
+def _context(record: dict) -> str:
+    """The haystack a logged BABILong sample was sent (inside the prompt's `<context>` tags; the doc holds its digest)."""
+    prompt = str(record["arguments"]["gen_args_0"]["arg_0"])
+    return prompt[prompt.index("<context>\n") + len("<context>\n") : prompt.index("\n</context>")]
+
+
 def test_booksort_folder_rebuilt_in_place_gives_its_new_trials(replaced_inputs):
     """Defect 1b: after rebuilding `booksort_data` from other books, the prompts sent show the new build's trials."""
     for run in ("before", "after"):
@@ -133,13 +140,13 @@ def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
     """Defect 1c: generated samples come from the background corpus the folder holds now."""
     for run, other in (("before", "after"), ("after", "before")):
         records = replaced_inputs[run]["babilong"]
-        assert all(_words(r["doc"]["input"]) in _prompts(r) for r in records), run  # the context sent is this run's
-        contexts = " ".join(_words(r["doc"]["input"]) for r in records)
+        assert all(sha256_hex(_context(r)) == r["doc"]["context_sha256"] for r in records), run  # the context sent is this run's
+        contexts = " ".join(_words(_context(r)) for r in records)
         pieces = [p for p in re.split(r"(?<=[.!?])\s+", contexts) if len(p) > 30]  # book sentences (facts are short)
         found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731
         assert found(replaced_inputs[run]["texts"]), (run, contexts[:300])
         assert not set(found(replaced_inputs[other]["texts"])) - set(found(replaced_inputs[run]["texts"])), run
-    contexts = lambda run: {r["doc"]["input"] for r in replaced_inputs[run]["babilong"]}  # noqa: E731
+    contexts = lambda run: {_context(r) for r in replaced_inputs[run]["babilong"]}  # noqa: E731
     assert not contexts("before") & contexts("after")
 
 
@@ -229,21 +236,30 @@ def test_a_negative_whole_number_is_echoed_as_typed():
 
 def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir, embedded_books_dir, tmp_path):
     """Defect 15: `forgetting_curve_lengths=[16,100000]` on a 2048-token model (rotary: the backend runs any
-    length) used to start a 200k-token forward with no word. Before any request runs, one line now says what
-    the longest sequence needs against the window and the backend's limit. `--limit 1` runs only the 16-token doc.
+    length) used to start a 200k-token forward with no word. Before any request runs, one line now says which
+    lengths will run past the window, what they need, and how to stay within it. `--samples` runs only the
+    16-token doc (`--limit 1` would run the 200k-token one: the doc order puts the costliest first).
     """
+    from lm_eval_longmem.forgetting_curve.data import build_sweep
+
     corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
     corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
     metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1}
     out = tmp_path / "out"
     out.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "data-cache"))
+        docs = build_sweep({"pretrained": str(tiny_llama_dir), **metadata}).docs
+    short = [i for i, doc in enumerate(docs) if doc["length"] == 16]
     args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-            "--tasks", "forgetting_curve", "--limit", "1", "--metadata", json.dumps(metadata)]  # fmt: skip
+            "--tasks", "forgetting_curve", "--samples", json.dumps({"forgetting_curve": short}),
+            "--metadata", json.dumps(metadata)]  # fmt: skip
     proc = run_lm_eval(args, out, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data-cache")})
     lines = proc.stderr.splitlines()
-    said = [i for i, line in enumerate(lines) if "L=100000" in line and "200001 input positions" in line]
+    said = [i for i, line in enumerate(lines) if "length(s) 100000 (200001 input positions: 2L+1)" in line]
     assert len(said) == 1, proc.stderr[-4000:]
-    assert "2048" in lines[said[0]] and "backend" in lines[said[0]]
+    assert "claimed window of 2048 tokens" in lines[said[0]] and "will run anyway" in lines[said[0]]
+    assert "hf backend runs any length" in lines[said[0]] and "forgetting_curve_beyond_window=false" in lines[said[0]]
     running = [i for i, line in enumerate(lines) if "Running loglikelihood_accuracy requests" in line]
     assert running and said[0] < running[0]
 

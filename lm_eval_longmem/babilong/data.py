@@ -54,28 +54,41 @@ HUB_SETS: dict[str, HubSet] = {
 
 DOC_FEATURES = datasets.Features(
     {
-        "input": datasets.Value("string"),
         "question": datasets.Value("string"),
         "target": datasets.Value("string"),
         "qa": datasets.Value("string"),
         "length": datasets.Value("int64"),
         "length_name": datasets.Value("string"),
         "sample_id": datasets.Value("int64"),
+        "facts": datasets.Sequence(datasets.Value("string")),
+        "fact_slots": datasets.Sequence(datasets.Value("int64")),
+        "sentence_start": datasets.Value("int64"),
+        "sentence_end": datasets.Value("int64"),
+        "partial_words": datasets.Value("int64"),
         "fact_depths": datasets.Sequence(datasets.Value("float64")),
         "supporting": datasets.Sequence(datasets.Value("int64")),
         "supporting_spans": datasets.Sequence(datasets.Sequence(datasets.Value("int64"))),
         "prompt_tokens": datasets.Value("int64"),
+        "prompt_sha256": datasets.Value("string"),
+        "context_sha256": datasets.Value("string"),
         "skip_reason": datasets.Value("string"),
         "retrieved": datasets.Sequence(datasets.Value("string")),
         "retrieval_recall": datasets.Value("float64"),
     }
 )
-"""Fields of every doc. Hub docs have no fact depths and `prompt_tokens` 0 (measured at run time).
+"""Fields of every doc. A doc does not hold its haystack (`haystack` rebuilds it), so a `--log_samples`
+line holds the text once, in the prompt the harness logs: a generated doc records its run of
+background sentences and where its facts go (`generate.Layout`), a hub doc its row of the hub set
+(`qa`, `length_name`, `sample_id`).
 
-`supporting_spans`: [start, end) characters of each supporting fact in `input` (generated docs;
-hub docs only under retrieval with the bAbI files). `retrieved`, `retrieval_recall`: the retrieval
-condition's pieces (in prompt order) and whether they hold every supporting fact (`retrieval.py`);
-empty and None in-context."""
+Generated docs also carry their exact prompt length (`prompt_tokens`, of the prompt whose sha256 is
+`prompt_sha256`, which the window fit reads instead of tokenizing it again) and the digest of their
+haystack (`context_sha256`, checked when it is rebuilt); hub docs have no fact depths, `prompt_tokens`
+0 and empty digests (their prompts are counted at run time, once per content: `common.token_counts`).
+`supporting_spans`: [start, end) characters of each supporting fact in the haystack (generated
+docs; hub docs only under retrieval with the bAbI files). `retrieved`, `retrieval_recall`: the
+retrieval condition's pieces (in prompt order) and whether they hold every supporting fact
+(`retrieval.py`); empty and None in-context."""
 
 
 def babilong_options(metadata: dict[str, Any]) -> BabilongOptions:
@@ -106,38 +119,72 @@ def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[str,
     return tuple(length for length in STANDARD_LENGTHS if parse_length(length) <= window)
 
 
-def _hub_rows(hub: HubSet, qa: str, length: str) -> list[dict[str, Any]]:
+def _hub_split(hub: HubSet, qa: str, length: str) -> datasets.Dataset:
+    """One (task, length) of a hub set, from the local HF cache or the network."""
     if not hub.has(qa, length):
         raise UsageError(
             f"{hub.path} has no {qa} at {length}: choose other {PREFIX}tasks/{PREFIX}lengths, or generate the "
             f"data with --metadata {PREFIX}source=generate"
         )
     try:
-        data = datasets.load_dataset(hub.path, name=length, split=qa)
+        return datasets.load_dataset(hub.path, name=length, split=qa)
     except Exception as err:  # offline, unknown config, network: datasets raises many types
         raise UsageError(
             f"could not load {hub.path} ({length}, {qa}) from the Hugging Face Hub ({type(err).__name__}): check "
             "the network (offline runs need the dataset in the local HF cache), or generate the data locally with "
             f"--metadata {PREFIX}source=generate {PREFIX}facts=simulated {PREFIX}corpus=PATH/TO/books"
         ) from err
+
+
+def _hub_rows(hub: HubSet, qa: str, length: str) -> list[dict[str, Any]]:
+    """The docs of one hub cell: references to its rows (the haystacks stay in the HF cache)."""
+    data = _hub_split(hub, qa, length)
     tokens = parse_length(length)
     return [
         {
-            "input": str(row["input"]),
-            "question": str(row["question"]),
-            "target": str(row["target"]),
+            "question": str(question),
+            "target": str(target),
             "qa": qa,
             "length": tokens,
             "length_name": length,
             "sample_id": i,
+            "facts": [],
+            "fact_slots": [],
+            "sentence_start": 0,
+            "sentence_end": 0,
+            "partial_words": 0,
             "fact_depths": [],
             "supporting": [],
             "supporting_spans": [],
             "prompt_tokens": 0,
+            "prompt_sha256": "",
+            "context_sha256": "",
             "skip_reason": "",
         }
-        for i, row in enumerate(data)
+        for i, (question, target) in enumerate(zip(data["question"], data["target"], strict=True))
     ]
+
+
+class Haystacks:
+    """The haystack of any doc of one run, rebuilt from what the doc records (see `DOC_FEATURES`).
+
+    Generated docs: from the background corpus's sentences (split once, cached on disk). Hub docs:
+    the row of the hub set, each (task, length) split loaded once from the HF cache (memory-mapped).
+    """
+
+    def __init__(self, options: BabilongOptions) -> None:
+        self.options = options
+        self._splits: dict[tuple[str, str], datasets.Dataset] = {}
+
+    def __call__(self, doc: dict[str, Any]) -> str:
+        if self.options.source == "generate":
+            from lm_eval_longmem.babilong.generate import generated_context
+
+            return generated_context(doc, self.options.corpus)
+        key = (doc["qa"], doc["length_name"])
+        if key not in self._splits:
+            self._splits[key] = _hub_split(HUB_SETS[self.options.source], *key)
+        return str(self._splits[key][int(doc["sample_id"])]["input"])
 
 
 def _generated_rows(options: BabilongOptions, qa: str, length: str, metadata: dict[str, Any]) -> list[dict[str, Any]]:
@@ -189,6 +236,6 @@ def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
     retrieval.check_condition(options, metadata)
     cells = cell_rows(options, metadata)
     if options.retrieval != "none":
-        cells = retrieval.retrieve_cells(cells, options, metadata)
+        cells = retrieval.retrieve_cells(cells, options, metadata, Haystacks(options))
     rows = [{"retrieved": [], "retrieval_recall": None} | row for row in interleave(cells.values(), cost=doc_work)]
     return {"test": datasets.Dataset.from_list(rows, features=DOC_FEATURES)}

@@ -21,11 +21,21 @@ Where we differ from the authors' generator, on purpose:
   the first quarter of the context's tokens (the paper's Appendix K study).
 * Sentences are split with pysbd (offline), paragraph by paragraph after joining hard-wrapped
   lines; the authors used NLTK's Punkt.
+
+A sample is stored as what rebuilds its text, not as the text (`context_of`): its run of
+background sentences, where each fact goes, how many words of the last sentence it keeps. A
+`--log_samples` line then holds the text once, in the prompt the harness logs, and a 1M-token
+sample is about a kilobyte in the cache. Its exact prompt length is stored with it
+(`prompt_tokens`, with `prompt_sha256`, the digest of the prompt it counts), so the window fit
+reads it instead of tokenizing 1M tokens again. The count is made without tokenizing the whole
+prompt when the tokenizer allows it (`common.token_counts.join_additive`: the cached counts of
+the sentences add up exactly), else by tokenizing it; both give the same number.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,14 +46,20 @@ from typing import Any
 import numpy as np
 
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
-from lm_eval_longmem.babilong.options import length_name
+from lm_eval_longmem.babilong.options import STANDARD_LENGTHS, length_name
 from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
 from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build, sha256_hex, texts_digest
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 from lm_eval_longmem.common.text import READER_VERSION
+from lm_eval_longmem.common.token_counts import join_additive
 
-GENERATOR_VERSION = 2
-"""Bump when the construction changes, so cached samples are rebuilt."""
+log = logging.getLogger(f"lm_eval.{__name__}")
+
+GENERATOR_VERSION = 3
+"""Bump when the construction or the stored fields change, so cached samples are rebuilt (3: samples
+are stored as references to the background, with the prompt's digest; the texts are those of 2)."""
 ANSWER_TOKENS = 20
 """Tokens left for the answer (the paper's runs generate 20 new tokens)."""
 _TOLERANCE = 3
@@ -80,13 +96,20 @@ class GenerationSpec:
 class Background:
     """Consecutive sentences of the background texts, with each sentence's token count in one tokenizer."""
 
-    def __init__(self, sentences: list[str], token_counts: np.ndarray, digest: str) -> None:
+    def __init__(
+        self, sentences: Sequence[str], token_counts: np.ndarray, digest: str, *, name: str = "", additive: bool = False
+    ) -> None:
         self.sentences = sentences
         """All sentences of all texts, texts in order."""
         self.token_counts = token_counts
         """Tokens of `" " + sentence` for each sentence (how many it adds when appended with a space)."""
         self.digest = digest
         """Hash of the texts the sentences come from (part of the sample cache key)."""
+        self.name = name
+        """The corpus as the user named it (for messages)."""
+        self.additive = additive
+        """Whether counts of pieces joined by spaces add up exactly in this tokenizer (`token_counts.join_additive`,
+        checked on a stretch of these sentences too): then a prompt is counted without tokenizing it whole."""
         self.offsets = np.concatenate([[0], np.cumsum(token_counts, dtype=np.int64)])
         """`offsets[i]` = tokens before sentence i."""
 
@@ -121,15 +144,25 @@ def _cached_sentences(text: str) -> list[str]:
     return load_or_build("babilong-sentences", key, lambda: split_sentences(text), dump=dump, load=load, suffix=".json")
 
 
-def build_background(texts: Sequence[str], tokenizer: Any) -> Background:
-    """Sentences of `texts` and their token counts in `tokenizer` (both cached on disk)."""
+def corpus_sentences(texts: Sequence[str]) -> list[str]:
+    """Every sentence of `texts`, texts in order (each text split once, then read from the cache)."""
     from tqdm.auto import tqdm
 
     sentences: list[str] = []
     for text in tqdm(texts, desc="babilong: splitting background sentences", disable=len(texts) < 5):
         sentences.extend(_cached_sentences(text))
+    return sentences
+
+
+_STRETCH = 2000
+"""Sentences of the background on which `build_background` checks that their counts add up."""
+
+
+def build_background(texts: Sequence[str], tokenizer: Any, *, name: str = "", sentences: Sequence[str] | None = None) -> Background:
+    """Sentences of `texts` and their token counts in `tokenizer` (both cached on disk)."""
+    sentences = corpus_sentences(texts) if sentences is None else sentences
     if not sentences:
-        raise ValueError("the background texts hold no sentences")
+        raise UsageError(f"{name or 'the background corpus'} holds no sentences: give it books with running text")
     digest = texts_digest(texts)
 
     def build() -> np.ndarray:
@@ -147,7 +180,19 @@ def build_background(texts: Sequence[str], tokenizer: Any) -> Background:
 
     key = cache_key(texts=digest, tokenizer=tokenizer_fingerprint(tokenizer), unit="space+sentence", v=1)
     counts = load_or_build("babilong-sentence-tokens", key, build, dump=dump, load=lambda p: np.load(p), suffix=".npy")
-    return Background(sentences, counts, digest)
+    additive = join_additive(tokenizer)
+    if additive:  # the same check on real text: a stretch of these sentences, counted both ways
+        stretch = sentences[:_STRETCH]
+        whole = len(tokenizer(" ".join(stretch), add_special_tokens=False)["input_ids"])
+        summed = len(tokenizer(stretch[0], add_special_tokens=False)["input_ids"]) + int(counts[1 : len(stretch)].sum())
+        if whole != summed:
+            log.warning(
+                "babilong: token counts of joined sentences do not add up in this tokenizer (%d vs %d over %d "
+                "sentences); each sample's prompt is measured by tokenizing it whole (slower at long lengths)",
+                whole, summed, len(stretch),
+            )  # fmt: skip
+            additive = False
+    return Background(sentences, counts, digest, name=name, additive=additive)
 
 
 def prompt_tokens(tokenizer: Any, prompt: str) -> int:
@@ -159,6 +204,48 @@ def _count(tokenizer: Any, text: str) -> int:
     return len(tokenizer(" " + text, add_special_tokens=False)["input_ids"])
 
 
+_SLOT = "\0"
+"""Stands for the context when a prompt is split into what comes before and after it (never in a prompt)."""
+
+
+def prompt_frame(render: Any) -> tuple[str, str]:
+    """(head, tail): the prompt `render(context)` is exactly `head + context + tail` for a stripped context."""
+    head, tail = render(_SLOT).split(_SLOT)
+    return head, tail
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a sample's text comes from: a run of background sentences with the facts between them."""
+
+    start: int
+    """First background sentence."""
+    end: int
+    """One past the last whole background sentence."""
+    partial_words: int
+    """Words of sentence `end` that close the text (0: none)."""
+    slots: tuple[int, ...]
+    """Fact j goes before whole sentence `start + slots[j]` (`end - start`: after the last one)."""
+
+
+def pieces(layout: Layout, facts: Sequence[str], sentences: Sequence[str]) -> list[tuple[str, int]]:
+    """The text's pieces in order, each with its kind: fact j -> (fact, -1 - j); sentence i -> (sentence, i).
+
+    The text is the pieces joined by single spaces; the closing words of sentence `end` are (words, `end`).
+    """
+    out: list[tuple[str, int]] = []
+    fact = 0
+    for i in range(layout.end - layout.start + 1):
+        while fact < len(facts) and layout.slots[fact] == i:
+            out.append((facts[fact], -1 - fact))
+            fact += 1
+        if i < layout.end - layout.start:
+            out.append((sentences[layout.start + i], layout.start + i))
+    if layout.partial_words:
+        out.append((" ".join(sentences[layout.end].split(" ")[: layout.partial_words]), layout.end))
+    return out
+
+
 @dataclass(frozen=True)
 class _Draft:
     """One assembled sample and its exact prompt length."""
@@ -168,6 +255,7 @@ class _Draft:
     fact_depths: tuple[float, ...]
     fact_starts: tuple[int, ...]
     """Character offset of each fact in `context` (where retrieval recall looks for it)."""
+    layout: Layout
 
 
 def _assemble(
@@ -189,9 +277,8 @@ def _assemble(
     # Whole sentences while they fit, then words of the next one.
     end = int(np.searchsorted(offsets, offsets[start] + budget, side="right")) - 1
     end = max(end, start)
-    full = background.sentences[start:end]
     used = int(offsets[end] - offsets[start])
-    partial = ""
+    partial_words = 0
     if end < len(background.sentences) and budget - used > 0:
         words = background.sentences[end].split(" ")
         lo, hi = 0, len(words)
@@ -201,47 +288,77 @@ def _assemble(
                 lo = mid
             else:
                 hi = mid - 1
-        partial = " ".join(words[:lo])
+        partial_words = lo
     sentence_tokens = background.token_counts[start:end].astype(np.int64)
+    partial = " ".join(background.sentences[end].split(" ")[:partial_words]) if partial_words else ""
     partial_tokens = _count(tokenizer, partial) if partial else 0
     fact_tokens = np.array([_count(tokenizer, f) for f in sample.facts], dtype=np.int64)
     total = int(sentence_tokens.sum()) + partial_tokens + int(fact_tokens.sum())
 
-    # Fact j goes before full sentence positions[j] (len(full) = after the last full sentence).
+    # Fact j goes before full sentence positions[j] (end - start = after the last full sentence).
     boundary = np.concatenate([[0], np.cumsum(sentence_tokens)])  # background tokens before each boundary
     lo_tok, hi_tok = depth[0] * total, depth[1] * total
     allowed = np.flatnonzero((boundary >= lo_tok) & (boundary + fact_tokens.sum() <= hi_tok))
     if allowed.size == 0:
         return None
     positions = np.sort(rng.choice(allowed, size=len(sample.facts), replace=True))
+    layout = Layout(start, end, partial_words, tuple(int(p) for p in positions))
 
-    pieces: list[str] = []
+    texts: list[str] = []
+    counts: list[int] = []
     depths: list[float] = []
     starts: list[int] = []
     cursor = 0  # tokens placed so far
     chars = 0  # characters placed so far (pieces are joined by one space)
-    fact = 0
-    for i in range(len(full) + 1):
-        while fact < len(sample.facts) and positions[fact] == i:
+    for text, kind in pieces(layout, sample.facts, background.sentences):
+        tokens = int(fact_tokens[-1 - kind]) if kind < 0 else partial_tokens if kind == end else int(background.token_counts[kind])
+        if kind < 0:
             depths.append(cursor / total if total else 0.0)
             starts.append(chars)
-            pieces.append(sample.facts[fact])
-            chars += len(sample.facts[fact]) + 1
-            cursor += int(fact_tokens[fact])
-            fact += 1
-        if i < len(full):
-            pieces.append(full[i])
-            chars += len(full[i]) + 1
-            cursor += int(sentence_tokens[i])
-    if partial:
-        pieces.append(partial)
-    context = " ".join(pieces)
-    return _Draft(context, prompt_tokens(tokenizer, render(context)), tuple(depths), tuple(starts))
+        texts.append(text)
+        counts.append(tokens)
+        chars += len(text) + 1
+        cursor += tokens
+    context = " ".join(texts)
+    if background.additive:
+        head, tail = prompt_frame(render)
+        n = prompt_tokens(tokenizer, head + texts[0] + (tail if len(texts) == 1 else ""))
+        if len(texts) > 1:
+            n += sum(counts[1:-1]) + len(tokenizer(" " + texts[-1] + tail, add_special_tokens=False)["input_ids"])
+    else:
+        n = prompt_tokens(tokenizer, render(context))
+    return _Draft(context, n, tuple(depths), tuple(starts), layout)
 
 
 def supporting_spans(sample: BabiSample, starts: Sequence[int]) -> list[list[int]]:
     """[start, end) character spans of the sample's supporting facts, given where each fact starts in the context."""
     return [[int(starts[i]), int(starts[i]) + len(sample.facts[i])] for i in sample.supporting]
+
+
+def context_of(doc: dict[str, Any], sentences: Sequence[str]) -> str:
+    """The text of a generated sample, rebuilt from what it records (checked against its `context_sha256`)."""
+    if doc.get("skip_reason"):
+        return ""
+    layout = Layout(int(doc["sentence_start"]), int(doc["sentence_end"]), int(doc["partial_words"]), tuple(doc["fact_slots"]))
+    context = " ".join(text for text, _ in pieces(layout, doc["facts"], sentences))
+    if sha256_hex(context) != doc["context_sha256"]:
+        raise UsageError(
+            f"BABILong {doc['qa']} at {doc['length_name']}, sample {doc['sample_id']}: its text does not rebuild from the "
+            "background corpus, which changed while the run was loading; run again"
+        )
+    return context
+
+
+def _too_small(background: Background, budget: int, length: int) -> UsageError:
+    """The one-line error for a corpus shorter than a sample's background, with the lengths it can serve."""
+    overhead = length - budget  # prompt around the background, answer and reserve
+    serves = [n for n in STANDARD_LENGTHS[1:] if parse_length(n) - overhead <= background.total_tokens]
+    shorter = f"keep babilong_lengths at or below {serves[-1]}" if serves else "choose shorter babilong_lengths"
+    return UsageError(
+        f"{background.name or 'the background corpus'} has {background.total_tokens:,} tokens of text, fewer than the "
+        f"{budget:,} one {length_name(length)} BABILong sample needs: point --metadata babilong_corpus at more books "
+        f"(a folder of .txt files), or {shorter}"
+    )
 
 
 def generate_samples(
@@ -266,17 +383,23 @@ def generate_samples(
             return format_prompt(parts, context, sample.question, spec.switches)
 
         row = {
-            "input": "",
             "question": sample.question,
             "target": sample.answer,
             "qa": spec.qa,
             "length": spec.length,
             "length_name": length_name(spec.length),
             "sample_id": int(index),
+            "facts": list(sample.facts),
+            "fact_slots": [],
+            "sentence_start": 0,
+            "sentence_end": 0,
+            "partial_words": 0,
             "fact_depths": [],
             "supporting": list(sample.supporting),
             "supporting_spans": [],
             "prompt_tokens": 0,
+            "prompt_sha256": "",
+            "context_sha256": "",
             "skip_reason": "",
         }
         facts_only = " ".join(sample.facts)
@@ -285,8 +408,17 @@ def generate_samples(
             sizes = np.array([_count(tokenizer, fact) for fact in sample.facts], dtype=float)
             depths = (np.cumsum(sizes) - sizes) / max(sizes.sum(), 1.0)
             starts = np.cumsum([0] + [len(f) + 1 for f in sample.facts[:-1]]).tolist()
-            spans = supporting_spans(sample, starts)
-            rows.append(row | {"input": facts_only, "prompt_tokens": base, "fact_depths": depths.tolist(), "supporting_spans": spans})
+            rows.append(
+                row
+                | {
+                    "fact_slots": [0] * len(sample.facts),
+                    "prompt_tokens": base,
+                    "prompt_sha256": sha256_hex(render(facts_only)),
+                    "context_sha256": sha256_hex(facts_only),
+                    "fact_depths": depths.tolist(),
+                    "supporting_spans": supporting_spans(sample, starts),
+                }
+            )
             continue
         target = spec.target_prompt_tokens
         if base > target:
@@ -296,10 +428,7 @@ def generate_samples(
         rng_seed = [spec.seed, qa_number, spec.length, int(index)]
         budget = target - base
         if background.total_tokens < budget:
-            raise ValueError(
-                f"the background corpus has {background.total_tokens} tokens, fewer than the {budget} one "
-                f"{length_name(spec.length)} sample needs: add books (--metadata babilong_corpus=PATH)"
-            )
+            raise _too_small(background, budget, spec.length)
         # Start anywhere that leaves enough text after it.
         last_start = int(np.searchsorted(background.offsets, background.total_tokens - budget, side="right")) - 1
         start = int(np.random.default_rng(rng_seed).integers(0, last_start + 1))
@@ -323,16 +452,27 @@ def generate_samples(
             reason = "the facts do not fit in the depth band" if draft is None else "no fill fits the length"
             rows.append(row | {"skip_reason": reason})
             continue
+        layout = best.layout
         rows.append(
             row
             | {
-                "input": best.context,
+                "fact_slots": list(layout.slots),
+                "sentence_start": layout.start,
+                "sentence_end": layout.end,
+                "partial_words": layout.partial_words,
                 "prompt_tokens": best.prompt_tokens,
+                "prompt_sha256": sha256_hex(render(best.context)),
+                "context_sha256": sha256_hex(best.context),
                 "fact_depths": list(best.fact_depths),
                 "supporting_spans": supporting_spans(sample, best.fact_starts),
             }
         )
     return rows
+
+
+def corpus_label(source: str | None) -> str:
+    """The corpus as messages name it."""
+    return f"babilong_corpus={source}" if source else "the default corpus (PG-19 test books, emozilla/pg19-test)"
 
 
 def _corpus_texts(source: str | None) -> tuple[str, ...]:
@@ -349,16 +489,33 @@ def _load_corpus(source: str | None, digest: str | None) -> tuple[str, ...]:
     return tuple(load_texts(source))
 
 
+_SENTENCES: dict[str, list[str]] = {}
+"""The last corpus's sentences in this process (one per run: every task, length and doc shares them)."""
 _BACKGROUNDS: dict[tuple[str, str], Background] = {}
-"""The last background built in this process (one per run: every task and length shares it)."""
+"""The last background built in this process."""
 
 
-def _background(texts: Sequence[str], digest: str, tokenizer: Any) -> Background:
+def _sentences(texts: Sequence[str], digest: str) -> list[str]:
+    if digest not in _SENTENCES:
+        _SENTENCES.clear()
+        _SENTENCES[digest] = corpus_sentences(texts)
+    return _SENTENCES[digest]
+
+
+def _background(texts: Sequence[str], digest: str, tokenizer: Any, name: str = "") -> Background:
     key = (digest, tokenizer_fingerprint(tokenizer))
     if key not in _BACKGROUNDS:
         _BACKGROUNDS.clear()
-        _BACKGROUNDS[key] = build_background(texts, tokenizer)
+        _BACKGROUNDS[key] = build_background(texts, tokenizer, name=name, sentences=_sentences(texts, digest))
     return _BACKGROUNDS[key]
+
+
+def generated_context(doc: dict[str, Any], corpus: str | None) -> str:
+    """`context_of` a generated doc, with the sentences of the corpus source it was built from."""
+    if int(doc["length"]) == 0:
+        return context_of(doc, ())
+    texts = _corpus_texts(corpus)
+    return context_of(doc, _sentences(texts, texts_digest(texts)))
 
 
 def generated_docs(
@@ -399,7 +556,7 @@ def generated_docs(
     )
 
     def build() -> list[dict[str, Any]]:
-        background = _background(texts, corpus_digest, tokenizer) if spec.length > 0 else None
+        background = _background(texts, corpus_digest, tokenizer, corpus_label(corpus)) if spec.length > 0 else None
         return generate_samples(spec, load_facts(), background, tokenizer, parts)
 
     def dump(rows: list[dict[str, Any]], out: Path) -> None:

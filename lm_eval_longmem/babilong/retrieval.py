@@ -25,7 +25,7 @@ else 0 (the paper's binary "retrieval accuracy", Appendix G).
   variant that keeps the facts' temporal order, which the paper names as the reason qa2/qa3 fail).
   Retrieved sentences are joined by a space, chunks by a blank line.
 * **Supporting facts.** Generated docs carry `supporting_spans` (character spans of the supporting
-  facts in `input`, recorded when the facts were inserted). For the hub sets, which do not say
+  facts in the haystack, recorded when the facts were inserted). For the hub sets, which do not say
   where the facts are, the bAbI question of each doc is found in the bAbI test files
   (`babilong_babi_dir`) by its question, answer and facts (all present in the text, in order), and
   its supporting facts are located there; without the files, hub docs have no recall.
@@ -40,7 +40,7 @@ import importlib.util
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
-from lm_eval_longmem.common.cache import cache_key, content_digest, items_digest, load_or_build
+from lm_eval_longmem.common.cache import cache_key, content_digest, items_digest, load_or_build, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, tokenizer_fingerprint
 
@@ -306,17 +306,25 @@ def _babi_samples(babi_dir: str, qa: str) -> tuple[Any, ...]:
 # --- one cell ---------------------------------------------------------------------------------
 
 
-def _rows_digest(rows: Sequence[dict[str, Any]]) -> str:
-    return items_digest([row["input"], row["question"], row.get("skip_reason") or ""] for row in rows)
+def _rows_digest(rows: Sequence[dict[str, Any]], texts: Sequence[str]) -> str:
+    return items_digest([text, row["question"], row.get("skip_reason") or ""] for row, text in zip(rows, texts, strict=True))
 
 
 def retrieve_cell(
-    rows: Sequence[dict[str, Any]], options: BabilongOptions, retriever: Retriever, tokenizer: Any
+    rows: Sequence[dict[str, Any]],
+    options: BabilongOptions,
+    retriever: Retriever,
+    tokenizer: Any,
+    haystack: Callable[[dict[str, Any]], str],
 ) -> list[dict[str, Any]]:
-    """`rows` with `retrieved` (the pieces in prompt order) and `retrieval_recall` (None when facts are unknown)."""
+    """`rows` with `retrieved` (the pieces in prompt order) and `retrieval_recall` (None when facts are unknown).
+
+    `haystack(row)` is a row's text (docs do not hold it); one row's text is in memory at a time.
+    """
     unit = options.retrieval
+    digests = [sha256_hex(haystack(row)) for row in rows]
     key = cache_key(
-        rows=_rows_digest(rows),
+        rows=_rows_digest(rows, digests),
         unit=unit,
         chunk_tokens=options.retrieval_chunk_tokens if unit == "chunks" else None,
         tokenizer=tokenizer_fingerprint(tokenizer) if unit == "chunks" else None,
@@ -332,8 +340,9 @@ def retrieve_cell(
             if row.get("skip_reason"):
                 chosen.append([])
                 continue
-            spans = split(row["input"], unit, tokenizer=tokenizer, chunk_tokens=options.retrieval_chunk_tokens)
-            scores = retriever.scores([row["input"][s:e] for s, e in spans], row["question"])
+            text = haystack(row)
+            spans = split(text, unit, tokenizer=tokenizer, chunk_tokens=options.retrieval_chunk_tokens)
+            scores = retriever.scores([text[s:e] for s, e in spans], row["question"])
             chosen.append([list(spans[i]) for i in ranked(scores, options.retrieval_k, options.retrieval_order)])
         return chosen
 
@@ -346,10 +355,11 @@ def retrieve_cell(
     out = []
     for row, spans in zip(rows, chosen):
         pieces = [Span(*s) for s in spans]
+        text = haystack(row) if pieces else ""
         out.append(
             row
             | {
-                "retrieved": [row["input"][p.start : p.end].strip() for p in pieces],
+                "retrieved": [text[p.start : p.end].strip() for p in pieces],
                 "retrieval_recall": recall(row.get("supporting_spans") or [], pieces),
             }
         )
@@ -357,9 +367,14 @@ def retrieve_cell(
 
 
 def retrieve_cells(
-    cells: dict[tuple[str, str], list[dict[str, Any]]], options: BabilongOptions, metadata: dict[str, Any]
+    cells: dict[tuple[str, str], list[dict[str, Any]]],
+    options: BabilongOptions,
+    metadata: dict[str, Any],
+    haystack: Callable[[dict[str, Any]], str],
 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Every cell's rows with their retrieved pieces and recall (hub rows get their facts located first)."""
+    """Every cell's rows with their retrieved pieces and recall (hub rows get their facts located first).
+
+    `haystack(row)` rebuilds a row's text (`data.Haystacks`)."""
     tokenizer = load_tokenizer(metadata) if options.retrieval == "chunks" else None
     retriever = Retriever(options.retriever)
     limit = getattr(retriever.model, "max_seq_length", None)
@@ -380,13 +395,13 @@ def retrieve_cells(
         if options.source != "generate" and options.babi_dir:
             samples = _babi_samples(options.babi_dir, qa)
             rows = [
-                row | {"supporting_spans": locate_supporting(row["input"], row["question"], row["target"], samples)}
+                row | {"supporting_spans": locate_supporting(haystack(row), row["question"], row["target"], samples)}
                 for row in rows
             ]
             missing = sum(1 for row in rows if not row["supporting_spans"])
             if missing:
                 log.warning("babilong %s %s: %d doc(s) not found in the bAbI files: no retrieval_recall for them", qa, length, missing)
-        out[qa, length] = retrieve_cell(rows, options, retriever, tokenizer)
+        out[qa, length] = retrieve_cell(rows, options, retriever, tokenizer, haystack)
     return out
 
 

@@ -31,10 +31,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.babilong import report, retrieval
+from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
@@ -101,6 +103,15 @@ class BabilongTask(LongmemTask):
         specs = super().score_specs()
         return (*specs, RECALL) if self.options.retrieval != "none" else specs
 
+    @cached_property
+    def haystacks(self) -> Haystacks:
+        """Each doc's haystack, rebuilt from what the doc records (docs do not hold it: see `data.DOC_FEATURES`)."""
+        return Haystacks(self.options)
+
+    def haystack(self, doc: dict[str, Any]) -> str:
+        """The doc's background text with its facts inside (what the prompt's `<context>` holds in-context)."""
+        return self.haystacks(doc)
+
     def local_inputs(self) -> list[Path]:
         """The base's local inputs plus, under retrieval, the dense retriever's folder (`minilm` resolves to
         the embedded model's), so a retriever changed in place gives new requests as it gives new pieces."""
@@ -118,7 +129,7 @@ class BabilongTask(LongmemTask):
         Under the retrieval condition the context is the retrieved pieces instead of the haystack.
         """
         options = self.options
-        context = doc["input"] if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
+        context = self.haystack(doc) if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
         return build_prompt(doc["qa"], context, doc["question"], options.switches)
 
     def fit_reason(self, doc: dict[str, Any]) -> str:

@@ -3,9 +3,16 @@
 `load_booksort` is the tasks' ``custom_dataset``: lm-eval calls it with the run's metadata
 (``--metadata`` merged with ``--model_args``) plus the task's ``dataset_kwargs`` and gets back the
 ``test`` and ``validation`` splits as `datasets.Dataset`s. Each doc carries every grouping key
-(excerpt length, segment length, book, distance bin) and its rendered prompt, and the docs are
-interleaved over conditions so that ``--limit N`` samples the whole sweep, and placed so that
-data-parallel ranks get equal work (`common.order.interleave`).
+(excerpt length, segment length, book, distance bin) and its rendered prompt around the excerpt
+(`prompt_before_excerpt`, `prompt_after_excerpt`), and the docs are interleaved over conditions so
+that ``--limit N`` samples the whole sweep, and placed so that data-parallel ranks get equal work
+(`common.order.interleave`).
+
+A doc does not hold its excerpt: it records where it is (book and word offset for a local build,
+the row of the hub set), and the task puts it in the prompt (`Excerpts`). So the data phase holds
+the books once, not one copy of an excerpt per trial (at 20,000-word excerpts the nine books' 6,400
+test trials would hold 680 MB of text, and building a `datasets.Dataset` from them took 5.6 GB),
+and a `--log_samples` line holds the excerpt once, in the prompt.
 
 Options: `booksort/options.py` (the ``booksort_*`` keys). Trials too long for the model's window
 are not dropped here: the task base skips and counts them when it knows the final prompt (chat
@@ -59,8 +66,10 @@ def _read_hub(name: str, split: str) -> Source:
             "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`, then pass "
             "--metadata booksort_data=DATA_DIR"
         ) from err
-    rows = [dict(row) for row in dataset]
-    for row in rows:
+    texts = dataset.select_columns(["excerpt_text"]) if "excerpt_text" in dataset.column_names else None
+    rows = [dict(row) for row in (dataset.remove_columns(["excerpt_text"]) if texts is not None else dataset)]
+    for index, row in enumerate(rows):
+        row["hub_row"] = index
         row.setdefault("split", split)
         row.setdefault("book_id", str(row["book_idx"]))
         row.setdefault("distance", int(row["seg2_pos"]) - int(row["seg1_pos"]))
@@ -69,7 +78,9 @@ def _read_hub(name: str, split: str) -> Source:
             f"{row['book_idx']}-{row['excerpt_length']}-{row['segment_length']}-"
             f"{int(row['excerpt_idx']):03d}-{row['segment_idx']}",
         )
-    return Source(rows, lambda row: row["excerpt_text"])
+    if texts is None:
+        raise UsageError(f"the Book-SORT dataset {name!r} has no excerpt_text column: point booksort_data at a Book-SORT set")
+    return Source(rows, lambda row: str(texts[int(row["hub_row"])]["excerpt_text"]))
 
 
 def _rebuild(root: Path) -> str:
@@ -264,10 +275,12 @@ def prompt_work(row: dict[str, Any], condition: Condition) -> int:
     return forward_work(4 * words // 3)
 
 
-def make_doc(
-    row: dict[str, Any], excerpt: str, *, variant_name: str, condition: Condition, protocol: str = OURS
-) -> dict[str, Any]:
-    """A harness doc: the trial's keys, its rendered prompt and the index of the right label.
+_EXCERPT = "\0"
+"""Stands for the excerpt while the prompt is rendered and cut around it (never in a prompt)."""
+
+
+def make_doc(row: dict[str, Any], *, variant_name: str, condition: Condition, protocol: str = OURS) -> dict[str, Any]:
+    """A harness doc: the trial's keys, its prompt before and after the excerpt, and the index of the right label.
 
     `variant_name` is one of our variants or of the authors' configs (`prompts.AUTHORS_PROMPTS`,
     filled in their way); the authors' protocol also writes the title in their casing.
@@ -276,17 +289,19 @@ def make_doc(
         (row["segment_1"], row["segment_2"]) if int(row["present_seg1_first"]) else (row["segment_2"], row["segment_1"])
     )
     title = authors_title(row["book_title"]) if protocol == AUTHORS else row["book_title"]
-    fill = dict(title=title, excerpt=excerpt, first=first, second=second, condition=condition)
+    fill = dict(title=title, excerpt=_EXCERPT, first=first, second=second, condition=condition)
     if variant_name in AUTHORS_PROMPTS:
         prompt = render_authors(AUTHORS_PROMPTS[variant_name], **fill)
     else:
         prompt = render(get_variant(variant_name), **fill)
+    before, after = prompt.user.split(_EXCERPT) if condition == "in_context" else ("", prompt.user)
     doc = {k: v for k, v in row.items() if k != "excerpt_text"}
     doc.update(
         condition=condition,
         prompt_variant=variant_name,
         prompt_system=prompt.system,
-        prompt_user=prompt.user,
+        prompt_before_excerpt=before,
+        prompt_after_excerpt=after,
         prompt_answer=prompt.answer_prefix,
         label=0 if int(row["present_seg1_first"]) else 1,
         present_seg1_first=int(row["present_seg1_first"]),
@@ -306,17 +321,28 @@ def build_docs(metadata: dict[str, Any], split: str, condition: Condition) -> li
     source = read_split(options.data, split)
     add_bin_index(source.rows)
     rows = interleave(cells(select(source.rows, options)), cost=lambda row: prompt_work(row, condition))
-    variant_name = options.prompt
-    return [
-        make_doc(
-            row,
-            source.excerpt(row) if condition == "in_context" else "",
-            variant_name=variant_name,
-            condition=condition,
-            protocol=options.protocol,
-        )
-        for row in rows
-    ]
+    return [make_doc(row, variant_name=options.prompt, condition=condition, protocol=options.protocol) for row in rows]
+
+
+def user_text(doc: dict[str, Any], excerpt: str) -> str:
+    """The user turn of a doc's prompt (lm-eval's `doc_to_text`), with its excerpt put in (empty: memory-less)."""
+    return doc["prompt_before_excerpt"] + excerpt + doc["prompt_after_excerpt"]
+
+
+class Excerpts:
+    """The excerpt of any doc of one run, from where the doc says it is (each split's source read once)."""
+
+    def __init__(self, options: BooksortOptions) -> None:
+        self.options = options
+        self._sources: dict[str, Source] = {}
+
+    def __call__(self, doc: dict[str, Any]) -> str:
+        if doc["condition"] != "in_context":
+            return ""
+        split = str(doc["split"])
+        if split not in self._sources:
+            self._sources[split] = read_split(self.options.data, split)
+        return self._sources[split].excerpt(doc)
 
 
 def load_booksort(condition: Condition = "in_context", **metadata: Any) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from lm_eval.api.instance import Instance
 from lm_eval_longmem.backends import install
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
 from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
+from lm_eval_longmem.booksort.data import Excerpts, user_text
 from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
 from lm_eval_longmem.common import metric_names
@@ -286,6 +287,15 @@ class BooksortTask(LongmemTask):
     def result_facts(self) -> dict[str, Any]:
         """Our facts, and whose readout and prompt the run used (`booksort_protocol`, `booksort_prompt`)."""
         return super().result_facts() | {"protocol": self.options.protocol, "prompt": self.options.prompt}
+
+    @cached_property
+    def excerpts(self) -> Excerpts:
+        """Each doc's excerpt, from where the doc says it is (docs do not hold it: see `data.py`)."""
+        return Excerpts(self.options)
+
+    def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        """The user turn: P_context, the excerpt (in context), P_task, the two segments, P_question."""
+        return user_text(doc, self.excerpts(doc))
 
     def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
         """Accuracy cells (plain and calibrated) also get the one-sided exact binomial test against chance;

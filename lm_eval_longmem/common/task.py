@@ -9,7 +9,9 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   considers is checked by `fit_reason` against the model's window (`model_info.model_window`,
   which prefers the backend the harness created): by default the exact prompt the harness will
   send (system instruction and chat template included) plus the answer (the longest choice, or
-  `max_gen_toks`). A doc that does not fit is skipped and counted, never truncated, and the
+  `max_gen_toks`), counted exactly without tokenizing it again on every run (`count_tokens`: the
+  count the doc's builder stored for that very prompt, else one tokenization per content, kept on
+  disk by `common.token_counts`). A doc that does not fit is skipped and counted, never truncated, and the
   dataset is never changed: `doc_iterator` passes over skipped docs, so `--limit N` means "the
   first N docs that run", `--samples` indices are the dataset's own, and `--cache_requests` /
   `--use_cache` see the same docs in every run. The skips are computed the same way whether the
@@ -56,6 +58,7 @@ from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_K
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_digest, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.common.text import READER_VERSION
+from lm_eval_longmem.common.token_counts import TokenCounts
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
@@ -107,6 +110,7 @@ class LongmemTask(ConfigurableTask):
         self._render_kwargs: dict[str, Any] = {}
         self._fit: dict[int, str] = {}
         self._counted: dict[str, int] = {}
+        self._stored_counts = 0
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
         self.docs_per_cell: dict[str, int] = {}
@@ -159,9 +163,28 @@ class LongmemTask(ConfigurableTask):
         cells = self.doc_cells(doc)
         return cells[0] if cells else "all"
 
+    @cached_property
+    def token_counts(self) -> TokenCounts:
+        """Exact counts of the prompts this run checks, kept on disk by content (saved after the fit checks)."""
+        return TokenCounts(self.tokenizer)
+
+    def count_tokens(self, doc: dict[str, Any], text: str) -> int:
+        """Exact tokens of `text` in the model's tokenizer, special tokens included, as `tokenizer(text)` gives them.
+
+        A doc may carry the count its builder made of its prompt (`prompt_tokens`, with `prompt_sha256`,
+        the sha256 of that prompt): when `text` is that prompt, the count is read, not made again
+        (BABILong's generator counts each prompt as it builds it). Any other text (a chat template,
+        a system instruction, an answer choice added) is counted once per content (`token_counts`).
+        """
+        digest = sha256_hex(text)
+        if doc.get("prompt_sha256") == digest:
+            self._stored_counts += 1
+            return int(doc["prompt_tokens"])
+        return self.token_counts.count(text, digest)
+
     def answer_tokens(self, doc: dict[str, Any], prompt: str) -> int:
         """Tokens of prompt + answer as the backend will run them (the longest choice, or max_gen_toks)."""
-        count = lambda text: len(self.tokenizer(text)["input_ids"])  # noqa: E731 (special tokens included)
+        count = lambda text: self.count_tokens(doc, text)  # noqa: E731
         if self.OUTPUT_TYPE == "generate_until":
             return count(prompt) + int((self.config.generation_kwargs or {}).get("max_gen_toks", 256))
         if self.OUTPUT_TYPE == "multiple_choice":
@@ -251,9 +274,12 @@ class LongmemTask(ConfigurableTask):
         self._render_kwargs = {key: kwargs.get(key) for key in _RENDER_KEYS if key in kwargs}
         self._render_kwargs["apply_chat_template"] = bool(self._render_kwargs.get("apply_chat_template"))
         self._render_kwargs["fewshot_as_multiturn"] = bool(self._render_kwargs.get("fewshot_as_multiturn"))
-        self._fit, self._counted = {}, {}
+        self._fit, self._counted, self._stored_counts = {}, {}, 0
         self.before_requests()
-        kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
+        try:
+            kept, ranks = self._decide_skips(limit, samples), int(kwargs.get("world_size") or 1)
+        finally:
+            self._save_counts()
         if kept < ranks:  # else the harness fails on the rank left without docs ("did not find any docs!")
             raise UsageError(
                 f"{self.config.task}: {kept} doc(s) to run for {ranks} data-parallel processes, and every process "
@@ -307,6 +333,17 @@ class LongmemTask(ConfigurableTask):
         parts += f", KV cache {cost.gib(peak.kv_cache)}" if peak.kv_cache else ""
         parts += f", then logits {cost.gib(peak.logits)} in their place" if peak.logits else ""
         return f"estimated peak {cost.gib(peak.total)} per sequence on the HF backend ({parts})"
+
+    def _save_counts(self) -> None:
+        """Say where the fit's counts came from, and keep the new ones for later runs (even when no doc fits)."""
+        counts = self.__dict__.get("token_counts")
+        if counts is not None or self._stored_counts:
+            log.info(
+                "%s: window fit: %d prompt count(s) stored with the docs, %d read from the count cache, %d tokenized",
+                self.config.task, self._stored_counts, counts.read if counts else 0, counts.counted if counts else 0,
+            )  # fmt: skip
+        if counts is not None:
+            counts.save()
 
     def adopt_run(self, skips: dict[str, dict[str, int]], cells_column: Sequence[Sequence[str]]) -> None:
         """Take the state aggregation reads (skips, cells in order) from a run's records instead of deciding it.

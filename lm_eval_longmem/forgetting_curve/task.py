@@ -57,6 +57,10 @@ SCORED = "scored"
 """Payload key: the doc's scored tokens (L - L//2), the units of its two accuracies."""
 
 
+def _listed(numbers: Any) -> str:
+    return ", ".join(str(n) for n in numbers)
+
+
 def perplexity(logprob: float, tokens: int) -> float:
     """exp of the mean negative log-probability per token (inf when a token had probability 0)."""
     return float(np.exp(-logprob / tokens))
@@ -139,18 +143,35 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
                 "(recorded as %sseparator_used in the results' config metadata; choose another with --metadata %sseparator=TOKEN)",
                 self.separator["token"], self.separator["id"], PREFIX, PREFIX,
             )  # fmt: skip
-        longest = max(int(L) for L in self.eval_docs["length"])
+        lengths = sorted({int(L) for L in self.eval_docs["length"]})
         limit, why = self.position_limit
         window = self.window
-        message = (
-            "forgetting_curve: the longest length L=%d needs %d input positions; the model's window is %s "
-            "tokens (%s), and the backend can run %s (%s)"
-        )
-        args = (longest, model_inputs(longest), window.tokens, window.source, limit if limit else "any length", why)
-        if window.tokens is not None and model_inputs(longest) > window.tokens:
-            log.warning(message, *args)
-        else:
-            log.info(message, *args)
+        runs = [L for L in lengths if limit is None or model_inputs(L) <= limit]
+        skipped = [L for L in lengths if L not in runs]
+        past = [L for L in runs if window.tokens is not None and model_inputs(L) > window.tokens]
+        if past:
+            can = (
+                f"the backend runs up to {limit} input positions ({why})"
+                if limit
+                else f"the {window.backend} backend runs any length for this model (its positions have no fixed limit; memory is the limit)"
+            )
+            log.warning(
+                "forgetting_curve: length(s) %s (%s input positions: 2L+1) exceed the model's claimed window of %d "
+                "tokens (%s) and will run anyway, as the paper's grid intends (up to twice the window, to find where "
+                "memory ends): %s. To keep every sequence within the window: --metadata %sbeyond_window=false (those "
+                "lengths are then skipped and counted), or %smax_tokens=N, or other %slengths / %sclaimed_length",
+                _listed(past), _listed(model_inputs(L) for L in past), window.tokens, window.source, can,
+                PREFIX, PREFIX, PREFIX, PREFIX,
+            )  # fmt: skip
+        if skipped:
+            log.warning(
+                "forgetting_curve: length(s) %s will be skipped and counted, not run: their 2L+1 input positions exceed %s (%s)",
+                _listed(skipped), limit, why,
+            )  # fmt: skip
+        log.info(
+            "forgetting_curve: lengths %s run, up to %d input positions; claimed window %s tokens (%s)",
+            _listed(runs), model_inputs(runs[-1]) if runs else 0, window.tokens, window.source,
+        )  # fmt: skip
 
     def fit_reason(self, doc: dict[str, Any]) -> str:
         limit, why = self.position_limit

@@ -157,3 +157,6 @@ def test_hub_rows_become_docs(monkeypatch, tiny_llama_dir):
     assert calls == [("RMT-team/babilong-1k-samples", "4k", "qa2")]
     doc = docs[0]
     assert (doc["qa"], doc["length"], doc["length_name"], doc["target"], doc["skip_reason"]) == ("qa2", 4096, "4k", "office", "")
+    assert "input" not in doc and doc["prompt_sha256"] == ""  # the haystack stays in the HF cache; counted at run time
+    haystacks = data.Haystacks(data.babilong_options({"babilong_source": "hub-1k"}))
+    assert haystacks(doc) == haystacks(doc) == "Mary went to the office. " * 3 and len(calls) == 2  # each split loaded once

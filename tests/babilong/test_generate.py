@@ -7,9 +7,10 @@ import os
 import pytest
 
 from lm_eval_longmem.babilong.babi import read_babi, task_file
-from lm_eval_longmem.babilong.generate import GenerationSpec, generated_docs, prompt_tokens, split_sentences
+from lm_eval_longmem.babilong.generate import GenerationSpec, generated_context, generated_docs, prompt_tokens, split_sentences
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import simulate
+from lm_eval_longmem.common.errors import UsageError
 
 
 
@@ -36,6 +37,11 @@ def _generate(tokenizer, books, **spec):
     return generated_docs(GenerationSpec(**spec), facts="simulated", babi_dir=None, corpus=str(books), tokenizer=tokenizer)
 
 
+def _text(row, books):
+    """The haystack of a generated row, rebuilt from what it records (rows do not hold it)."""
+    return generated_context(row, str(books))
+
+
 def _facts(qa, row, samples=6, seed=0):
     """The simulated bAbI sample a generated row was built from."""
     return simulate(qa, samples, seed)[row["sample_id"]]
@@ -48,8 +54,8 @@ def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, books, fre
     assert len(rows) == 6
     for row in rows:
         assert not row["skip_reason"]
-        measured = prompt_tokens(tokenizer, build_prompt(qa, row["input"], row["question"]))
-        assert measured == row["prompt_tokens"]
+        measured = prompt_tokens(tokenizer, build_prompt(qa, _text(row, books), row["question"]))
+        assert measured == row["prompt_tokens"]  # the count made without tokenizing the prompt is exact
         if length:
             target = length - 20
             assert target - 3 <= measured <= target, (length, measured)
@@ -63,7 +69,7 @@ def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, boo
         assert (row["question"], row["target"]) == (sample.question, sample.answer)
         position = 0
         for fact in sample.facts:
-            found = row["input"].find(fact, position)
+            found = _text(row, books).find(fact, position)
             assert found >= position, f"fact {fact!r} missing or out of order"
             position = found + len(fact)
         depths = row["fact_depths"]
@@ -77,7 +83,7 @@ def test_same_seed_gives_identical_samples_from_scratch(tokenizer, books, tmp_pa
         runs.append(_generate(tokenizer, books, qa="qa1", length=1024, seed=7))
     assert runs[0] == runs[1]
     other = _generate(tokenizer, books, qa="qa1", length=1024, seed=8)
-    assert [r["input"] for r in other] != [r["input"] for r in runs[0]]
+    assert [_text(r, books) for r in other] != [_text(r, books) for r in runs[0]]
     assert os.listdir(tmp_path / "a")  # it was cached
 
 
@@ -92,7 +98,7 @@ def test_depth_band_is_respected(tokenizer, books, fresh_cache, band):
     rows = _generate(tokenizer, books, qa="qa1", length=4096, depth=band)
     for row in rows:
         assert not row["skip_reason"]
-        context = row["input"]
+        context = _text(row, books)
         total = len(tokenizer(context, add_special_tokens=False)["input_ids"])
         babi = _facts("qa1", row)
         position = 0
@@ -110,16 +116,42 @@ def test_prompt_too_long_for_the_length_is_skipped_and_counted(tokenizer, books,
     rows = _generate(tokenizer, books, qa="qa3", length=512, samples=10)
     skipped = [r for r in rows if r["skip_reason"]]
     assert skipped, "qa3 stories are long: some cannot fit in 512 tokens"
-    assert all(r["input"] == "" for r in skipped)
+    assert all(r["prompt_tokens"] == 0 and r["context_sha256"] == "" and _text(r, books) == "" for r in skipped)
     assert all(r["prompt_tokens"] <= 512 - 20 for r in rows if not r["skip_reason"])
 
 
-def test_corpus_too_short_is_a_clear_error(tokenizer, tmp_path, fresh_cache):
+def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(tokenizer, tmp_path, fresh_cache):
     tiny = tmp_path / "tiny"
     tiny.mkdir()
     (tiny / "a.txt").write_text("One short sentence. And another one.")
-    with pytest.raises(ValueError, match="babilong_corpus"):
+    with pytest.raises(UsageError) as raised:
         _generate(tokenizer, tiny, qa="qa1", length=4096)
+    message = str(raised.value)
+    assert "\n" not in message and f"babilong_corpus={tiny} has 8 tokens of text" in message, message
+    assert "fewer than the 3," in message and "one 4k BABILong sample needs" in message, message  # ~3,5xx tokens of background
+    assert "point --metadata babilong_corpus at more books" in message and "choose shorter babilong_lengths" in message
+
+
+def test_corpus_too_short_through_lm_eval_is_one_line_without_traceback(tiny_llama_dir, tmp_path):
+    """Issue 25: it used to end in a 20-frame ValueError traceback."""
+    import json
+
+    from kit import run_lm_eval
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "a.txt").write_text("One short sentence. And another one.")
+    metadata = {"babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(tiny),
+                "babilong_lengths": "[1k]", "babilong_tasks": "qa1", "babilong_samples": 1}  # fmt: skip
+    proc = run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+         "--tasks", "babilong", "--metadata", json.dumps(metadata)],
+        tmp_path, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")}, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"lm-eval-longmem: error: babilong_corpus={tiny} has 37 tokens of text, fewer than the "), last  # one per character
+    assert "one 1k BABILong sample needs: point --metadata babilong_corpus at more books" in last, last
 
 
 def test_sentence_splitting_joins_wrapped_lines():
@@ -140,7 +172,7 @@ def test_babi_file_facts_give_the_published_questions(tokenizer, shared_data, bo
     for row in rows:
         sample = babi[row["sample_id"]]
         assert (row["question"], row["target"]) == (sample.question, sample.answer)
-        assert all(fact in row["input"] for fact in sample.facts)
+        assert all(fact in _text(row, books) for fact in sample.facts)
 
 
 def test_a_truncated_samples_cache_is_rebuilt_with_one_log_line(tiny_llama_dir, tmp_path, monkeypatch, caplog):

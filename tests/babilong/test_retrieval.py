@@ -10,8 +10,8 @@ from kit import babilong_simulated as simulated
 
 from lm_eval_longmem.babilong import retrieval
 from lm_eval_longmem.babilong.babi import BabiSample
-from lm_eval_longmem.babilong.data import load_docs
-from lm_eval_longmem.babilong.generate import GenerationSpec, generated_docs
+from lm_eval_longmem.babilong.data import Haystacks, babilong_options, load_docs
+from lm_eval_longmem.babilong.generate import GenerationSpec, generated_context, generated_docs
 from lm_eval_longmem.babilong.options import BabilongOptions
 from lm_eval_longmem.babilong.retrieval import Span, chunk_spans, covered, locate_supporting, ranked, recall, sentence_spans
 from lm_eval_longmem.babilong.simulate import simulate
@@ -28,6 +28,11 @@ def tokenizer(tiny_llama_dir):
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "cache"))
+
+
+def haystack(doc, metadata) -> str:
+    """A doc's haystack, rebuilt as the task does (docs do not hold it)."""
+    return Haystacks(babilong_options(metadata))(doc)
 
 
 def texts(text: str, spans) -> list[str]:
@@ -158,7 +163,7 @@ def test_generated_docs_know_where_their_supporting_facts_are(tokenizer, books, 
         if row["skip_reason"]:
             continue
         sample = stories[row["sample_id"]]
-        assert texts(row["input"], row["supporting_spans"]) == [sample.facts[i] for i in sample.supporting]
+        assert texts(generated_context(row, str(books)), row["supporting_spans"]) == [sample.facts[i] for i in sample.supporting]
         checked += 1
     assert checked >= 2
 
@@ -171,7 +176,7 @@ def test_generated_docs_from_babi_files_carry_spans_too(tokenizer, tmp_path, fre
         "4 Daniel went back to the hallway.\n5 Mary went to the garden.\n6 Where is Mary? \tgarden\t5\n"
     )
     rows = generated_docs(GenerationSpec(qa="qa1", length=0, samples=2), facts="babi", babi_dir=babi, corpus=None, tokenizer=tokenizer)
-    assert [texts(r["input"], r["supporting_spans"]) for r in rows] == [["Mary moved to the bathroom."], ["Mary went to the garden."]]
+    assert [texts(generated_context(r, None), r["supporting_spans"]) for r in rows] == [["Mary moved to the bathroom."], ["Mary went to the garden."]]
 
 
 def test_hub_facts_are_located_by_their_babi_question():
@@ -198,12 +203,13 @@ def test_retrieved_pieces_replace_the_context_with_recall(tiny_llama_dir, books,
     ran = [d for d in docs if not d["skip_reason"]]
     assert {d["length_name"] for d in ran} == {"0k", "2k"}
     for doc in ran:
-        assert 1 <= len(doc["retrieved"]) <= 2 and all(piece in doc["input"] for piece in doc["retrieved"])
-        found = all(doc["input"][s:e] in " ".join(doc["retrieved"]) for s, e in doc["supporting_spans"])
+        text = haystack(doc, base)
+        assert 1 <= len(doc["retrieved"]) <= 2 and all(piece in text for piece in doc["retrieved"])
+        found = all(text[s:e] in " ".join(doc["retrieved"]) for s, e in doc["supporting_spans"])
         assert doc["retrieval_recall"] == float(found)
     plain = load_docs(**base)["test"]
     assert all(d["retrieved"] == [] and d["retrieval_recall"] is None for d in plain)
-    assert [d["input"] for d in plain] == [d["input"] for d in docs]  # the haystack itself is unchanged
+    assert [haystack(d, base) for d in plain] == [haystack(d, base) for d in docs]  # the haystack itself is unchanged
 
 
 def test_chunks_in_text_order(tiny_llama_dir, books, fresh_cache):
@@ -213,7 +219,7 @@ def test_chunks_in_text_order(tiny_llama_dir, books, fresh_cache):
     ran = [d for d in docs if not d["skip_reason"]]
     assert ran
     for doc in ran:
-        positions = [doc["input"].index(piece) for piece in doc["retrieved"]]
+        positions = [haystack(doc, base).index(piece) for piece in doc["retrieved"]]
         assert positions == sorted(positions) and len(positions) == 3
         assert all(len(piece) <= 100 for piece in doc["retrieved"])  # one character per token
 
@@ -273,7 +279,7 @@ def test_hub_docs_get_recall_from_the_babi_files(monkeypatch, tiny_llama_dir, tm
     monkeypatch.setattr(data.datasets, "load_dataset", lambda path, name, split: datasets.Dataset.from_dict(rows))
     metadata = {"pretrained": str(tiny_llama_dir), "babilong_lengths": "[1k]", "babilong_tasks": "qa1", "babilong_retrieval": "sentences"}
     found, missing = load_docs(**metadata, babilong_babi_dir=str(babi), babilong_retrieval_k=2)["test"]
-    assert texts(found["input"], found["supporting_spans"]) == ["Mary went to the garden."]
+    assert texts(haystack(found, metadata), found["supporting_spans"]) == ["Mary went to the garden."]
     assert found["retrieval_recall"] == 1.0  # BM25 on "mary": the two sentences naming her
     assert missing["supporting_spans"] == [] and missing["retrieval_recall"] is None  # its story is not in the file
     unknown = load_docs(**metadata)["test"]  # without the bAbI files: no recall, the condition still runs

@@ -12,6 +12,7 @@ from kit import babilong_simulated as simulated
 from kit import read_results, run_lm_eval
 
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.results import skip_reasons
 
 
@@ -71,7 +72,10 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     prompt = sample["arguments"][0][0]
     doc = sample["doc"]
     assert prompt.startswith("S" * 150)
-    assert prompt.endswith(build_prompt(doc["qa"], doc["input"], doc["question"]))
+    assert "input" not in doc and len(str(doc)) < 2000  # the doc records what rebuilds its haystack; the prompt holds it
+    context = prompt[prompt.index("<context>\n") + 10 : prompt.index("\n</context>")]
+    assert sha256_hex(context) == doc["context_sha256"]
+    assert prompt.endswith(build_prompt(doc["qa"], context, doc["question"]))
     assert sample["arguments"][0][1]["max_gen_toks"] == 20 and sample["arguments"][0][1]["do_sample"] is False
     assert sample["metrics"] == ["acc", "acc_corrected", "corrected_abstained", "cells", "summary"]  # its own scores and cell
     assert sample["corrected_abstained"] in (0.0, 1.0)
@@ -119,7 +123,7 @@ def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smo
     rendered = task.fewshot_context(
         doc, 0, system_instruction="Answer briefly.", apply_chat_template=True, chat_template=chat_template
     )
-    prompt = build_prompt("qa1", doc["input"], doc["question"])
+    prompt = build_prompt("qa1", task.haystack(doc), doc["question"])
     assert rendered == (
         f"<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
     )
@@ -184,3 +188,36 @@ def test_cells_and_means_on_degenerate_docs(docs):
     cells = [Cell("qa1", 0, len(docs), cell, cell), Cell("qa2", 0, 1, proportion_interval(1, 1), proportion_interval(1, 1))]
     mean = mean_interval(cells, "acc")
     assert 0.0 <= mean.low <= mean.estimate <= mean.high <= 1.0 and mean.low < mean.high
+
+
+def test_window_fit_reads_the_generators_exact_counts(smollm2_dir, books, cache):
+    """The fit of a generated doc reads the count stored with it (no tokenization), and it is exact to the token;
+    a prompt the generator did not count (a system instruction added) is counted once, then read by content."""
+    from transformers import AutoTokenizer
+
+    from lm_eval_longmem import task_manager
+    from lm_eval_longmem.common.model_info import Window
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    metadata = {"pretrained": str(smollm2_dir), "max_length": 8192} | simulated(books, babilong_lengths="1k", babilong_tasks="qa1")
+
+    def task():
+        return task_manager(metadata=metadata).load(["babilong"])["tasks"]["babilong"]
+
+    plain = task()
+    docs = list(plain.eval_docs)
+    for doc in docs:
+        assert doc["prompt_tokens"] == len(tokenizer(plain.rendered_prompt(doc))["input_ids"])
+    edge = docs[0]["prompt_tokens"] + 20  # prompt + the 20 answer tokens
+    plain.__dict__["window"] = Window(edge, None, "hf", "a test window")
+    assert plain.fit_reason(docs[0]) == ""
+    plain.__dict__["window"] = Window(edge - 1, None, "hf", "a test window")
+    assert "exceed the window" in plain.fit_reason(docs[0])
+    assert plain.token_counts.counted == 0 and plain.token_counts.read == 0  # every count came from the docs
+
+    first = task()
+    first.build_all_requests(limit=None, rank=0, world_size=1, tokenizer_name="t", system_instruction="Be brief.")
+    assert first.token_counts.counted == len(docs) and not first.skips
+    again = task()
+    again.build_all_requests(limit=None, rank=0, world_size=1, tokenizer_name="t", system_instruction="Be brief.")
+    assert again.token_counts.counted == 0 and again.token_counts.read == len(docs)

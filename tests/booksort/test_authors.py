@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 
 from lm_eval_longmem import task_manager
 from lm_eval_longmem.backends.request_type import TokenAccuracy, compact_ids
-from lm_eval_longmem.booksort.data import build_docs, make_doc
+from lm_eval_longmem.booksort.data import build_docs, make_doc, user_text
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS
 from lm_eval_longmem.booksort.task import authors_answer, authors_answer_space, authors_label_ids, our_answer
 from lm_eval_longmem.common.errors import UsageError
@@ -43,30 +43,30 @@ PROMPT_6_MEMORYLESS = (
 
 
 def test_their_prompt_strings_for_fixed_inputs():
-    doc = make_doc(ROW, EXCERPT, variant_name="prompt_2", condition="in_context", protocol="authors")
+    doc = make_doc(ROW, variant_name="prompt_2", condition="in_context", protocol="authors")
     assert doc["prompt_system"] == "You are a helpful, respectful and honest assistant."
-    assert doc["prompt_user"] == PROMPT_2_IN_CONTEXT  # the excerpt runs straight into the task, as in theirs
+    assert user_text(doc, EXCERPT) == PROMPT_2_IN_CONTEXT  # the excerpt runs straight into the task, as in theirs
     assert doc["prompt_answer"] == "Answer: Segment"
     assert doc["label"] == 1  # B (the earlier segment) is right
     # Memory-less: the read part goes, the book is still named (ours names no book there).
-    bare = make_doc(ROW, "", variant_name="prompt_6", condition="memoryless", protocol="authors")
-    assert bare["prompt_user"] == PROMPT_6_MEMORYLESS
-    ours = make_doc(ROW, "", variant_name="default", condition="memoryless")
-    assert "Ackroyd" not in ours["prompt_user"] + ours["prompt_system"]
+    bare = make_doc(ROW, variant_name="prompt_6", condition="memoryless", protocol="authors")
+    assert user_text(bare, "") == PROMPT_6_MEMORYLESS
+    ours = make_doc(ROW, variant_name="default", condition="memoryless")
+    assert "Ackroyd" not in user_text(ours, "") + ours["prompt_system"]
     # prompt_12 only adds to the system prompt.
-    twelve = make_doc(ROW, EXCERPT, variant_name="prompt_12", condition="in_context", protocol="authors")
+    twelve = make_doc(ROW, variant_name="prompt_12", condition="in_context", protocol="authors")
     assert twelve["prompt_system"] == "You are a helpful, respectful and honest assistant. Please only answer A or B."
-    assert twelve["prompt_user"] == PROMPT_2_IN_CONTEXT
+    assert user_text(twelve, EXCERPT) == PROMPT_2_IN_CONTEXT
     assert len(AUTHORS_PROMPTS) == 13
 
 
 def test_title_casing_is_theirs_only_in_their_protocol():
     """Their builder writes `str.title()` titles; the hub's (built by them) stay as they are."""
-    ours = make_doc(ROW, EXCERPT, variant_name="prompt_2", condition="in_context")
-    assert "The Murder of Roger Ackroyd." in ours["prompt_user"] and "Murder Of" not in ours["prompt_user"]
+    ours = make_doc(ROW, variant_name="prompt_2", condition="in_context")
+    assert "The Murder of Roger Ackroyd." in user_text(ours, EXCERPT) and "Murder Of" not in user_text(ours, EXCERPT)
     hub_row = {**ROW, "book_title": "Pomona; Or, The Future Of English"}
-    theirs = make_doc(hub_row, EXCERPT, variant_name="prompt_2", condition="in_context", protocol="authors")
-    assert "from the book Pomona; Or, The Future Of English." in theirs["prompt_user"]
+    theirs = make_doc(hub_row, variant_name="prompt_2", condition="in_context", protocol="authors")
+    assert "from the book Pomona; Or, The Future Of English." in user_text(theirs, EXCERPT)
 
 
 def test_decisions_on_fixed_log_probabilities(smollm2_dir):
@@ -138,10 +138,10 @@ def test_a_run_sends_their_tokens_and_decides_their_way(chat_tiny, built_dir):
     correct = []
     for sample in samples:
         doc = docs[sample["doc"]["trial_id"]]
-        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": doc["prompt_user"]}]
+        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": user_text(doc, "")}]
         theirs = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment" + space
         context = tokenizer(theirs)["input_ids"]  # default special tokens: BOS first, as their HF path
-        assert context[0] == tokenizer.bos_token_id and doc["book_title"].title() in doc["prompt_user"]
+        assert context[0] == tokenizer.bos_token_id and doc["book_title"].title() in user_text(doc, "")
         assert [tuple(args) for args in sample["arguments"]] == [(compact_ids(context), compact_ids([label])) for label in labels]
         logprobs = [TokenAccuracy(*resp[0]).logprob for resp in sample["resps"]]
         answer = authors_answer(logprobs)
@@ -176,6 +176,6 @@ def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir,
 
     for doc in list(task.test_docs())[:3]:
         ours = task.rendered_prompt(doc, apply_chat_template=True, chat_template=chat)
-        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": doc["prompt_user"]}]
+        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": user_text(doc, task.excerpts(doc))}]
         assert ours == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment"
-        assert "Macbeth" in doc["prompt_user"]
+        assert "Macbeth" in user_text(doc, task.excerpts(doc))

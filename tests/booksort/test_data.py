@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_longmem.booksort.build import BuildSpec, build, write_dataset
-from lm_eval_longmem.booksort.data import booksort_options, build_docs, load_booksort, read_split
+from lm_eval_longmem.booksort.data import Excerpts, booksort_options, build_docs, load_booksort, read_split, user_text
 from lm_eval_longmem.common.errors import UsageError
 
 
@@ -55,13 +55,16 @@ def test_prompt_in_docs_per_condition(built_dir):
     in_context = load_booksort("in_context", **meta)["test"][0]
     memoryless = load_booksort("memoryless", **meta)["test"][0]
     assert in_context["trial_id"] == memoryless["trial_id"]
-    assert (
-        "The Comedy of Errors" in in_context["prompt_user"]
-        and "The Comedy of Errors" not in memoryless["prompt_user"]
-    )
-    assert len(in_context["prompt_user"].split()) > 250 > len(memoryless["prompt_user"].split())
+    excerpts = Excerpts(booksort_options(meta))
+    excerpt = excerpts(in_context)
+    assert len(excerpt.split()) == 250 and excerpts(memoryless) == ""
+    assert excerpt not in json.dumps(in_context)  # the doc says where its excerpt is; it does not hold it
+    user, alone = user_text(in_context, excerpt), user_text(memoryless, "")
+    assert "The Comedy of Errors" in user and "The Comedy of Errors" not in alone
+    assert len(user.split()) > 250 > len(alone.split())
+    assert user.index(excerpt) == len(in_context["prompt_before_excerpt"])
     shown_first = in_context["segment_1"] if in_context["present_seg1_first"] else in_context["segment_2"]
-    assert f"Segment A: {shown_first}" in in_context["prompt_user"]
+    assert f"Segment A: {shown_first}" in user and user.endswith("\n\n" + alone)
     assert in_context["label"] == (0 if in_context["present_seg1_first"] else 1)
     assert in_context["prompt_answer"] == "Answer: Segment"
 
@@ -147,12 +150,15 @@ def test_hub_layout_gives_the_same_docs_as_the_local_build(built_dir, tmp_path):
     local = build_docs({"booksort_data": str(built_dir), **meta}, "test", "in_context")
     hub = build_docs({"booksort_data": f"hf:{tmp_path / 'hub'}", **meta}, "test", "in_context")
     assert len(hub) == len(local) == 2 * 2 * 100
+    local_text = Excerpts(booksort_options({"booksort_data": str(built_dir)}))
+    hub_text = Excerpts(booksort_options({"booksort_data": f"hf:{tmp_path / 'hub'}"}))
     for a, b in zip(local, hub, strict=True):
-        assert (a["prompt_user"], a["label"], a["distance_bin_idx"]) == (
-            b["prompt_user"],
+        assert (user_text(a, local_text(a)), a["label"], a["distance_bin_idx"]) == (
+            user_text(b, hub_text(b)),
             b["label"],
             b["distance_bin_idx"],
         )
+        assert "excerpt_text" not in b and len(local_text(a).split()) == 250
         assert b["trial_id"] == a["trial_id"].replace("comedy_of_errors", "2", 1)  # rebuilt from the hub columns
 
 

@@ -10,6 +10,7 @@ import pytest
 from kit import read_results, read_samples, run_lm_eval
 from scipy import stats
 
+from lm_eval_longmem.booksort.data import Excerpts, booksort_options, user_text
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
 from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, calibrated_correct, parse_label
 from lm_eval_longmem.common.errors import UsageError
@@ -152,7 +153,7 @@ def test_prompt_rendering_and_one_token_labels(smollm2_task, chat, system_instru
         doc=doc, ctx=ctx, metadata=("booksort_in_context", 0, 1), apply_chat_template=chat
     )
     assert [r.arguments[1] for r in requests] == [" A", " B"]
-    assert doc["prompt_system"].strip() in ctx and doc["prompt_user"] in ctx
+    assert doc["prompt_system"].strip() in ctx and task.doc_to_text(doc) in ctx and task.excerpts(doc) in ctx
     assert (system_instruction or "") in ctx
     if chat:
         assert ctx.endswith("<|im_start|>assistant\nAnswer: Segment") and ctx.startswith("<|im_start|>system\n")
@@ -191,8 +192,8 @@ def test_context_runs_once_per_trial_not_per_label(tiny_llama_dir, built_dir):
     assert len(calls) == 6
 
 
-def _plain_prompt_tokens(doc, tokenizer) -> int:
-    ctx = doc["prompt_system"] + doc["prompt_user"] + doc["prompt_answer"] + " A"
+def _plain_prompt_tokens(doc, tokenizer, excerpts) -> int:
+    ctx = doc["prompt_system"] + user_text(doc, excerpts(doc)) + doc["prompt_answer"] + " A"
     return len(tokenizer(ctx)["input_ids"])
 
 
@@ -214,8 +215,8 @@ def _prompt_tokens(meta: dict, tiny_llama_dir, n: int) -> list[int]:
 
     from lm_eval_longmem.booksort.data import build_docs
 
-    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
-    return [_plain_prompt_tokens(doc, tokenizer) for doc in build_docs(meta, "test", "in_context")[:n]]
+    tokenizer, excerpts = AutoTokenizer.from_pretrained(tiny_llama_dir), Excerpts(booksort_options(meta))
+    return [_plain_prompt_tokens(doc, tokenizer, excerpts) for doc in build_docs(meta, "test", "in_context")[:n]]
 
 
 def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, built_dir):
@@ -225,15 +226,15 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
     from lm_eval_longmem.booksort.data import build_docs
 
     meta = _window_meta(tiny_llama_dir, built_dir)
-    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    tokenizer, excerpts = AutoTokenizer.from_pretrained(tiny_llama_dir), Excerpts(booksort_options(meta))
     docs = build_docs(meta, "test", "in_context")
-    window = sorted(_plain_prompt_tokens(doc, tokenizer) for doc in docs[:6])[3]  # two of the first six do not fit
+    window = sorted(_plain_prompt_tokens(doc, tokenizer, excerpts) for doc in docs[:6])[3]  # two of the first six do not fit
     meta["max_length"] = window
     fits, skipped = [], 0
     for doc in docs:
         if len(fits) == 5:
             break
-        if _plain_prompt_tokens(doc, tokenizer) <= window:
+        if _plain_prompt_tokens(doc, tokenizer, excerpts) <= window:
             fits.append(doc["trial_id"])
         else:
             skipped += 1

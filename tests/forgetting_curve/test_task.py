@@ -293,3 +293,28 @@ def test_every_score_of_the_task_on_degenerate_samples(case):
             continue
         floor, ceiling = (0.0, 1.0) if spec.family == "share" else (1.0, math.inf)
         assert floor <= iv.low < iv.high <= ceiling and iv.low <= iv.estimate <= iv.high, (case, spec.name, iv)
+
+
+@pytest.mark.parametrize("max_tokens", [None, 100])
+def test_a_grid_past_the_window_says_what_runs_and_how_to_stay_within_it(book, tmp_path, caplog, max_tokens):
+    """Issue 25: the warning names the lengths that will run past the claimed window, says they will run, and how not to."""
+    from lm_eval_longmem import task_manager
+
+    model = build_tiny_llama(tmp_path / "tiny-32", max_position_embeddings=32)
+    extra = {} if max_tokens is None else {"forgetting_curve_max_tokens": max_tokens}
+    metadata = {"pretrained": str(model), **json.loads(_metadata(book, (8, 24, 64), 1, **extra))}
+    task = task_manager(metadata=metadata).load(["forgetting_curve"])["tasks"]["forgetting_curve"]
+    with caplog.at_level(logging.WARNING):
+        task.before_requests()
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.endswith("forgetting_curve.task")]
+    past = "24, 64 (49, 129 input positions: 2L+1)" if max_tokens is None else "24 (49 input positions: 2L+1)"
+    assert f"length(s) {past} exceed the model's claimed window of 32 tokens (the model config) and will run anyway" in said[0]
+    assert "--metadata forgetting_curve_beyond_window=false (those lengths are then skipped and counted)" in said[0]
+    if max_tokens is None:
+        assert len(said) == 1 and "the hf backend runs any length for this model" in said[0], said
+    else:
+        assert "the backend runs up to 100 input positions (forgetting_curve_max_tokens)" in said[0]
+        assert said[1] == (
+            "forgetting_curve: length(s) 64 will be skipped and counted, not run: their 2L+1 input positions exceed 100 "
+            "(forgetting_curve_max_tokens)"
+        ), said
