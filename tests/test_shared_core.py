@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import read_samples, run_lm_eval
+from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
@@ -222,11 +222,13 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
 def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir, embedded_books_dir, tmp_path):
     """Defect 15: `forgetting_curve_lengths=[16,100000]` on a 2048-token model (rotary: the backend runs any
     length) used to start a 200k-token forward with no word. Before any request runs, one line now says what
-    the longest sequence needs against the window and the backend's limit. `--limit 1` runs only the 16-token doc.
+    the longest sequence needs against the window and the backend's limit. With `limit_order=cheapest`,
+    `--limit 1` runs only the 16-token doc (the default order would run the 100000-token one first, for minutes).
     """
     corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
     corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
-    metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1}
+    metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1,
+                "forgetting_curve_limit_order": "cheapest"}  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
     args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
@@ -238,6 +240,8 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
     assert "2048" in lines[said[0]] and "backend" in lines[said[0]]
     running = [i for i, line in enumerate(lines) if "Running loglikelihood_accuracy requests" in line]
     assert running and said[0] < running[0]
+    results = read_results(out)["results"]["forgetting_curve"]
+    assert results["copy_acc@16,none"] is not None and "copy_acc@100000,none" not in results
 
 
 # --- the task cards' option tables list exactly the declared keys ----------------------------------------------------

@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lm_eval_longmem.babilong import report, retrieval
+from lm_eval_longmem.babilong import data, report, retrieval
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
@@ -106,6 +106,9 @@ class BabilongTask(LongmemTask):
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return (cell(doc["qa"], int(doc["length"])),)
+
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        return data.doc_work(doc)
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
         """Both checks on the answer (stripped first)."""

@@ -24,6 +24,8 @@ from lm_eval_longmem.booksort.build import BUILDER_VERSION, N_BINS, Trial
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
 from lm_eval_longmem.common.cache import sha256_hex
+from lm_eval_longmem.common.corpus import hub_failure
+from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
@@ -45,11 +47,11 @@ def booksort_options(metadata: dict[str, Any]) -> BooksortOptions:
     return parse_options(BooksortOptions, PREFIX, metadata)
 
 
-def _read_hub(name: str, split: str) -> Source:
+def _load_hub(name: str, split: str) -> Any:
     import datasets
 
     try:
-        dataset = datasets.load_dataset(name, split=split)
+        return datasets.load_dataset(name, split=split)
     except Exception as err:  # gated, offline, missing: all end the same way for the user
         raise UsageError(
             f"could not load the Book-SORT dataset {name!r} from the Hugging Face hub "
@@ -59,7 +61,10 @@ def _read_hub(name: str, split: str) -> Source:
             "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`, then pass "
             "--metadata booksort_data=DATA_DIR"
         ) from err
-    rows = [dict(row) for row in dataset]
+
+
+def _read_hub(name: str, split: str) -> Source:
+    rows = [dict(row) for row in _load_hub(name, split)]
     for row in rows:
         row.setdefault("split", split)
         row.setdefault("book_id", str(row["book_idx"]))
@@ -196,6 +201,28 @@ def read_split(data: str, split: str) -> Source:
             "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`"
         )
     return _read_built(path, split)
+
+
+def source_problems(metadata: dict[str, Any]) -> list[str]:
+    """What keeps this run's trials from loading, with the local alternative; checked before the model
+    loads (`lm_eval_longmem.preflight`). A hub set is loaded (from the local cache when it is there), a
+    local build read and verified, as the tasks will."""
+    data = booksort_options(metadata).data
+    try:
+        if data == "hub" or data.startswith("hf:"):
+            _load_hub(HUB_DATASET if data == "hub" else data[3:], "test")
+        else:
+            read_split(data, "test")
+    except UsageError as err:
+        if not (data == "hub" or data.startswith("hf:")):
+            return [str(err)]
+        name = HUB_DATASET if data == "hub" else data[3:]
+        return [
+            f"{PREFIX}data={data} (hub dataset {name!r}, gated): {hub_failure(err.__cause__ or err)}; local alternative: "
+            f"`lm-eval-longmem booksort build --books BOOKS --output_path booksort_data`, then --metadata "
+            f"{PREFIX}data=booksort_data ({BOOKS_HINT})"
+        ]
+    return []
 
 
 def add_bin_index(rows: list[dict[str, Any]]) -> None:

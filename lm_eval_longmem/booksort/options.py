@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lm_eval_longmem.booksort.prompts import DEFAULT_VARIANT, VARIANTS
-from lm_eval_longmem.common.options import items, one_of, option, text, whole_number, words
+from lm_eval_longmem.common.options import items, limit_order_option, one_of, option, text, whole_number, words
 
 PREFIX = "booksort_"
 
@@ -37,3 +37,4 @@ class BooksortOptions:
     books: tuple[str, ...] | None = option(None, book_ids, "keep these books (Gutenberg number or file stem)", "[69087]")
     distance_bins: tuple[int, ...] | None = option(None, distance_bins, "keep these distance bins (0 nearest .. 3)", "[0,3]")
     prompt: str = option(DEFAULT_VARIANT, one_of(*VARIANTS), f"prompt variant: {', '.join(VARIANTS)}", DEFAULT_VARIANT)
+    limit_order: str = limit_order_option()

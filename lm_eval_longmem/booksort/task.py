@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from lm_eval_longmem.booksort.data import prompt_work
 from lm_eval_longmem.booksort.options import PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import LABELS
 from lm_eval_longmem.common.metric_names import ScoreSpec
@@ -147,6 +148,9 @@ class BooksortTask(LongmemTask):
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return tuple(factor_cells(doc))
+
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        return prompt_work(doc, doc["condition"])
 
     def skip_cell(self, doc: dict[str, Any]) -> str:
         return f"LE{int(doc['excerpt_length'])}"

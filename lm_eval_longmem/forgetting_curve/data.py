@@ -30,7 +30,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lm_eval_longmem.common.corpus import load_texts, token_stream
+from lm_eval_longmem.common.corpus import DEFAULT_DATASET, check_text_source, load_texts, token_stream
+from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
@@ -191,6 +192,22 @@ def source_stream(source: str | None, metadata: dict[str, Any], key: str | None 
             "folder of .txt books, e.g. Project Gutenberg texts), or hf:OWNER/NAME[:SPLIT][#FIELD]"
         ) from err
     return token_stream(texts, load_tokenizer(metadata))
+
+
+def source_problems(metadata: dict[str, Any]) -> list[str]:
+    """What keeps this run's text sources from loading, one line each with the local alternative; checked
+    before the model loads (`lm_eval_longmem.preflight`), so an offline run names them all at once."""
+    sources = sweep_sources(sweep_options(metadata))
+    problems, seen = [], set()
+    for role in (COPY, PREFIX_ROLE):
+        spec, key = sources.of(role), sources.key(role)
+        if spec == RANDOM or spec in seen:
+            continue
+        seen.add(spec)
+        if why := check_text_source(spec):
+            shown = f"{key}={spec}" if spec is not None else f"{key} (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+            problems.append(f"{shown}: {why}; local alternative: --metadata {key}=BOOKS ({BOOKS_HINT})")
+    return problems
 
 
 # --- sources of S and I (section 3.4) ---------------------------------------------------------

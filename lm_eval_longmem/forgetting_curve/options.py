@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_longmem.common.options import flag, length, lengths, option, text, whole_number
+from lm_eval_longmem.common.options import flag, length, lengths, limit_order_option, option, text, whole_number
 
 PREFIX = "forgetting_curve_"
 DEFAULT_POINTS = 32
@@ -72,3 +72,4 @@ class SweepOptions:
         True, flag, "let sequences run past the claimed window (the paper's grid needs up to 2l+2 tokens)", "false"
     )
     separator: str | None = option(None, text, "token (string or id) used as [bos]; default: BOS, else EOS", "<|endoftext|>")
+    limit_order: str = limit_order_option()

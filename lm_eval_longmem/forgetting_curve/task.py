@@ -39,6 +39,7 @@ from lm_eval_longmem.forgetting_curve.data import (
     COPY,
     PREFIX_ROLE,
     Sources,
+    doc_work,
     model_inputs,
     pair_sequences,
     position_limit,
@@ -152,6 +153,9 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return (cell(int(doc["length"])),)
+
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        return doc_work(doc, self.position_limit[0])
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
