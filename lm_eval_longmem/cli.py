@@ -103,7 +103,7 @@ def _demo(args: argparse.Namespace) -> None:
         run_demo(
             args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), size=args.size,
-            device=args.device, batch_size=args.batch_size,
+            device=args.device, batch_size=args.batch_size, apply_chat_template=args.apply_chat_template,
         )  # fmt: skip
     except (EmbeddedMissing, ValueError, FileNotFoundError) as err:
         print(f"lm-eval-longmem demo: {err}", file=sys.stderr)
@@ -178,7 +178,12 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)")
     demo.add_argument("--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)")
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
-    demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 1 on CPU, auto on GPU)")
+    demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 4 on CPU, auto on GPU)")
+    template = demo.add_mutually_exclusive_group()
+    template.add_argument("--apply_chat_template", action="store_true", default=None,
+                          help="apply the model's chat template (default: when its tokenizer has one)")  # fmt: skip
+    template.add_argument("--no_chat_template", dest="apply_chat_template", action="store_false",
+                          help="never apply a chat template (lm_eval's default)")  # fmt: skip
     demo.set_defaults(func=_demo)
     embedded = sub.add_parser(
         "embedded",

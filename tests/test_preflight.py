@@ -105,3 +105,40 @@ def test_the_embedded_folders_are_printed_for_offline_commands(embedded_books_di
     cli = Path(sys.executable).with_name("lm-eval-longmem")
     books = subprocess.run([str(cli), "embedded", "books"], capture_output=True, text=True, check=True, env=os.environ)
     assert books.stdout.strip() == str(embedded_books_dir)
+
+
+def readme_offline_block() -> str:
+    """README's offline main job: the bash block that starts with `# offline`."""
+    import re
+
+    from kit import REPO_ROOT
+
+    blocks = re.findall(r"```bash\n(# offline.*?)```", (REPO_ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    assert len(blocks) == 1, "README.md must have one ```bash block starting with `# offline`"
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_readme_offline_main_job_runs(smollm2_dir, embedded_books_dir, tmp_path):
+    """Issue 26, item 4: README's offline main job (embedded SmolLM2 and plays, `booksort build`, generated BABILong)
+    runs with the hub offline; here with `--limit 2`, cheapest docs first, and 2 BABILong questions per cell."""
+    import subprocess
+    import sys
+
+    block = readme_offline_block().rstrip()
+    assert block.splitlines()[-1].strip().endswith("babilong_corpus=$BOOKS")  # the lm_eval command ends the block
+    small = (" --limit 2 --metadata forgetting_curve_limit_order=cheapest booksort_limit_order=cheapest"
+             " babilong_limit_order=cheapest babilong_samples=2")  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block + small], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=1800)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    from kit import read_results
+
+    results = read_results(tmp_path / "out")
+    assert set(results["results"]) >= {"forgetting_curve", "booksort", "booksort_in_context", "babilong"}
+    assert results["config"]["model_args"]["pretrained"] == str(smollm2_dir)
+    fc = results["results"]["forgetting_curve"]
+    assert fc["copy_acc@256,none"] > fc["lm_acc@256,none"]  # the grid's shortest length (l/32 of 8192), two samples
+    assert {n["effective"] for n in results["n-samples"].values()} == {2}
+    assert "Custom kwargs can be passed" not in proc.stderr  # issue 26, item 6
