@@ -90,21 +90,27 @@ def main() -> None:
           f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', 'unset')}; {os.cpu_count()} CPUs")  # fmt: skip
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
 
+    print("stages (the demo's own lines, with the time since the start):", flush=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    lines = []
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        proc = subprocess.Popen(command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("[") or "done in" in line:
+                print(f"  {time.perf_counter() - start:6.0f} s  {line.strip()}", flush=True)
+        proc.wait()
+        stderr.seek(0)
+        errors = stderr.read()
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode:
-        print(proc.stdout[-3000:], proc.stderr[-5000:], sep="\n")
+        print("\n".join(lines[-40:]), errors[-5000:], sep="\n")
         raise SystemExit(f"the demo failed with status {proc.returncode}")
 
     print(f"load average after: {os.getloadavg()[0]:.1f}")
-    print("\nstages (the demo's own lines):")
-    for line in proc.stdout.splitlines():
-        if line.startswith("[") or "done in" in line:
-            print(f"  {line.strip()}")
     print(f"\nwall {wall:.0f} s ({wall / 60:.1f} min)   cpu {cpu:.0f} s (user + system, every thread)   "
           f"cpu/wall {cpu / wall:.2f}   peak RSS {after.ru_maxrss / 2**20:.2f} GB")  # fmt: skip
 
@@ -119,7 +125,7 @@ def main() -> None:
         print(f"{evaluation:<17} {cell:<32} {n if n is not None else '-':>5} {estimate:>9.3f} {width:>11.3f} "
               f"{'' if target is None else f'{target:.2f}':>7}  {ok}")  # fmt: skip
     print("\nheadline as printed:")
-    for line in proc.stdout.strip().splitlines()[-3:]:
+    for line in [line for line in lines if line.strip()][-3:]:
         print(f"  {line}")
     print(f"\nwithin every target: {'yes' if not failed else 'no (' + ', '.join(failed) + ')'}")
     sys.exit(1 if failed else 0)

@@ -60,7 +60,7 @@ class DemoSize:
 
 
 SIZES = {
-    "small": DemoSize((64, 128, 256, 512), 16, 6, (250,), 4, ("0k", "1k"), "qa1-qa5", 15, 4),
+    "small": DemoSize((128, 256, 512), 16, 8, (250,), 2, ("0k", "1k"), "qa1-qa5", 15, 4),
     "tiny": DemoSize((16, 32), 2, 1, (250,), 2, ("0k",), "qa1", 2, 1),
 }
 
@@ -342,13 +342,14 @@ def booksort_sentence(run: Any) -> str | None:
     if None in acc:
         return None
     share = metrics.get("pct_A")
-    bias = f', answering "A" on {100 * share:.0f}% of them' if share is not None else ""
     calibrated = (metrics.get("acc_calibrated"), metrics.get("acc_calibrated_ci_low"), metrics.get("acc_calibrated_ci_high"))
     if None not in calibrated:
+        bias = f', "A" on {100 * share:.0f}% of {trials} trials' if share is not None else f", {trials} trials"
         return (
             f"Book-SORT (which of two segments came first; chance 50%): {_pct(calibrated)} with the answer bias "
-            f"corrected, {_pct(acc)} as answered{bias} ({trials} trials)."
+            f"corrected ({_pct(acc)} as answered{bias})."
         )
+    bias = f', answering "A" on {100 * share:.0f}% of them' if share is not None else ""
     return f"Book-SORT (which of two segments came first; chance 50%): {_pct(acc)} of {trials} trials{bias}."
 
 
