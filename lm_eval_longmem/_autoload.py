@@ -33,8 +33,9 @@ class _ActivateAfterImport:
         self._loader.exec_module(module)
         from lm_eval_longmem.common.errors import UsageError
         from lm_eval_longmem.harness import activate
+        from lm_eval_longmem.preflight import check_run
 
-        activate(module, UsageError)
+        activate(module, UsageError, check_run)
 
 
 def find_spec(fullname: str, path: object) -> object:

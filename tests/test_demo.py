@@ -43,7 +43,8 @@ def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
     size = SIZES["small"]
     assert n_test == size.booksort_books * len(size.booksort_excerpt_lengths) * size.booksort_excerpts * 4
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert [b["title"] for b in manifest["books"]] == ["All's Well That Ends Well", "Antony and Cleopatra"]
+    titles = [b["title"] for b in manifest["books"]]
+    assert len(titles) == size.booksort_books and titles[:2] == ["All's Well That Ends Well", "Antony and Cleopatra"]
     trial = json.loads((folder / "test.jsonl").read_text().splitlines()[0])
     assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
 
@@ -104,7 +105,8 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert proc.returncode == 0, proc.stderr[-4000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("[")]
     assert steps == ["[1/5] model", "[2/5] books", "[3/5] Book-SORT data from 1 book(s), excerpts of [250] words",
-                     "[4/5] lm_eval: forgetting_curve, booksort, babilong on cpu (progress bars below)", "[5/5] figures and report"]  # fmt: skip
+                     "[4/5] lm_eval: forgetting_curve, booksort, babilong on cpu, without a chat template (progress bars below)",
+                     "[5/5] figures and report"]  # fmt: skip
     results = read_results(out / "results")["results"]
     assert {"copy_acc@16,none", "lm_acc@32,none", "fine_memory_length,none"} <= set(results["forgetting_curve"])
     assert 0.0 <= results["booksort_in_context"]["acc@LE250,none"] <= 1.0
@@ -114,7 +116,10 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert {"forgetting_curve_overlay.png", "booksort.png"} <= {p.name for p in (out / "figures").iterdir()}
     assert any(p.name.startswith("babilong") for p in (out / "figures").iterdir())
     assert f"report:  {out / 'report.html'}" in proc.stdout
-    assert "forgetting_curve fine_memory_length" in proc.stdout.splitlines()[-1]
+    fc, babilong, booksort = proc.stdout.splitlines()[-3:]  # the headline, one sentence per evaluation, with its n
+    assert fc.startswith(f"{tiny_llama_dir.name} copies ") and "-32-token passage" in fc and "2 samples per length" in fc
+    assert babilong.startswith("BABILong qa1: ") and "of 2 questions" in babilong and "at 0k" in babilong
+    assert booksort.startswith("Book-SORT (which of two segments came first; chance 50%): ") and " of 8 trials" in booksort
 
 
 @pytest.mark.slow
@@ -123,6 +128,8 @@ def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path)
     proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"pretrained={smollm2_dir}" in proc.stdout
+    assert "on cpu, with the model's chat template (progress bars below)" in proc.stdout  # an instruct model (issue 26)
+    assert "appears to be an instruct or chat variant but chat template is not applied" not in proc.stderr
     fc = read_results(out / "results")["results"]["forgetting_curve"]
     assert fc["copy_acc@32,none"] > fc["lm_acc@32,none"]  # SmolLM2 copies a repeated passage of Shakespeare
     md = (out / "report.md").read_text()
@@ -130,3 +137,73 @@ def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path)
     share = read_results(out / "results")["results"]["booksort_in_context"]["pct_A,none"]
     assert "| model | acc | answered A |" in md
     assert ("**Answer bias: SmolLM2-135M-Instruct answers" in md) == (share in (0.0, 1.0))  # the demo's model: "A" on every trial
+
+
+def _results_file(tmp_path, booksort_extra=None):
+    """A results file as the demo's run writes it, with round numbers (two lengths, two BABILong cells, Book-SORT)."""
+    fc = {"alias": "forgetting_curve", "fine_memory_length,none": 0, "fine_memory_censored,none": 0,
+          "coarse_memory_length,none": 512, "coarse_memory_censored,none": 1}  # fmt: skip
+    for L, copy, lm in ((256, 0.97, 0.35), (512, 0.96, 0.37)):
+        fc |= {f"copy_acc@{L},none": copy, f"copy_acc@{L}_ci_low,none": copy - 0.01, f"copy_acc@{L}_ci_high,none": copy + 0.01,
+               f"lm_acc@{L},none": lm, f"lm_acc@{L}_ci_low,none": lm - 0.04, f"lm_acc@{L}_ci_high,none": lm + 0.045}  # fmt: skip
+    babilong = {"alias": "babilong", "acc,none": 0.4, "acc_ci_low,none": 0.33, "acc_ci_high,none": 0.48}
+    for cell, value in (("0", 0.5), ("1024", 0.3)):
+        babilong |= {f"acc@{cell},none": value, f"acc@{cell}_ci_low,none": value - 0.1, f"acc@{cell}_ci_high,none": value + 0.1,
+                     f"acc@qa1_{cell},none": value, f"acc@qa1_{cell}_ci_low,none": 0.1, f"acc@qa1_{cell}_ci_high,none": 0.9}  # fmt: skip
+    booksort = {"alias": "booksort_in_context", "acc,none": 0.59375, "acc_ci_low,none": 0.4712, "acc_ci_high,none": 0.7058,
+                "acc@LE250,none": 0.59375, "pct_A,none": 0.75, **(booksort_extra or {})}  # fmt: skip
+    data = {
+        "results": {"forgetting_curve": fc, "babilong": babilong, "booksort": {"alias": "booksort", "acc,none": 0.59375},
+                    "booksort_in_context": booksort},  # fmt: skip
+        "group_subtasks": {"booksort": ["booksort_in_context"]},
+        "configs": {"forgetting_curve": {"longmem": {"docs_per_cell": {"256": 16, "512": 16}}},
+                    "babilong": {"longmem": {"docs_per_cell": {"qa1_0": 15, "qa1_1024": 15}}}},  # fmt: skip
+        "n-samples": {"booksort_in_context": {"original": 64, "effective": 64}},
+        "config": {"model": "hf", "model_args": "pretrained=/models/SmolLM2-135M-Instruct"},
+    }
+    path = tmp_path / "results_2026-01-01T00-00-00.000001.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
+    from lm_eval_longmem.common.results import load_run
+    from lm_eval_longmem.demo import headline_sentences
+
+    fc, babilong, booksort = headline_sentences(load_run(_results_file(tmp_path)))
+    assert fc == (
+        "SmolLM2-135M-Instruct copies 96.0-97.0% of the tokens of a 256-512-token passage it has just read, against "
+        "35.0-37.0% when the passage follows unrelated text (LM baseline); every 95% interval within 4.2 points, 16 "
+        "samples per length. Memory lengths: fine 0 tokens (copy > 99%), coarse >512 (copy beats LM by > 1 point)."
+    )
+    assert babilong == (
+        "BABILong qa1: 40.0% [33.0, 48.0] of 30 questions answered right (50.0% [40.0, 60.0] at 0k; 30.0% [20.0, 40.0] "
+        "at 1k; 15 questions per task and length, authors' answer check)."
+    )
+    assert booksort == 'Book-SORT (which of two segments came first; chance 50%): 59.4% [47.1, 70.6] of 64 trials, answering "A" on 75% of them.'
+
+
+def test_the_booksort_headline_is_the_bias_corrected_accuracy_when_the_run_has_it(tmp_path):
+    from lm_eval_longmem.common.results import load_run
+    from lm_eval_longmem.demo import headline_sentences
+
+    extra = {"acc_calibrated,none": 0.625, "acc_calibrated_ci_low,none": 0.5, "acc_calibrated_ci_high,none": 0.74}
+    booksort = headline_sentences(load_run(_results_file(tmp_path, extra)))[-1]
+    assert booksort == (
+        "Book-SORT (which of two segments came first; chance 50%): 62.5% [50.0, 74.0] with the answer bias corrected "
+        '(59.4% [47.1, 70.6] as answered, "A" on 75% of 64 trials).'
+    )
+
+
+def test_the_chat_template_is_applied_when_the_tokenizer_has_one(tiny_llama_dir, tmp_path):
+    import shutil
+
+    from lm_eval_longmem.demo import has_chat_template
+
+    assert not has_chat_template({"pretrained": str(tiny_llama_dir)})
+    chat = shutil.copytree(tiny_llama_dir, tmp_path / "tiny-chat")
+    config = json.loads((chat / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (chat / "tokenizer_config.json").write_text(json.dumps(config))
+    assert has_chat_template({"pretrained": str(chat)})
+    assert not has_chat_template({"pretrained": str(tmp_path / "no-such-model")})  # the harness's check reports it

@@ -1,7 +1,8 @@
-"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R16 in its docstring), and its behaviour."""
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R18 in its docstring), and its behaviour."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -711,3 +712,95 @@ def _dataset_card_from_files(out: Path, tasks: tuple[str, ...], monkeypatch) -> 
     for task in tasks:
         assert f"config_name: {model}__{task}" in str(card)
     assert '"forgetting_curve"' in str(card) and "copy_acc@16,none" in str(card)  # the latest results, ours included
+
+
+def _notice_records(task_name: str, quiet: str | None) -> list[str]:
+    """The `lm_eval.api.task` messages logged while a task with a callable `custom_dataset` is built."""
+    import datasets
+    from lm_eval.api.task import ConfigurableTask
+
+    records = _Records()
+    logger = logging.getLogger(harness.TASK_LOGGER)
+    logger.addHandler(records)
+    config = {"task": task_name, "output_type": "loglikelihood", "test_split": "test", "doc_to_text": "x",
+              "doc_to_target": " y", "custom_dataset": lambda **_: {"test": datasets.Dataset.from_list([{"a": 1}])}}  # fmt: skip
+    try:
+        with harness.quiet_custom_dataset_notice(quiet) if quiet else contextlib.nullcontext():
+            ConfigurableTask(config=config)
+    finally:
+        logger.removeHandler(records)
+    return [r.getMessage() for r in records.records if r.levelno == logging.WARNING]
+
+
+def test_r18_custom_dataset_notice_shape():
+    """Issue 26, item 6: the harness warns for every task with a callable `custom_dataset`, suggesting RULER's
+    `max_seq_lengths` key, through `lm_eval.api.task`; the message begins with the task name and the notice."""
+    (message,) = _notice_records("longmem_test_notice", None)
+    assert message.startswith(f"longmem_test_notice: {harness.CUSTOM_DATASET_NOTICE}") and "max_seq_lengths" in message
+
+
+def test_custom_dataset_notice_is_dropped_for_the_named_task_only():
+    assert _notice_records("longmem_test_notice", quiet="longmem_test_notice") == []
+    (kept,) = _notice_records("ruler_like", quiet="longmem_test_notice")  # another task's notice still shows
+    assert kept.startswith("ruler_like: ")
+    assert not logging.getLogger(harness.TASK_LOGGER).filters  # the filter is removed afterwards
+
+
+def test_our_tasks_load_without_the_custom_dataset_notice(tiny_llama_dir, embedded_books_dir):
+    records = _Records()
+    logger = logging.getLogger(harness.TASK_LOGGER)
+    logger.addHandler(records)
+    try:
+        metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"),
+                    "forgetting_curve_lengths": "16", "forgetting_curve_samples": 1}  # fmt: skip
+        tm = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata)
+        assert "forgetting_curve" in tm.load(["forgetting_curve"])["tasks"]
+    finally:
+        logger.removeHandler(records)
+    assert not [r for r in records.records if harness.CUSTOM_DATASET_NOTICE in r.getMessage()]
+
+
+class _Stop(Exception):
+    """Raised by a test's before-model check, so no model is built."""
+
+
+@pytest.mark.parametrize("given_manager", [False, True])
+def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, tmp_path, given_manager):
+    """Issue 26, item 4: `simple_evaluate` creates the model (R4's factories) before it loads any task, from its own
+    frame, where `tasks`, `task_manager`, `model_args` and `metadata` hold what the caller passed. The check we
+    install sees them there, for the lm_eval CLI (which always passes a TaskManager) and the Python API alike."""
+    import lm_eval
+
+    seen = []
+
+    def check(run):
+        seen.append(run)
+        raise _Stop
+
+    monkeypatch.setattr(harness, "_before_model", None)
+    harness.install_before_model(check)
+    manager = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata={"from": "manager"})
+    with pytest.raises(_Stop):
+        lm_eval.simple_evaluate(model="hf", model_args="pretrained=nowhere/model,dtype=float32", tasks=["booksort", "x"],
+                                metadata={"booksort_data": "b"}, task_manager=manager if given_manager else None)  # fmt: skip
+    (run,) = seen
+    assert run.tasks == ["booksort", "x"]
+    if given_manager:
+        assert run.task_manager is manager and run.metadata == {"from": "manager"}
+        assert run.task_yaml("booksort") == task_configs_dir() / "booksort" / "booksort.yaml" and run.task_yaml("x") is None
+    else:
+        assert run.task_manager is None and run.task_yaml("booksort") is None
+        assert run.metadata == {"pretrained": "nowhere/model", "dtype": "float32", "booksort_data": "b"}
+    assert harness.pending_run() is None  # outside simple_evaluate: no run
+
+
+def test_r17_the_lm_eval_cli_checks_before_loading_the_model(tmp_path):
+    """The real `lm_eval` command line: a missing model folder is reported by our check, before the harness tries it."""
+    proc = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", "forgetting_curve",
+                        "--metadata", f"forgetting_curve_corpus={tmp_path}"], tmp_path, check=False)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    message = proc.stderr[proc.stderr.index("lm-eval-longmem: error: ") :].splitlines()
+    assert message[0] == "lm-eval-longmem: error: 2 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    assert message[1].startswith(f"  - --model_args pretrained={tmp_path / 'no-model'}: no such folder")
+    assert message[2].startswith(f"  - forgetting_curve_corpus={tmp_path}: no .txt files in the folder")
+    assert len(message) == 3 and "Traceback" not in proc.stderr

@@ -78,6 +78,8 @@ def write_run(folder, model, *, fine, coarse, scale=1.0, extra=None):
             **(extra or {}),
         },
         "group_subtasks": {"booksort": ["booksort_in_context"]},
+        "configs": {"babilong": {"longmem": {"docs_per_cell": {f"{qa}_{n}": 20 for qa in ("qa1", "qa2", "qa3") for n in (0, 1024, 4096)}
+                                             | {"qa3_4096": 17}}}},  # fmt: skip (3 of qa3 at 4k skipped)
         "higher_is_better": {"hellaswag": {"acc": True, "acc_norm": True}},
         "n-samples": {"booksort_in_context": {"original": 48, "effective": 48}},
         "config": {"model": "hf", "model_args": f"pretrained=/models/{model},dtype=float32"},
@@ -166,8 +168,8 @@ def test_babilong_heatmap_reads_the_one_task_results(two_runs):
     outlined = sorted((p.get_x() + 0.5, p.get_y() + 0.5) for p in acc_ax.patches if isinstance(p, Rectangle) and not p.get_fill())
     assert outlined == [(0.0, 1.0), (1.0, 0.0)]  # qa1 up to 1k, qa2 up to 0k, qa3 nowhere
     table = blocks(report, Table, "BABILong")[0]
-    assert table.header == ["model", "acc", "acc@0k", "acc@1k", "acc@4k", "effective context"]
-    assert table.rows[0][-1] == "qa1 1k, qa2 0k, qa3 none"
+    assert table.header == ["model", "acc", "acc@0k", "acc@1k", "acc@4k", "effective context", "questions per cell"]
+    assert table.rows[0][-2:] == ["qa1 1k, qa2 0k, qa3 none", "17-20"]  # n per cell (issue 26, item 1)
 
 
 def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs):

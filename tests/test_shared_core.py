@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kit import read_samples, run_lm_eval
+from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem import harness
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
@@ -244,7 +244,8 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
 
     corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
     corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
-    metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1}
+    metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1,
+                "forgetting_curve_limit_order": "cheapest"}  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
     with pytest.MonkeyPatch.context() as patch:
@@ -262,6 +263,8 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
     assert "hf backend runs any length" in lines[said[0]] and "forgetting_curve_beyond_window=false" in lines[said[0]]
     running = [i for i, line in enumerate(lines) if "Running loglikelihood_accuracy requests" in line]
     assert running and said[0] < running[0]
+    results = read_results(out)["results"]["forgetting_curve"]
+    assert results["copy_acc@16,none"] is not None and "copy_acc@100000,none" not in results
 
 
 # --- the task cards' option tables list exactly the declared keys ----------------------------------------------------

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import datasets
 
 from lm_eval_longmem.babilong import retrieval
 from lm_eval_longmem.babilong.options import PREFIX, STANDARD_LENGTHS, BabilongOptions
+from lm_eval_longmem.common.corpus import DEFAULT_DATASET, check_text_source, hub_failure
+from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
@@ -119,6 +122,39 @@ def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[str,
     return tuple(length for length in STANDARD_LENGTHS if parse_length(length) <= window)
 
 
+def _load_hub_cell(hub: HubSet, qa: str, length: str) -> datasets.Dataset:
+    return datasets.load_dataset(hub.path, name=length, split=qa)
+
+
+def source_problems(metadata: dict[str, Any]) -> list[str]:
+    """What keeps this run's data from loading, one line each with the local alternative; checked before the
+    model loads (`lm_eval_longmem.preflight`). A hub set is asked for its first cell (from the local cache
+    when it is there); generation needs its background books and, with bAbI facts, the bAbI files."""
+    options = babilong_options(metadata)
+    generate = f"--metadata {PREFIX}source=generate {PREFIX}facts=simulated {PREFIX}corpus=BOOKS"
+    if options.source != "generate":
+        hub = HUB_SETS[options.source]
+        try:
+            _load_hub_cell(hub, options.tasks[0], options.lengths[0] if options.lengths else "0k")
+        except Exception as err:  # offline, gated, network: datasets raises many types
+            return [
+                f"{PREFIX}source={options.source} (hub dataset {hub.path!r}): {hub_failure(err)}; local alternative, "
+                f"fresh seeded samples from the simulator: {generate} ({BOOKS_HINT})"
+            ]
+        return []
+    problems = []
+    if why := check_text_source(options.corpus):
+        shown = f"{PREFIX}corpus={options.corpus}" if options.corpus else f"{PREFIX}corpus (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+        problems.append(f"{shown}: {why}; local alternative: --metadata {PREFIX}corpus=BOOKS ({BOOKS_HINT})")
+    if options.facts == "babi" and not (options.babi_dir and Path(options.babi_dir).expanduser().is_dir()):
+        given = f"{PREFIX}babi_dir={options.babi_dir} is not a folder" if options.babi_dir else f"{PREFIX}facts=babi needs the bAbI test files"
+        problems.append(
+            f"{given}; pass {PREFIX}babi_dir=PATH (the en/ folder of tasks_1-20_v1-2), or generate without "
+            f"files: --metadata {PREFIX}facts=simulated"
+        )
+    return problems
+
+
 def _hub_split(hub: HubSet, qa: str, length: str) -> datasets.Dataset:
     """One (task, length) of a hub set, from the local HF cache or the network."""
     if not hub.has(qa, length):
@@ -127,7 +163,7 @@ def _hub_split(hub: HubSet, qa: str, length: str) -> datasets.Dataset:
             f"data with --metadata {PREFIX}source=generate"
         )
     try:
-        return datasets.load_dataset(hub.path, name=length, split=qa)
+        return _load_hub_cell(hub, qa, length)
     except Exception as err:  # offline, unknown config, network: datasets raises many types
         raise UsageError(
             f"could not load {hub.path} ({length}, {qa}) from the Hugging Face Hub ({type(err).__name__}): check "

@@ -8,7 +8,7 @@ from typing import Any
 
 from lm_eval_longmem.babilong.prompts import PromptSwitches
 from lm_eval_longmem.common.lengths import format_length, parse_length
-from lm_eval_longmem.common.options import flag, fraction_band, items, one_of, option, text, whole_number
+from lm_eval_longmem.common.options import flag, fraction_band, items, limit_order_option, one_of, option, text, whole_number
 
 PREFIX = "babilong_"
 STANDARD_LENGTHS: tuple[str, ...] = ("0k", "1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k", "1M")
@@ -111,6 +111,7 @@ class BabilongOptions:
     retrieval_order: str = option(
         "score", one_of("score", "text"), "retrieval: retrieved pieces by score (the paper) or in text order", "text"
     )
+    limit_order: str = limit_order_option()
 
     @property
     def switches(self) -> PromptSwitches:

@@ -35,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.babilong import report, retrieval
+from lm_eval_longmem.babilong import data, report, retrieval
 from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
@@ -143,6 +143,9 @@ class BabilongTask(LongmemTask):
         """Every (task, length) cell of the dataset, in dataset order (read from its `qa` and `length` columns)."""
         docs = self.eval_docs
         return list(dict.fromkeys(cell(qa, int(length)) for qa, length in zip(docs["qa"], docs["length"])))
+
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        return data.doc_work(doc)
 
     def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
         """Both checks on the answer (stripped first), and whether the corrected reader abstained."""

@@ -31,6 +31,8 @@ from lm_eval_longmem.booksort.build import BUILDER_VERSION, N_BINS, Trial
 from lm_eval_longmem.booksort.options import AUTHORS, OURS, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, Condition, authors_title, get_variant, render, render_authors
 from lm_eval_longmem.common.cache import sha256_hex
+from lm_eval_longmem.common.corpus import hub_failure
+from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
@@ -52,11 +54,11 @@ def booksort_options(metadata: dict[str, Any]) -> BooksortOptions:
     return parse_options(BooksortOptions, PREFIX, metadata)
 
 
-def _read_hub(name: str, split: str) -> Source:
+def _load_hub(name: str, split: str) -> Any:
     import datasets
 
     try:
-        dataset = datasets.load_dataset(name, split=split)
+        return datasets.load_dataset(name, split=split)
     except Exception as err:  # gated, offline, missing: all end the same way for the user
         raise UsageError(
             f"could not load the Book-SORT dataset {name!r} from the Hugging Face hub "
@@ -66,6 +68,10 @@ def _read_hub(name: str, split: str) -> Source:
             "`lm-eval-longmem booksort build --books BOOKS_DIR --output_path DATA_DIR`, then pass "
             "--metadata booksort_data=DATA_DIR"
         ) from err
+
+
+def _read_hub(name: str, split: str) -> Source:
+    dataset = _load_hub(name, split)
     texts = dataset.select_columns(["excerpt_text"]) if "excerpt_text" in dataset.column_names else None
     rows = [dict(row) for row in (dataset.remove_columns(["excerpt_text"]) if texts is not None else dataset)]
     for index, row in enumerate(rows):
@@ -209,6 +215,28 @@ def read_split(data: str, split: str) -> Source:
     return _read_built(path, split)
 
 
+def source_problems(metadata: dict[str, Any]) -> list[str]:
+    """What keeps this run's trials from loading, with the local alternative; checked before the model
+    loads (`lm_eval_longmem.preflight`). A hub set is loaded (from the local cache when it is there), a
+    local build read and verified, as the tasks will."""
+    data = booksort_options(metadata).data
+    try:
+        if data == "hub" or data.startswith("hf:"):
+            _load_hub(HUB_DATASET if data == "hub" else data[3:], "test")
+        else:
+            read_split(data, "test")
+    except UsageError as err:
+        if not (data == "hub" or data.startswith("hf:")):
+            return [str(err)]
+        name = HUB_DATASET if data == "hub" else data[3:]
+        return [
+            f"{PREFIX}data={data} (hub dataset {name!r}, gated): {hub_failure(err.__cause__ or err)}; local alternative: "
+            f"`lm-eval-longmem booksort build --books BOOKS --output_path booksort_data`, then --metadata "
+            f"{PREFIX}data=booksort_data ({BOOKS_HINT})"
+        ]
+    return []
+
+
 def add_bin_index(rows: list[dict[str, Any]]) -> None:
     """Set ``distance_bin_idx`` (0 = nearest) by ranking each excerpt length's ``distance_bin`` edges.
 
@@ -345,8 +373,22 @@ class Excerpts:
         return self._sources[split].excerpt(doc)
 
 
+def as_dataset(docs: list[dict[str, Any]]) -> Any:
+    """`docs` as a `datasets.Dataset` whose text columns are Arrow `large_string`.
+
+    A build from many books holds more prompt text than the 2 GB that Arrow's `string` (32-bit
+    offsets) can address in one array (the paper's recipe on the 42 embedded plays: 146,400 test
+    trials, about 5 GB of excerpts), and `datasets` fails with an offset overflow when it hashes
+    such a table; `large_string` has 64-bit offsets. The docs themselves are unchanged.
+    """
+    import datasets
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(docs)
+    wide = pa.schema([f.with_type(pa.large_string()) if pa.types.is_string(f.type) else f for f in table.schema])
+    return datasets.Dataset(table.cast(wide))
+
+
 def load_booksort(condition: Condition = "in_context", **metadata: Any) -> dict[str, Any]:
     """``custom_dataset`` hook: ``{"test": Dataset, "validation": Dataset}`` for the run's options."""
-    import datasets
-
-    return {split: datasets.Dataset.from_list(build_docs(metadata, split, condition)) for split in SPLITS}
+    return {split: as_dataset(build_docs(metadata, split, condition)) for split in SPLITS}

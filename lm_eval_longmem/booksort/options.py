@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, DEFAULT_VARIANT, VARIANTS
-from lm_eval_longmem.common.options import items, one_of, option, text, whole_number, words
+from lm_eval_longmem.common.options import items, limit_order_option, one_of, option, text, whole_number, words
 
 PREFIX = "booksort_"
 OURS, AUTHORS = "ours", "authors"
@@ -50,3 +50,4 @@ class BooksortOptions:
         "ours, or authors: their readout (bare label tokens), their title casing; needs one of their prompts",
         AUTHORS,
     )
+    limit_order: str = limit_order_option()

@@ -54,7 +54,7 @@ from lm_eval.api.instance import Instance
 from lm_eval_longmem.backends import install
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
 from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
-from lm_eval_longmem.booksort.data import Excerpts, user_text
+from lm_eval_longmem.booksort.data import Excerpts, prompt_work, user_text
 from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
 from lm_eval_longmem.common import metric_names
@@ -314,6 +314,9 @@ class BooksortTask(LongmemTask):
 
     def doc_cells(self, doc: dict[str, Any]) -> tuple[str, ...]:
         return tuple(factor_cells(doc))
+
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        return prompt_work(doc, doc["condition"])
 
     def skip_cell(self, doc: dict[str, Any]) -> str:
         return f"LE{int(doc['excerpt_length'])}"

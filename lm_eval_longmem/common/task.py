@@ -116,6 +116,12 @@ class LongmemTask(ConfigurableTask):
         self.docs_per_cell: dict[str, int] = {}
         super().__init__(config=config, **kwargs)
 
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """The harness's own download (it calls our `custom_dataset` builder), without its notice that
+        suggests a `max_seq_lengths` key we do not have (harness R18)."""
+        with harness.quiet_custom_dataset_notice(self.config.task):
+            super().download(dataset_kwargs, **kwargs)
+
     # --- options and model facts ---------------------------------------------------------------
 
     @property
@@ -225,7 +231,7 @@ class LongmemTask(ConfigurableTask):
     def _decide_skips(self, limit: int | None, samples: list[int] | None) -> int:
         """Skip record and cells of the docs this run considers, the same on every rank and cache state."""
         docs = self.eval_docs
-        considered = samples if samples else range(len(docs))
+        considered = samples if samples else self.doc_order
         limit = None if samples else (int(limit) if limit else None)
         skips: dict[str, Counter[str]] = {}
         cells: dict[str, None] = {}
@@ -253,19 +259,39 @@ class LongmemTask(ConfigurableTask):
             )
         return kept
 
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        """Estimated work of a doc's requests, as the data builder's balanced order estimates it; for
+        the `cheapest` limit order."""
+        raise NotImplementedError(f"{type(self).__name__} has no work estimate, so it cannot take its docs cheapest first")
+
+    @cached_property
+    def doc_order(self) -> list[int]:
+        """Dataset indices in the order the run takes them (`--limit N`: the first N that fit).
+
+        The `<prefix>limit_order` option (`common.options.limit_order_option`): `balanced` is the
+        dataset's own order; `cheapest` sorts by `doc_work`, ties in dataset order. Only the order
+        of taking changes: the docs, their indices and their scores do not.
+        """
+        count = len(self.eval_docs)
+        if getattr(self.options, "limit_order", "balanced") != "cheapest":
+            return list(range(count))
+        docs = self.eval_docs
+        return sorted(range(count), key=lambda i: (self.doc_work(docs[i]), i))
+
     def doc_iterator(
         self, *, rank: int = 0, limit: int | None = None, world_size: int = 1, samples: list[int] | None = None
     ) -> Iterator[tuple[int, Any]]:
         """The harness's iterator over the docs that fit; `--samples` indices are the dataset's own.
 
         With `--samples`, doc ids are positions in that list (the harness maps them back with
-        `samples[id]`); otherwise they are dataset indices. `--limit N` takes the first N docs that fit.
+        `samples[id]`); otherwise they are dataset indices, taken in `doc_order`, and `--limit N` takes
+        the first N docs that fit.
         """
         docs = self.eval_docs
         if samples:
             chosen = ((pos, docs[i]) for pos, i in enumerate(samples) if not self._reason(i, docs[i]))
             return utils.create_iterator(chosen, rank=int(rank), limit=None, world_size=int(world_size))
-        running = ((i, doc) for i, doc in enumerate(docs) if not self._reason(i, doc))
+        running = ((i, docs[i]) for i in self.doc_order if not self._reason(i, docs[i]))
         return utils.create_iterator(
             running, rank=int(rank), limit=int(limit) if limit else None, world_size=int(world_size)
         )

@@ -37,7 +37,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.common.cache import texts_digest
-from lm_eval_longmem.common.corpus import hub_dataset_spec, load_hub_dataset, load_texts, token_stream
+from lm_eval_longmem.common.corpus import DEFAULT_DATASET, check_text_source, hub_dataset_spec, load_hub_dataset, load_texts, token_stream
+from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
@@ -220,6 +221,23 @@ def source_texts(source: str | None, key: str | None = None, protocol: str = OUR
         ) from err
 
 
+def source_problems(metadata: dict[str, Any]) -> list[str]:
+    """What keeps this run's text sources from loading, one line each with the local alternative; checked
+    before the model loads (`lm_eval_longmem.preflight`), so an offline run names them all at once. The
+    sources are taken as named (reading them to compare their texts is the run's job)."""
+    sources = named_sources(sweep_options(metadata))
+    problems, seen = [], set()
+    for role in (COPY, PREFIX_ROLE):
+        spec, key = sources.of(role), sources.key(role)
+        if spec == RANDOM or spec in seen:
+            continue
+        seen.add(spec)
+        if why := check_text_source(spec):
+            shown = f"{key}={spec}" if spec is not None else f"{key} (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+            problems.append(f"{shown}: {why}; local alternative: --metadata {key}=BOOKS ({BOOKS_HINT})")
+    return problems
+
+
 # --- sources of S and I (section 3.4) ---------------------------------------------------------
 
 COPY, PREFIX_ROLE = 1, 2
@@ -279,14 +297,19 @@ class Sources(NamedTuple):
         return spec != RANDOM and (spec == other or spec == self.corpus)
 
 
-def sweep_sources(options: SweepOptions) -> Sources:
-    """The run's sources, compared as texts (`same_texts`): options naming the same texts are one source."""
+def named_sources(options: SweepOptions) -> Sources:
+    """The run's sources as its options name them (a role not given takes the corpus)."""
 
     def pick(given: str | None) -> str | None:
         return options.corpus if given is None else given
 
     given = (options.copy_source is not None, options.prefix_source is not None)
-    sources = same_texts(Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given, options.protocol))
+    return Sources(pick(options.copy_source), pick(options.prefix_source), options.corpus, given, options.protocol)
+
+
+def sweep_sources(options: SweepOptions) -> Sources:
+    """The run's sources, compared as texts (`same_texts`): options naming the same texts are one source."""
+    sources = same_texts(named_sources(options))
     if options.protocol == AUTHORS and sources.prefix == RANDOM and sources.copy != RANDOM:
         raise UsageError(
             f"--metadata {PREFIX}prefix_source=random with {PREFIX}protocol=authors: the authors' tool draws a random "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_longmem.common.options import flag, length, lengths, one_of, option, text, whole_number
+from lm_eval_longmem.common.options import flag, length, lengths, limit_order_option, one_of, option, text, whole_number
 
 PREFIX = "forgetting_curve_"
 DEFAULT_POINTS = 32
@@ -83,3 +83,4 @@ class SweepOptions:
         "ids, to set a curve beside a published one)",
         AUTHORS,
     )
+    limit_order: str = limit_order_option()

@@ -41,6 +41,7 @@ from lm_eval_longmem.forgetting_curve.data import (
     Sources,
     authors_draws,
     authors_random_tokens,
+    doc_work,
     model_inputs,
     pair_sequences,
     position_limit,
@@ -188,6 +189,9 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def sweep_cells(self) -> list[str]:
         """Every length of the sweep, shortest first (read from the dataset's `length` column)."""
         return [cell(length) for length in sorted({int(n) for n in self.eval_docs["length"]})]
+
+    def doc_work(self, doc: dict[str, Any]) -> int:
+        return doc_work(doc, self.position_limit[0])
 
     def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""

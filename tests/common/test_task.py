@@ -296,3 +296,67 @@ def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llam
         pairs = [(ids(context), ids(continuation)) for context, continuation in task.accuracy_requests(doc)]
         expected[doc_id] = {f"gen_args_{i}": {"arg_0": c, "arg_1": t, "arg_2": {"beyond_max_length": True}} for i, (c, t) in enumerate(pairs)}
     assert second == expected and all(second[d] != first[d] for d in first)
+
+
+# --- which docs `--limit N` takes: `<prefix>limit_order` (issue 26, item 5) ------------------------------------------
+
+
+def _limit_order_task(task_name, metadata):
+    """One of our tasks loaded as a run loads it (our task folder only: faster)."""
+    from lm_eval.tasks import TaskManager
+
+    from lm_eval_longmem.paths import task_configs_dir
+
+    tm = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata)
+    return tm.load([task_name])["tasks"][task_name]
+
+
+def _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path):
+    from kit import babilong_simulated, build_booksort
+
+    macbeth = embedded_books_dir / "macbeth.txt"
+    model = {"pretrained": str(tiny_llama_dir), "max_length": 8192}
+    return {
+        "forgetting_curve": (model | {"forgetting_curve_corpus": str(macbeth), "forgetting_curve_lengths": "16,64,32",
+                                      "forgetting_curve_samples": 2}, "forgetting_curve_"),  # fmt: skip
+        "booksort_in_context": (model | {"booksort_data": str(build_booksort(macbeth, tmp_path / "bs", "250,500"))}, "booksort_"),
+        "babilong": (model | babilong_simulated(macbeth, babilong_lengths="[0k,2k]", babilong_tasks="qa1", babilong_samples=2), "babilong_"),
+    }
+
+
+@pytest.mark.parametrize("task_name", ["forgetting_curve", "booksort_in_context", "babilong"])
+def test_limit_takes_the_cheapest_docs_first_only_when_asked(task_name, tiny_llama_dir, embedded_books_dir, tmp_path):
+    """Issue 26, item 5: the default order (rounds over every cell, most expensive first in each) makes
+    `--limit 1` run the longest input; `<prefix>limit_order=cheapest` runs the cheapest docs first. Either
+    way the docs, their indices and what the harness gathers per doc are the same."""
+    metadata, prefix = _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path)[task_name]
+    balanced = _limit_order_task(task_name, metadata)
+    cheapest = _limit_order_task(task_name, metadata | {f"{prefix}limit_order": "cheapest"})
+    docs = list(balanced.eval_docs)
+    assert list(cheapest.eval_docs) == docs  # the dataset does not move
+    work = [balanced.doc_work(doc) for doc in docs]
+    assert len(set(work)) > 1, work  # the inputs have docs of different cost
+    assert balanced.doc_order == list(range(len(docs)))
+    assert work[0] == max(work)  # the default: the first doc (what --limit 1 runs) is the most expensive
+    assert cheapest.doc_order == sorted(range(len(docs)), key=lambda i: (work[i], i))
+    for task in (balanced, cheapest):
+        task.build_all_requests(limit=2, rank=0, world_size=1, tokenizer_name="t")
+    taken = [i for i, _ in cheapest.doc_iterator(limit=2)]
+    assert taken == cheapest.doc_order[:2] and [work[i] for i in taken] == sorted(work)[:2]
+    assert {i for i, _ in balanced.doc_iterator(limit=2)} == {0, 1}
+    assert sorted(i for i, _ in cheapest.doc_iterator()) == list(range(len(docs)))  # no --limit: every doc
+
+
+def test_limit_order_is_one_declared_key_per_evaluation():
+    from lm_eval_longmem.babilong.options import BabilongOptions
+    from lm_eval_longmem.booksort.options import BooksortOptions
+    from lm_eval_longmem.common.errors import UsageError
+    from lm_eval_longmem.common.options import LIMIT_ORDERS, declared, parse_options
+    from lm_eval_longmem.forgetting_curve.options import SweepOptions
+
+    for cls, prefix in ((SweepOptions, "forgetting_curve_"), (BooksortOptions, "booksort_"), (BabilongOptions, "babilong_")):
+        (spec,) = [d for d in declared(cls, prefix) if d.name == "limit_order"]
+        assert spec.default == "balanced" and LIMIT_ORDERS == ("balanced", "cheapest")
+        assert parse_options(cls, prefix, {f"{prefix}limit_order": "Cheapest"}).limit_order == "cheapest"
+        with pytest.raises(UsageError, match=f"{prefix}limit_order='shortest'"):
+            parse_options(cls, prefix, {f"{prefix}limit_order": "shortest"})

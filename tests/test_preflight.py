@@ -1,0 +1,144 @@
+"""`lm_eval_longmem.preflight`: every input of our tasks checked before the model loads, all problems in one message."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kit import build_booksort, run_lm_eval
+
+from lm_eval_longmem import preflight
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.harness import RunRequest
+from lm_eval_longmem.paths import task_configs_dir
+
+
+def _run(tasks, metadata, task_manager=None):
+    return RunRequest(tasks=tasks, metadata=metadata, task_manager=task_manager)
+
+
+def test_our_task_names_are_those_the_harness_indexes():
+    from lm_eval.tasks import TaskManager
+
+    tm = TaskManager(include_path=str(task_configs_dir()), include_defaults=False)
+    indexed = {name: Path(entry.yaml_path).parent.name for name, entry in tm.task_index.items()}
+    assert preflight.our_task_names() == indexed
+    assert {"forgetting_curve", "booksort", "booksort_in_context", "booksort_memoryless", "babilong"} <= set(indexed)
+
+
+def test_runs_without_our_tasks_are_not_checked():
+    assert preflight.run_problems(_run(["hellaswag", {"task": "x"}], {"pretrained": "/no/such/model"})) == []
+
+
+def test_a_name_another_include_path_took_over_is_not_ours(tmp_path):
+    theirs = SimpleNamespace(task_index={"booksort": SimpleNamespace(yaml_path=tmp_path / "booksort.yaml")})
+    ours = SimpleNamespace(task_index={"booksort": SimpleNamespace(yaml_path=task_configs_dir() / "booksort" / "booksort.yaml")})
+    assert preflight.requested_evaluations(_run(["booksort"], {}, theirs)) == []
+    assert preflight.requested_evaluations(_run(["booksort", "booksort_memoryless"], {}, ours)) == ["booksort"]
+
+
+def test_every_missing_local_input_is_named_with_its_fix(tmp_path):
+    missing = tmp_path / "missing"
+    metadata = {
+        "pretrained": str(tmp_path / "no-model"),
+        "forgetting_curve_corpus": str(missing),
+        "booksort_data": str(missing),
+        "babilong_source": "generate", "babilong_facts": "babi", "babilong_corpus": str(tmp_path),
+    }  # fmt: skip
+    with pytest.raises(UsageError) as caught:
+        preflight.check_run(_run(["forgetting_curve", "booksort", "babilong"], metadata))
+    header, *lines = str(caught.value).splitlines()
+    assert header == "5 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    assert lines[0].startswith(f"  - --model_args pretrained={tmp_path / 'no-model'}: no such folder")
+    assert lines[1].startswith(f"  - forgetting_curve_corpus={missing}: {missing} does not exist; local alternative: --metadata forgetting_curve_corpus=BOOKS")
+    assert lines[2].startswith(f"  - --metadata booksort_data={str(missing)!r} is neither 'hub'")
+    assert lines[3].startswith(f"  - babilong_corpus={tmp_path}: no .txt files in the folder {tmp_path}")
+    assert lines[4].startswith("  - babilong_facts=babi needs the bAbI test files") and "babilong_facts=simulated" in lines[4]
+
+
+def test_one_problem_is_one_line(tmp_path):
+    with pytest.raises(UsageError) as caught:
+        preflight.check_run(_run(["forgetting_curve"], {"forgetting_curve_lenghts": "16"}))
+    assert str(caught.value) == (
+        "--metadata forgetting_curve_lenghts: no such option; did you mean forgetting_curve_lengths? (see the task "
+        "card's option table) (checked before loading the model)"
+    )
+
+
+def test_inputs_that_are_there_pass(tiny_llama_dir, embedded_books_dir, tmp_path):
+    book = embedded_books_dir / "macbeth.txt"
+    metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_corpus": str(book),
+                "forgetting_curve_copy_source": "random", "booksort_data": str(build_booksort(book, tmp_path / "bs")),
+                "babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(embedded_books_dir)}  # fmt: skip
+    assert preflight.run_problems(_run(["forgetting_curve", "booksort_memoryless", "babilong"], metadata)) == []
+
+
+def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(tmp_path):
+    """Issue 26, item 4: with the hub offline, README's main job (hub model, default data) used to fail three times,
+    one source per run, each after loading the model (a hub model failed in 90 lines). Now one message, before
+    the model loads, names the model and the three sources, each with its local alternative."""
+    empty_hub = tmp_path / "hf"  # no model, no dataset cached, whatever this machine's own cache holds
+    proc = run_lm_eval(["--model", "hf", "--model_args", "pretrained=HuggingFaceTB/SmolLM2-135M-Instruct", "--tasks",
+                        "forgetting_curve,booksort,babilong", "--batch_size", "1", "--log_samples"], tmp_path,
+                       env={"HF_HOME": str(empty_hub), "HF_HUB_CACHE": str(empty_hub / "hub"),
+                            "HF_DATASETS_CACHE": str(empty_hub / "datasets")}, check=False)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    message = proc.stderr[proc.stderr.index("lm-eval-longmem: error: ") :].splitlines()
+    assert message[0] == "lm-eval-longmem: error: 4 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    model, corpus, booksort, babilong = message[1:]
+    assert model.startswith("  - --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct: not in the local Hugging Face cache")
+    assert "$(lm-eval-longmem embedded model)" in model
+    assert corpus.startswith("  - forgetting_curve_corpus (default: hub dataset 'emozilla/pg19-test'")
+    assert "--metadata forgetting_curve_corpus=BOOKS" in corpus and "$(lm-eval-longmem embedded books)" in corpus
+    assert booksort.startswith("  - booksort_data=hub (hub dataset 'memari/booksort', gated)") and "lm-eval-longmem booksort build" in booksort
+    assert babilong.startswith("  - babilong_source=hub (hub dataset 'RMT-team/babilong')") and "babilong_source=generate" in babilong
+    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr
+    assert not any(Path(tmp_path).rglob("results_*.json"))
+
+
+def test_the_embedded_folders_are_printed_for_offline_commands(embedded_books_dir):
+    import subprocess
+    import sys
+
+    cli = Path(sys.executable).with_name("lm-eval-longmem")
+    books = subprocess.run([str(cli), "embedded", "books"], capture_output=True, text=True, check=True, env=os.environ)
+    assert books.stdout.strip() == str(embedded_books_dir)
+
+
+def readme_offline_block() -> str:
+    """README's offline main job: the bash block that starts with `# offline`."""
+    import re
+
+    from kit import REPO_ROOT
+
+    blocks = re.findall(r"```bash\n(# offline.*?)```", (REPO_ROOT / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    assert len(blocks) == 1, "README.md must have one ```bash block starting with `# offline`"
+    return blocks[0]
+
+
+@pytest.mark.slow
+def test_readme_offline_main_job_runs(smollm2_dir, embedded_books_dir, tmp_path):
+    """Issue 26, item 4: README's offline main job (embedded SmolLM2 and plays, `booksort build`, generated BABILong)
+    runs with the hub offline; here with `--limit 2`, cheapest docs first, and 2 BABILong questions per cell."""
+    import subprocess
+    import sys
+
+    block = readme_offline_block().rstrip()
+    assert block.splitlines()[-1].strip().endswith("babilong_corpus=$BOOKS")  # the lm_eval command ends the block
+    small = (" --limit 2 --metadata forgetting_curve_limit_order=cheapest booksort_limit_order=cheapest"
+             " babilong_limit_order=cheapest babilong_samples=2")  # fmt: skip
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block + small], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=1800)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    from kit import read_results
+
+    results = read_results(tmp_path / "out")
+    assert set(results["results"]) >= {"forgetting_curve", "booksort", "booksort_in_context", "babilong"}
+    assert results["config"]["model_args"]["pretrained"] == str(smollm2_dir)
+    fc = results["results"]["forgetting_curve"]
+    assert fc["copy_acc@256,none"] > fc["lm_acc@256,none"]  # the grid's shortest length (l/32 of 8192), two samples
+    assert {n["effective"] for n in results["n-samples"].values()} == {2}
+    assert "Custom kwargs can be passed" not in proc.stderr  # issue 26, item 6
