@@ -42,7 +42,6 @@ from lm_eval_longmem.booksort import finetune as booksort_finetune
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
 from lm_eval_longmem.common.lengths import format_length, parse_length
-from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.common.results import Run, run_labels
 from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
 from lm_eval_longmem.plots import babilong as babilong_plot

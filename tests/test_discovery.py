@@ -117,5 +117,6 @@ def test_wheel_ships_task_configs_and_the_hook(tmp_path):
         f"import site; site.addsitedir({str(target)!r});"
         "from lm_eval_longmem.paths import task_configs_dir; print(task_configs_dir())"
     )
-    printed = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the extracted wheel, not a checkout on the path
+    printed = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path, env=env).stdout
     assert printed.strip() == str(target / "lm_eval_longmem" / "task_configs")

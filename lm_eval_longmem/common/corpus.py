@@ -74,7 +74,7 @@ def check_text_source(source: str | Path | None, *, default_dataset: str = DEFAU
     path = Path(str(source)).expanduser()
     if path.is_file() or (path.is_dir() and book_files(path)):
         return ""
-    return f"no .txt books in the folder {path}" if path.is_dir() else f"{path} does not exist"
+    return f"no .txt files in the folder {path}" if path.is_dir() else f"{path} does not exist"
 
 
 def _load_local(path: Path) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.metric_names import CONFIG_KEY, NO_FILTER
+from lm_eval_longmem.common.metric_names import CONFIG_KEY
 
 RESULTS_GLOB = "results_*.json"
 EVALUATIONS = ("forgetting_curve", "booksort", "babilong")

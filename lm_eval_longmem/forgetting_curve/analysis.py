@@ -25,7 +25,6 @@ Metric names are read through `common/metric_names.py`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence

@@ -270,6 +270,6 @@ def test_text_columns_are_large_strings(built_dir):
     running README's offline main job). Text columns are `large_string`; the docs are the ones `build_docs` gives."""
     meta = {"booksort_data": str(built_dir), "booksort_excerpt_lengths": 250}
     loaded = load_booksort("in_context", **meta)["test"]
-    assert loaded.features["prompt_user"].dtype == "large_string" and loaded.features["book_id"].dtype == "large_string"
+    assert loaded.features["prompt_before_excerpt"].dtype == "large_string" and loaded.features["book_id"].dtype == "large_string"
     assert loaded.features["excerpt_length"].dtype == "int64"
     assert loaded.to_list() == build_docs(meta, "test", "in_context")
