@@ -80,7 +80,7 @@ def _assert_facts_at_their_depths(tokenizer, context: str, doc: dict) -> None:
 
 def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excludes(llama_128k_dir, long_books, tmp_path):
     from lm_eval_longmem.forgetting_curve.data import Spans, sequences, source_stream
-    from lm_eval_longmem.forgetting_curve.task import _compact
+    from lm_eval_longmem.backends.request_type import compact_ids
 
     metadata = {
         "forgetting_curve_corpus": str(long_books), "forgetting_curve_lengths": "[32k,64k]",
@@ -106,7 +106,7 @@ def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excl
     built = sequences(stream, doc["separator_id"], 32768, Spans(doc["s_start"], doc["i_start"]))
     for request, (context, continuation) in zip(("gen_args_0", "gen_args_1"), (built.copy, built.lm), strict=True):
         sent = record["arguments"][request]
-        assert (sent["arg_0"], sent["arg_1"]) == (_compact(context.tolist()), _compact(continuation.tolist()))
+        assert (sent["arg_0"], sent["arg_1"]) == (compact_ids(context.tolist()), compact_ids(continuation.tolist()))
         assert sent["arg_0"].startswith("<49154 token ids")  # [bos] S [bos] S[:L/2], all 49,154 of them
 
 

@@ -104,13 +104,27 @@ def without_paths(markdown: str) -> str:
 
 def without_additions(markdown: str) -> str:
     """The report without what issue 20 added: the Book-SORT "answered A" column and its note, the
-    answer-bias flags, the per-length table issue 26 added, and the perplexity panel's words in a forgetting-curve caption."""
+    answer-bias flags, the per-length table and the BABILong questions per cell issue 26 added, what the numbers rest on (issue 28), and the perplexity panel's words in a forgetting-curve caption."""
     markdown = markdown.replace(' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', "")
     markdown = markdown.replace(", with the perplexity of the same tokens under it (the paper's Figure 5).", ".")
     markdown = re.sub(r"\n\*\*Answer bias: [^\n]*\n", "", markdown)
     # issue 26: the forgetting curve's per-length table (its note and rows) after the summary table
     markdown = re.sub(r"\n\nPer length: [^\n]*\n\n(\|[^\n]*\n)+", "\n", markdown)
+    # issue 28: what the numbers rest on (a first section when a run leaves something out, a headline column)
+    markdown = re.sub(r"## What these numbers rest on\n.*?(?=\n## )\n", "", markdown, flags=re.DOTALL)
     lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("| model | forgetting_curve fine_memory_length |") and line.endswith(" rests on |"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                lines[j] = "|".join(lines[j].split("|")[:-2]) + "|"
+                j += 1
+    for i, line in enumerate(lines):  # issue 26: BABILong's "questions per cell" column
+        if line.startswith("| model | acc | acc@") and line.endswith(" questions per cell |"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                lines[j] = "|".join(lines[j].split("|")[:-2]) + "|"
+                j += 1
     for i, line in enumerate(lines):
         if line.startswith("| model | acc | answered A |"):
             j = i
