@@ -71,7 +71,7 @@ def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeyp
         rows_per_call.append(a.shape)
         return real_mm(a, b, **kwargs)
 
-    monkeypatch.setattr(hf, "head_chunk_rows", lambda self, n_rows, vocab, dtype, device=None: 8)  # 8 positions per chunk
+    monkeypatch.setattr(hf, "head_chunk_rows", lambda *args: 8)  # 8 positions per chunk
     monkeypatch.setattr(torch, "mm", mm)
     got = run(tiny_lm, pairs, batch_size=4)
     monkeypatch.undo()
@@ -83,11 +83,51 @@ def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeyp
 def test_head_chunks_stay_within_their_share_of_the_body_forward(tiny_lm):
     vocab = tiny_lm.model.get_output_embeddings().weight.shape[0]
     sizes = {}
-    for n_rows in (256, 4096, 65536):
+    for n_rows in (256, 4096, 65536, 2**22):
         rows = hf.head_chunk_rows(tiny_lm, n_rows, vocab, torch.float32)
-        assert 1 <= rows and 2 * rows * vocab * 4 <= hf.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows)
+        budget = max(hf.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows), hf.MIN_HEAD_CHUNK_BYTES)
+        assert 1 <= rows and rows * vocab * 4 <= budget < (rows + 1) * vocab * 4
         sizes[n_rows] = rows
-    assert sizes[256] <= sizes[4096] < sizes[65536], "a longer forward needs more memory, so its chunks may be larger"
+    assert sizes[256] == sizes[4096] == hf.MIN_HEAD_CHUNK_BYTES // (vocab * 4), "a small body gets the minimum chunk"
+    assert sizes[4096] < sizes[2**22], "a longer forward needs more memory, so its chunks may be larger"
+    # a bf16 head scored in fp32 holds its bf16 output beside the fp32 log-probabilities
+    mixed = hf.head_chunk_rows(tiny_lm, 256, vocab, torch.float32, None, torch.bfloat16)
+    assert mixed == hf.MIN_HEAD_CHUNK_BYTES // (vocab * 6)
+
+
+def test_argmax_hits_equal_argmax_bit_for_bit():
+    """Ties (the first maximal index wins), NaN (counts as the maximum), -inf rows, bf16's frequent ties."""
+    nan, inf = float("nan"), float("inf")
+    rows = [
+        ([1.0, 3.0, 2.0], [1, 0, 2]),  # a clear maximum: hit only at index 1
+        ([3.0, 1.0, 3.0], [0, 2, 1]),  # tied maximum: only the first index counts
+        ([1.0, nan, 2.0], [1, 2, 0]),  # NaN is the argmax
+        ([nan, 1.0, nan], [0, 2, 1]),  # two NaNs: the first
+        ([-inf, -inf, -inf], [0, 1, 2]),  # all -inf: index 0
+        ([0.0, -0.0, -1.0], [0, 1, 2]),  # signed zeros tie
+        ([inf, 5.0, inf], [0, 2, 1]),
+    ]
+    for values, targets in rows:
+        logits = torch.tensor([values] * len(targets))
+        target = torch.tensor(targets)[:, None]
+        before = logits.clone()
+        got = hf._argmax_hits(logits, target)
+        assert got.tolist() == (logits.argmax(-1) == target.squeeze(-1)).tolist(), values
+        assert torch.equal(logits.nan_to_num(), before.nan_to_num()) and torch.equal(logits.isnan(), before.isnan())
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(512, 1000, generator=generator).to(torch.bfloat16).float()  # bf16: many exact ties
+    target = torch.where(
+        torch.rand(512, generator=generator) < 0.5,
+        logits.argmax(-1),  # half the targets are the argmax, the rest the runner-up or random
+        torch.randint(0, 1000, (512,), generator=generator),
+    )
+    top2 = logits.topk(2, dim=-1)
+    target[::7] = top2.indices[::7, 1]
+    ties = (top2.values[:, 0] == top2.values[:, 1]).sum()
+    assert ties > 0, "the test needs rows whose maximum is tied"
+    want = logits.argmax(-1) == target
+    assert 0 < want.sum() < len(want)
+    assert torch.equal(hf._argmax_hits(logits, target[:, None]), want)
 
 
 def test_summed_logprob_equals_harness_loglikelihood(tiny_lm):
