@@ -139,6 +139,58 @@ def test_summed_logprob_equals_harness_loglikelihood(tiny_lm):
         assert (got.bits == "1" * len(got.bits)) == greedy
 
 
+def full_logits_reference(model, context, continuation):
+    """Hits and summed log-probability from the model's own full logits, on its device, scored in fp32."""
+    ids = torch.tensor([context + continuation[:-1]], device=model.device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(context) - 1 :].float()
+    target = torch.tensor(continuation, device=model.device)
+    hits = logits.argmax(-1) == target
+    return hits.cpu(), float(torch.log_softmax(logits, -1).gather(-1, target[:, None]).sum())
+
+
+def assert_matches_own_logits(lm, pairs, per_token_tolerance, flips=0):
+    """Our answers against the full forward's: at most `flips` differing bits per request (near-ties), log-probabilities to the tolerance."""
+    results = run(lm, pairs, batch_size=3)
+    assert lm._longmem_chunked_head is True
+    for (ctx, cont), got in zip(pairs, results, strict=True):
+        hits, logprob = full_logits_reference(lm.model, ctx, cont)
+        want = "".join("1" if hit else "0" for hit in hits.tolist())
+        assert len(got.bits) == len(want) and sum(a != b for a, b in zip(got.bits, want)) <= flips
+        assert got.logprob == pytest.approx(logprob, abs=per_token_tolerance * len(cont))
+    assert run(lm, pairs, batch_size=1) == results  # still independent of the batch size
+
+
+def test_bf16_model_is_scored_in_fp32(tiny_llama_dir, pairs):
+    """A bf16 head writes its logits into a bf16 buffer, copied into the fp32 one that log_softmax overwrites.
+
+    The tolerance is bf16's: the head's product over a chunk of rows and the model's over the whole
+    sequence may round a logit to neighbouring bf16 values (measured here: 6e-5 per token).
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", dtype="bfloat16")
+    assert lm.model.dtype == torch.bfloat16
+    assert_matches_own_logits(lm, pairs, per_token_tolerance=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run with -m gpu on a GPU machine)")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_on_one_gpu_matches_the_models_own_logits(tiny_llama_dir, pairs, dtype):
+    """On CUDA: the chunked head, the in-place log_softmax and the max-reduction hits against the full forward.
+
+    cuBLAS may pick another algorithm for a chunk's product than for the whole sequence's, so in
+    bf16 a logit may round to a neighbouring value: one near-tie flip per request is allowed there.
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cuda", dtype=dtype)
+    assert lm.model.device.type == "cuda"
+    bf16 = dtype == "bfloat16"
+    assert_matches_own_logits(lm, pairs, per_token_tolerance=1e-3 if bf16 else 1e-5, flips=1 if bf16 else 0)
+
+
 def test_too_long_request_is_an_error_naming_length_and_limit(tiny_llama_dir, make_lm):
     lm = make_lm(tiny_llama_dir, max_length=64)
     ctx, cont = [1] + [10] * 59, [11] * 10  # 69 input positions
