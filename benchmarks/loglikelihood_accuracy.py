@@ -17,9 +17,11 @@ first half, continuation: the second half, as in the forgetting curve) is scored
 
 Each cell (length, variant) runs in a fresh process: it builds or loads the model, reads every
 weight once (a memory-mapped checkpoint would otherwise page the LM head in during one variant
-only), makes one short warm-up call, then `--repeats` timed calls, and reports medians of wall
-time, CPU time of the process ("cpu s": the work done with `--threads 1`; other jobs on a shared
-machine inflate it far less than wall time) and peak memory. Peak on CPU: the process's peak
+only), makes one short warm-up call, then `--repeats` timed calls. With `--rounds N` every cell
+runs N such processes, the variants taking turns, so that a change in the machine's load hits all
+of them alike. Reported: medians over all timed calls of wall time, CPU time of the process ("cpu
+s": the work done with `--threads 1`; other jobs on a shared machine inflate it far less than wall
+time, but still by several percent through shared caches) and peak memory. Peak on CPU: the process's peak
 resident set size during the call (VmHWM, reset through /proc/self/clear_refs before each call),
 so it includes the Python runtime and the resident weights; "over" subtracts the resident size
 right before the call. On CUDA: `torch.cuda.max_memory_allocated` during the call. The growth
@@ -207,8 +209,8 @@ def measure(variant: str, model: str, length: int, device: str, dtype: str, thre
     ctx, cont = copy_sequence(length, vocab, bos)
     walls, cpus, peaks, overs = [], [], [], []
     logprob = None
+    body_seconds.clear()  # the warm-up's
     for _ in range(repeats):
-        body_seconds.clear()
         resident = peak.now()
         peak.reset()
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -218,11 +220,8 @@ def measure(variant: str, model: str, length: int, device: str, dtype: str, thre
         cpus.append(time.process_time() - cpu_start)
         peaks.append(body_peak - block_bytes if body_peak else peak.read())
         overs.append(peaks[-1] + block_bytes - resident)
-    return {
-        "variant": variant, "length": length, "seconds": statistics.median(walls), "cpu_seconds": statistics.median(cpus),
-        "body_seconds": statistics.median(body_seconds) if body_seconds else None, "peak_gb": statistics.median(peaks) / 1e9,
-        "over_gb": statistics.median(overs) / 1e9, "logprob": logprob, "walls": walls, "cpus": cpus,
-    }  # fmt: skip
+    return {"variant": variant, "length": length, "logprob": logprob, "walls": walls, "cpus": cpus, "bodies": body_seconds,
+            "peaks": [p / 1e9 for p in peaks], "overs": [o / 1e9 for o in overs]}  # fmt: skip
 
 
 # ---- the parent: cells, estimates, table ------------------------------------------------------
@@ -262,6 +261,20 @@ def run_cell(variant: str, args, length: int, timeout: float) -> dict:
         last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
         return {"variant": variant, "length": length, "error": f"exit {out.returncode}: {last[-300:]}", "stderr": out.stderr[-4000:]}
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "timeout_s": timeout}
+
+
+def merged(runs: list[dict]) -> dict:
+    """One row from the runs (rounds) of a cell: medians over all their timed calls, or the first failure."""
+    failed = [run for run in runs if "walls" not in run]
+    if failed:
+        return failed[0]
+    calls = {key: [x for run in runs for x in run[key]] for key in ("walls", "cpus", "bodies", "peaks", "overs")}
+    return {
+        "variant": runs[0]["variant"], "length": runs[0]["length"], "logprob": runs[0]["logprob"], "calls": len(calls["walls"]),
+        "seconds": statistics.median(calls["walls"]), "cpu_seconds": statistics.median(calls["cpus"]),
+        "body_seconds": statistics.median(calls["bodies"]) if calls["bodies"] else None,
+        "peak_gb": statistics.median(calls["peaks"]), "over_gb": statistics.median(calls["overs"]),
+    }  # fmt: skip
 
 
 def slope(points: list[tuple[int, float]]) -> float | None:
@@ -328,7 +341,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default=None, help="model dtype (default: float32 on CPU, bfloat16 on CUDA)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per cell")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per cell; medians are reported")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls per cell and round; medians are reported")
+    parser.add_argument("--rounds", type=int, default=1, help="fresh processes per cell, interleaved with the other variants'")
     parser.add_argument("--max-gb", type=float, default=None,
                         help="skip stock where its estimated peak exceeds this (default: 3 on CPU, 95%% of the GPU)")
     parser.add_argument("--compare-with", default=None, help="a checkout whose lm_eval_longmem runs the extra variant ours@base")
@@ -365,35 +379,41 @@ def main() -> None:
     device_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"{os.cpu_count()} CPUs"
     print(f"model: {args.model} ({config['num_hidden_layers']} layers, hidden {config['hidden_size']},"
           f" vocabulary {config['vocab_size']})  device: {args.device} ({device_name})  dtype: {args.dtype}"
-          f"  threads: {args.threads}  repeats: {args.repeats} (medians)")  # fmt: skip
+          f"  threads: {args.threads}  repeats: {args.repeats} x rounds: {args.rounds} (medians)")  # fmt: skip
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {sys.version.split()[0]}")
-    print("one fresh process per cell; peak = " + ("max_memory_allocated" if args.device.startswith("cuda") else "VmHWM (whole process)"))
+    print("one fresh process per cell and round, rounds interleaved; peak = " + ("max_memory_allocated" if args.device.startswith("cuda") else "VmHWM (whole process)"))
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print("stock's estimated extra over the floor (2 x [L, vocabulary] logits + KV cache): "
           + ", ".join(f"{L // 1024}k {stock_extra_bytes(config, L, itemsize) / 1e9:.1f} GB" for L in lengths)
           + f"; run where floor + extra <= {args.max_gb:.1f} GB")  # fmt: skip
     print(f"{'length':>7} {'variant':>9} {'wall s':>8} {'cpu s':>8} {'body cpu':>8} {'peak GB':>8} {'over GB':>8} {'logprob':>13}")
-    started, cells = time.monotonic(), []
+    started, runs, cells = time.monotonic(), [], []
     for length in lengths:
-        floor_peak = None
+        floor_peak, by_variant = None, {variant: [] for variant in variants}
+        for _ in range(args.rounds):  # rounds interleave the variants, so a change in the load hits them alike
+            for variant in variants:
+                if by_variant[variant] and "walls" not in by_variant[variant][-1]:
+                    continue  # failed or skipped: not again
+                left = None if args.deadline is None else args.deadline - (time.monotonic() - started)
+                run = None
+                if left is not None and left < 10:
+                    run = {"variant": variant, "length": length, "skipped": "skipped: --deadline reached"}
+                elif variant == "stock":
+                    estimate = (floor_peak or 0) + stock_extra_bytes(config, length, itemsize) / 1e9
+                    if estimate > args.max_gb:
+                        run = {"variant": variant, "length": length, "estimate_gb": estimate,
+                               "skipped": f"skipped: estimated peak {estimate:.1f} GB > --max-gb {args.max_gb:.1f}"}  # fmt: skip
+                if run is None:
+                    run = run_cell(variant, args, length, args.cell_timeout if left is None else min(args.cell_timeout, left))
+                if variant == "floor" and "peaks" in run:
+                    floor_peak = max(run["peaks"])
+                by_variant[variant].append(run)
+                runs.append(run)
+                if args.json:
+                    Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
         for variant in variants:
-            left = None if args.deadline is None else args.deadline - (time.monotonic() - started)
-            cell = None
-            if left is not None and left < 10:
-                cell = {"variant": variant, "length": length, "skipped": "skipped: --deadline reached"}
-            elif variant == "stock":
-                estimate = (floor_peak or 0) + stock_extra_bytes(config, length, itemsize) / 1e9
-                if estimate > args.max_gb:
-                    cell = {"variant": variant, "length": length, "estimate_gb": estimate,
-                            "skipped": f"skipped: estimated peak {estimate:.1f} GB > --max-gb {args.max_gb:.1f}"}  # fmt: skip
-            if cell is None:
-                cell = run_cell(variant, args, length, args.cell_timeout if left is None else min(args.cell_timeout, left))
-            if variant == "floor" and "peak_gb" in cell:
-                floor_peak = cell["peak_gb"]
-            cells.append(cell)
-            print_cell(cell)
-            if args.json:
-                Path(args.json).write_text(json.dumps({"args": vars(args), "cells": cells}, indent=1))
+            cells.append(merged(by_variant[variant]))
+            print_cell(cells[-1])
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     summarise(cells, lengths, variants)
 
