@@ -387,11 +387,13 @@ def main() -> None:
           + ", ".join(f"{L // 1024}k {stock_extra_bytes(config, L, itemsize) / 1e9:.1f} GB" for L in lengths)
           + f"; run where floor + extra <= {args.max_gb:.1f} GB")  # fmt: skip
     print(f"{'length':>7} {'variant':>9} {'wall s':>8} {'cpu s':>8} {'body cpu':>8} {'peak GB':>8} {'over GB':>8} {'logprob':>13}")
-    started, runs, cells = time.monotonic(), [], []
-    for length in lengths:
-        floor_peak, by_variant = None, {variant: [] for variant in variants}
+    started, runs, cells, floor_peaks = time.monotonic(), [], [], {}
+    # Stock last: where a deadline cuts the run short, it cuts the one variant that is a comparison only.
+    phases = [[v for v in variants if v != "stock"], [v for v in variants if v == "stock"]]
+    for phase, length in ((phase, length) for phase in phases if phase for length in lengths):
+        by_variant = {variant: [] for variant in phase}
         for _ in range(args.rounds):  # rounds interleave the variants, so a change in the load hits them alike
-            for variant in variants:
+            for variant in phase:
                 if by_variant[variant] and "walls" not in by_variant[variant][-1]:
                     continue  # failed or skipped: not again
                 left = None if args.deadline is None else args.deadline - (time.monotonic() - started)
@@ -399,19 +401,19 @@ def main() -> None:
                 if left is not None and left < 10:
                     run = {"variant": variant, "length": length, "skipped": "skipped: --deadline reached"}
                 elif variant == "stock":
-                    estimate = (floor_peak or 0) + stock_extra_bytes(config, length, itemsize) / 1e9
+                    estimate = floor_peaks.get(length, 0) + stock_extra_bytes(config, length, itemsize) / 1e9
                     if estimate > args.max_gb:
                         run = {"variant": variant, "length": length, "estimate_gb": estimate,
                                "skipped": f"skipped: estimated peak {estimate:.1f} GB > --max-gb {args.max_gb:.1f}"}  # fmt: skip
                 if run is None:
                     run = run_cell(variant, args, length, args.cell_timeout if left is None else min(args.cell_timeout, left))
                 if variant == "floor" and "peaks" in run:
-                    floor_peak = max(run["peaks"])
+                    floor_peaks[length] = max(run["peaks"])
                 by_variant[variant].append(run)
                 runs.append(run)
                 if args.json:
                     Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
-        for variant in variants:
+        for variant in phase:
             cells.append(merged(by_variant[variant]))
             print_cell(cells[-1])
     print(f"load average after: {os.getloadavg()[0]:.1f}")

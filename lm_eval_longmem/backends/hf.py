@@ -85,7 +85,8 @@ HEAD_MEMORY_SHARE = 0.10
 """How much one chunk of the LM head (its logits, turned into log-probabilities in place) may add to
 the memory the body forward already needs (weights plus largest activations, `body_forward_bytes`).
 10% keeps the whole scoring call within the 1.15x-of-body target with room for the allocator; for a
-Llama-3-8B-shaped model in bf16 at 128k tokens it is about 3 GB, some 2,000 positions per chunk."""
+Llama-3-8B-shaped model in bf16 at 128k tokens it is about 3.2 GB: some 4,100 positions per chunk,
+as bf16 logits and their fp32 copy."""
 
 MIN_HEAD_CHUNK_BYTES = 64 * 2**20
 """A chunk may always hold this much, however small the body: a matrix product of few rows re-reads
