@@ -3,12 +3,16 @@
 The harness's `loglikelihood` runs the whole model and takes `log_softmax` over
 `[batch, sequence, vocabulary]` logits: at 32k tokens and a 128k vocabulary that alone is
 17-25 GB. Here the model *body* (`model.base_model`) runs once, and the LM head is applied only
-at the scored positions, in chunks of positions sized so that one chunk's logits and their
-`log_softmax` add at most `cost.HEAD_MEMORY_SHARE` to what the body forward already needs (its weights
-and largest activations, `head_chunk_rows`); each chunk yields argmax hits and log-probabilities
-and is dropped. Peak memory is the body's forward plus one chunk, whatever the vocabulary and
-sequence length, and the chunks are as large as that budget allows: every chunk re-reads the whole
-head matrix and pays a pass of `log_softmax`/`argmax`, so few large chunks beat many small ones.
+at the scored positions, in chunks of positions sized so that one chunk's logits add at most
+`cost.HEAD_MEMORY_SHARE` to what the body forward already needs (its weights and largest activations),
+but never fewer than `cost.MIN_HEAD_CHUNK_BYTES` (`head_chunk_rows`); each chunk yields argmax hits and
+log-probabilities and is dropped. Peak memory is the body's forward plus one chunk, whatever the
+vocabulary and sequence length. Few large chunks beat many small ones: every chunk re-reads the
+whole head matrix, and a matrix product of a few rows runs far below the machine's speed.
+
+What the head adds beyond its matrix product is two passes over each chunk's logits: one max
+reduction that settles the argmax hits (`_argmax_hits`, several times cheaper than an argmax on
+CPU) and `log_softmax`, written in place over the logits (one buffer per chunk, not two).
 
 The request type itself (inputs, outputs, worked token example) is specified in
 `lm_eval_longmem.backends.request_type`.
@@ -174,47 +178,86 @@ def body_forward_bytes(self: HFLM, n_rows: int, device: torch.device | None = No
 
 
 def head_chunk_rows(
-    self: HFLM, n_rows: int, vocab_size: int, dtype: torch.dtype, device: torch.device | None = None
+    self: HFLM,
+    n_rows: int,
+    vocab_size: int,
+    dtype: torch.dtype,
+    device: torch.device | None = None,
+    logits_dtype: torch.dtype | None = None,
 ) -> int:
-    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `cost.HEAD_MEMORY_SHARE` of the body's need on `device`."""
-    return cost.head_chunk_rows(body_forward_bytes(self, n_rows, device), vocab_size, torch.finfo(dtype).bits // 8)
+    """Positions per LM-head chunk on `device` (`cost.head_chunk_rows`: within `cost.HEAD_MEMORY_SHARE` of the
+    body's need, or `cost.MIN_HEAD_CHUNK_BYTES`).
+
+    A chunk holds one `[rows, vocabulary]` tensor in `dtype` (the log-probabilities are written over
+    the logits) and, when the head's output `logits_dtype` differs (a bf16 model scored in fp32),
+    the head's output beside it.
+    """
+    logits_itemsize = None if logits_dtype is None else torch.finfo(logits_dtype).bits // 8
+    return cost.head_chunk_rows(body_forward_bytes(self, n_rows, device), vocab_size, torch.finfo(dtype).bits // 8, logits_itemsize)
+
+
+def _argmax_hits(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """`logits.argmax(-1) == target` for `[rows, vocabulary]` logits and `[rows, 1]` targets, by one max reduction.
+
+    An argmax reduction carries an index along and runs several times slower than a plain max on
+    CPU (measured: 5-10x on 49k-wide fp32 rows, one thread). The target is the argmax exactly when
+    its logit is above every other token's, so the target's entry is set to -inf for one `amax`
+    and restored. Where the target ties the best other token, or a NaN makes the comparison fail
+    both ways, argmax's own rule (the first maximal index; NaN counts as the maximum) decides, on
+    those rows only. The result is bit for bit that of `argmax`; `logits` is left as it was.
+    """
+    picked = logits.gather(-1, target)
+    logits.scatter_(-1, target, float("-inf"))
+    rival = logits.amax(dim=-1, keepdim=True)
+    logits.scatter_(-1, target, picked)
+    hits = picked > rival
+    unsettled = (~hits & ~(picked < rival)).squeeze(-1)
+    if bool(unsettled.any()):
+        rows = unsettled.nonzero().squeeze(-1)
+        hits[rows] = logits[rows].argmax(dim=-1, keepdim=True) == target[rows]
+    return hits.squeeze(-1)
 
 
 def _score_positions(
-    logits_at: Callable[[torch.Tensor], torch.Tensor],
+    logits_at: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
     positions: torch.Tensor,
     targets: torch.Tensor,
     step: int,
     vocab_size: int,
-    logits_dtype: torch.dtype,
+    logits_dtype: torch.dtype | None,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Argmax hits and target log-probabilities at `positions`, `step` positions of logits at a time.
 
     `log_softmax` (not a hand-written log-sum-exp) because its kernel treats every row alike
     whatever the number of rows, so how positions fall into chunks never changes a result; a
-    plain `sum` reduction may regroup its additions with the chunk's shape.
+    plain `sum` reduction may regroup its additions with the chunk's shape. It writes over the
+    logits (in `dtype`), after `_argmax_hits` has read them.
 
-    `positions` index the hidden states (and `out` lives) on their device; the logits may come out
-    on another (a head placed on another device, or offloaded), where the targets meet them.
-    `logits_at(index, out)` may write its logits into `out`. Every chunk reuses the same two
-    `[step, vocabulary]` buffers (logits, log-probabilities): fresh ones per chunk cost page faults
-    each time and, once glibc serves blocks of that size from its heap, grow the process (measured
-    on SmolLM2 at 2k tokens: 0.34 GB over the body's peak instead of the budget's 0.06 GB).
+    `positions` index the hidden states on their device; the logits may come out on another (a
+    head placed on another device, or offloaded), where the targets meet them. `logits_at(index,
+    out)` may write its logits into `out`, a `[len(index), vocabulary]` slice of one buffer in
+    `logits_dtype` (None: it returns tensors of its own). Every chunk reuses the same buffers (the
+    head's output, and the `dtype` copy when the two dtypes differ): fresh ones per chunk cost page
+    faults each time and, once glibc serves blocks of that size from its heap, grow the process
+    (measured on SmolLM2 at 2k tokens: 0.34 GB over the body's peak instead of the budget's 0.06 GB).
     """
+    step = max(1, min(step, len(positions)))
     hits, logprobs = [], []
-    logits_buffer = log_probs_buffer = None
+    logits_buffer = scores_buffer = None
     for start in range(0, len(positions), step):
         index = positions[start : start + step]
-        if logits_buffer is None:
+        if logits_buffer is None and logits_dtype is not None:
             logits_buffer = torch.empty((step, vocab_size), dtype=logits_dtype, device=positions.device)
-        logits = logits_at(index, logits_buffer[: len(index)]).to(dtype)
-        if log_probs_buffer is None:  # where the logits come out: a split model's head may sit on another device
-            log_probs_buffer = torch.empty((step, logits.shape[-1]), dtype=dtype, device=logits.device)
-        log_probs = torch.log_softmax(logits, dim=-1, out=log_probs_buffer[: len(index)])
-        target = targets[start : start + step].to(logits.device)
-        hits.append(logits.argmax(dim=-1) == target)
-        logprobs.append(log_probs.gather(-1, target[:, None]).squeeze(-1))
+        logits = logits_at(index, None if logits_buffer is None else logits_buffer[: len(index)])
+        if logits.dtype != dtype:
+            if scores_buffer is None:  # where the logits come out: a split model's head may sit on another device
+                scores_buffer = torch.empty((step, logits.shape[-1]), dtype=dtype, device=logits.device)
+            logits = scores_buffer[: len(index)].copy_(logits)
+        target = targets[start : start + step].to(logits.device)[:, None]
+        hits.append(_argmax_hits(logits, target))
+        log_probs = torch.log_softmax(logits, dim=-1, out=logits)
+        logprobs.append(log_probs.gather(-1, target).squeeze(-1))
         del logits, log_probs
     return torch.cat(hits).cpu(), torch.cat(logprobs).cpu()
 
@@ -269,12 +312,14 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
             # weight is an ordinary tensor beside the hidden states and which no hook wraps. Otherwise
             # the head runs as a module, so accelerate's offload hooks and tensor-parallel hooks apply.
             into_buffer = plain_head(head, rows.device) and self.mixed_precision_dtype is None
-            logits_dtype = head.weight.dtype if into_buffer else dtype
+            # The head's output dtype (autocast: the autocast dtype), for the chunk budget.
+            head_dtype = self.mixed_precision_dtype or getattr(head, "weight", rows).dtype
+            logits_dtype = head.weight.dtype if into_buffer else None
             # A tensor-parallel shard holds part of the rows: the logits have the config's vocabulary.
             vocab_size = head.weight.shape[0] if into_buffer else model.config.get_text_config().vocab_size
 
-            def logits_at(index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-                if not into_buffer:
+            def logits_at(index: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+                if out is None:
                     return transform(head(rows[index]))
                 if head.bias is None:
                     return transform(torch.mm(rows[index], head.weight.t(), out=out))
@@ -282,13 +327,14 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
         else:
             logits = model(input_ids=ids, use_cache=False).logits
             rows = logits.reshape(-1, logits.shape[-1])
-            vocab_size, logits_dtype = rows.shape[-1], dtype
+            vocab_size, logits_dtype = rows.shape[-1], rows.dtype
+            head_dtype = rows.dtype
 
-            def logits_at(index: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-                return torch.index_select(rows, 0, index, out=out) if rows.dtype == out.dtype else rows[index]
+            def logits_at(index: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+                return torch.index_select(rows, 0, index, out=out)
 
         positions = positions.to(rows.device)  # a split model's last layer need not be on self.device
-        step = head_chunk_rows(self, ids.numel(), vocab_size, dtype, rows.device)
+        step = head_chunk_rows(self, ids.numel(), vocab_size, dtype, rows.device, head_dtype)
         hits, logprobs = _score_positions(logits_at, positions, targets_t, step, vocab_size, logits_dtype, dtype)
     results, start = [], 0
     for req in batch:

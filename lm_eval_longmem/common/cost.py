@@ -37,9 +37,11 @@ The terms, for one sequence of n positions:
   above it at 1k-4k positions, where glibc's heap keeps freed blocks below its growing mmap
   threshold (up to 32 MiB), and within 10% once the tensors are larger than that.
 * **LM-head chunk** (`head_chunk_rows`): our `loglikelihood_accuracy` on HF applies the head to the
-  scored positions in chunks whose logits and log-probabilities (2 x vocab elements per position,
-  in the softmax dtype, fp32 by default) take at most `HEAD_MEMORY_SHARE` of what the body forward
-  needs (weights plus activations); `backends/hf.py` sizes its chunks with these functions.
+  scored positions in chunks whose logits, turned into log-probabilities in place (vocab elements
+  per position in the softmax dtype, fp32 by default, plus the head's own output where its dtype
+  differs), take at most `HEAD_MEMORY_SHARE` of what the body forward needs (weights plus
+  activations), or `MIN_HEAD_CHUNK_BYTES` when that is more; `backends/hf.py` sizes its chunks
+  with these functions.
 * **Peak on the HF path** (`hf_peak`): weights plus the larger of the body's activations and what
   the request type makes after the body has run (its output hidden states with the head chunk,
   ours, or with full-vocabulary logits and their `log_softmax` at every position, the harness's
@@ -60,10 +62,17 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 HEAD_MEMORY_SHARE = 0.10
-"""How much one chunk of the LM head (its logits and their `log_softmax`) may add to the memory the
-body forward already needs (weights plus largest activations). 10% keeps the whole scoring call
-within the 1.15x-of-body target with room for the allocator, and gives SmolLM2 (49k vocabulary,
-0.54 GB of weights) about 170 positions per chunk at 4k tokens."""
+"""How much one chunk of the LM head (its logits, turned into log-probabilities in place) may add to
+the memory the body forward already needs (weights plus largest activations). 10% keeps the whole
+scoring call within the 1.15x-of-body target with room for the allocator; for a Llama-3-8B-shaped
+model in bf16 at 128k tokens it is about 3.2 GB: some 4,100 positions per chunk, as bf16 logits and
+their fp32 copy."""
+
+MIN_HEAD_CHUNK_BYTES = 64 * 2**20
+"""A chunk may always hold this much, however small the body: a matrix product of few rows re-reads
+the whole head matrix per chunk and runs far below the machine's speed (measured on one CPU thread,
+SmolLM2's head: 128 rows per product took 1.3x the time per row of 1024 rows; 512 rows, 1.01x).
+64 MiB is about 340 positions of a 49k vocabulary in fp32, 130 of a 128k one."""
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "float64": 8}
 """Bytes per element of the dtypes a model is run in (`dtype=` in --model_args, or the config's)."""
@@ -228,14 +237,24 @@ def eager_scores_bytes(shape: ModelShape, width: int, batch: int = 1) -> int:
     return (2 * shape.heads + 1) * batch * width * width * shape.itemsize if shape.attention == EAGER else 0
 
 
-def head_chunk_rows(body_bytes: int, vocab: int, softmax_itemsize: int) -> int:
-    """Positions per LM-head chunk: one chunk's logits and `log_softmax` within `HEAD_MEMORY_SHARE` of `body_bytes`."""
-    return max(1, int(HEAD_MEMORY_SHARE * body_bytes) // (2 * vocab * softmax_itemsize))
+def head_chunk_row_bytes(vocab: int, softmax_itemsize: int, logits_itemsize: int | None = None) -> int:
+    """Bytes one position of an LM-head chunk holds: its `[vocab]` row in the softmax dtype (the
+    log-probabilities are written over the logits) and, when the head's output dtype differs (a bf16
+    model scored in fp32), the head's output row beside it."""
+    extra = vocab * logits_itemsize if logits_itemsize is not None and logits_itemsize != softmax_itemsize else 0
+    return vocab * softmax_itemsize + extra
 
 
-def head_chunk_bytes(body_bytes: int, vocab: int, softmax_itemsize: int) -> int:
-    """Memory of one LM-head chunk (its two reused `[rows, vocab]` buffers) for a body needing `body_bytes`."""
-    return head_chunk_rows(body_bytes, vocab, softmax_itemsize) * 2 * vocab * softmax_itemsize
+def head_chunk_rows(body_bytes: int, vocab: int, softmax_itemsize: int, logits_itemsize: int | None = None) -> int:
+    """Positions per LM-head chunk: within `HEAD_MEMORY_SHARE` of `body_bytes`, or `MIN_HEAD_CHUNK_BYTES`."""
+    budget = max(int(HEAD_MEMORY_SHARE * body_bytes), MIN_HEAD_CHUNK_BYTES)
+    return max(1, budget // head_chunk_row_bytes(vocab, softmax_itemsize, logits_itemsize))
+
+
+def head_chunk_bytes(body_bytes: int, vocab: int, softmax_itemsize: int, logits_itemsize: int | None = None) -> int:
+    """Memory of one LM-head chunk for a body needing `body_bytes` (`head_chunk_rows` positions)."""
+    rows = head_chunk_rows(body_bytes, vocab, softmax_itemsize, logits_itemsize)
+    return rows * head_chunk_row_bytes(vocab, softmax_itemsize, logits_itemsize)
 
 
 class Peak(NamedTuple):
@@ -267,7 +286,7 @@ def hf_peak(shape: ModelShape, output_type: str, positions: int, *, batch: int =
     body = shape.activation_bytes(rows) + eager_scores_bytes(shape, positions, batch)
     hidden_out = rows * shape.hidden * shape.itemsize
     if output_type == "loglikelihood_accuracy":
-        logits = head_chunk_bytes(shape.weights_bytes + body, shape.vocab, softmax_itemsize)
+        logits = head_chunk_bytes(shape.weights_bytes + body, shape.vocab, softmax_itemsize, shape.itemsize)
         return Peak(shape.weights_bytes, body, 0, logits, shape.weights_bytes + max(body, hidden_out + logits))
     if output_type in ("loglikelihood", "multiple_choice"):
         logits = 2 * rows * shape.vocab * shape.itemsize

@@ -143,7 +143,7 @@ def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeyp
         rows_per_call.append(a.shape)
         return real_mm(a, b, **kwargs)
 
-    monkeypatch.setattr(hf, "head_chunk_rows", lambda self, n_rows, vocab, dtype, device=None: 8)  # 8 positions per chunk
+    monkeypatch.setattr(hf, "head_chunk_rows", lambda *args: 8)  # 8 positions per chunk
     monkeypatch.setattr(torch, "mm", mm)
     got = run(tiny_lm, pairs, batch_size=4)
     monkeypatch.undo()
@@ -155,11 +155,51 @@ def test_head_runs_on_bounded_chunks_of_scored_positions(tiny_lm, pairs, monkeyp
 def test_head_chunks_stay_within_their_share_of_the_body_forward(tiny_lm):
     vocab = tiny_lm.model.get_output_embeddings().weight.shape[0]
     sizes = {}
-    for n_rows in (256, 4096, 65536):
+    for n_rows in (256, 4096, 65536, 2**22):
         rows = hf.head_chunk_rows(tiny_lm, n_rows, vocab, torch.float32)
-        assert 1 <= rows and 2 * rows * vocab * 4 <= cost.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows)
+        budget = max(cost.HEAD_MEMORY_SHARE * hf.body_forward_bytes(tiny_lm, n_rows), cost.MIN_HEAD_CHUNK_BYTES)
+        assert 1 <= rows and rows * vocab * 4 <= budget < (rows + 1) * vocab * 4
         sizes[n_rows] = rows
-    assert sizes[256] <= sizes[4096] < sizes[65536], "a longer forward needs more memory, so its chunks may be larger"
+    assert sizes[256] == sizes[4096] == cost.MIN_HEAD_CHUNK_BYTES // (vocab * 4), "a small body gets the minimum chunk"
+    assert sizes[4096] < sizes[2**22], "a longer forward needs more memory, so its chunks may be larger"
+    # a bf16 head scored in fp32 holds its bf16 output beside the fp32 log-probabilities
+    mixed = hf.head_chunk_rows(tiny_lm, 256, vocab, torch.float32, None, torch.bfloat16)
+    assert mixed == cost.MIN_HEAD_CHUNK_BYTES // (vocab * 6)
+
+
+def test_argmax_hits_equal_argmax_bit_for_bit():
+    """Ties (the first maximal index wins), NaN (counts as the maximum), -inf rows, bf16's frequent ties."""
+    nan, inf = float("nan"), float("inf")
+    rows = [
+        ([1.0, 3.0, 2.0], [1, 0, 2]),  # a clear maximum: hit only at index 1
+        ([3.0, 1.0, 3.0], [0, 2, 1]),  # tied maximum: only the first index counts
+        ([1.0, nan, 2.0], [1, 2, 0]),  # NaN is the argmax
+        ([nan, 1.0, nan], [0, 2, 1]),  # two NaNs: the first
+        ([-inf, -inf, -inf], [0, 1, 2]),  # all -inf: index 0
+        ([0.0, -0.0, -1.0], [0, 1, 2]),  # signed zeros tie
+        ([inf, 5.0, inf], [0, 2, 1]),
+    ]
+    for values, targets in rows:
+        logits = torch.tensor([values] * len(targets))
+        target = torch.tensor(targets)[:, None]
+        before = logits.clone()
+        got = hf._argmax_hits(logits, target)
+        assert got.tolist() == (logits.argmax(-1) == target.squeeze(-1)).tolist(), values
+        assert torch.equal(logits.nan_to_num(), before.nan_to_num()) and torch.equal(logits.isnan(), before.isnan())
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(512, 1000, generator=generator).to(torch.bfloat16).float()  # bf16: many exact ties
+    target = torch.where(
+        torch.rand(512, generator=generator) < 0.5,
+        logits.argmax(-1),  # half the targets are the argmax, the rest the runner-up or random
+        torch.randint(0, 1000, (512,), generator=generator),
+    )
+    top2 = logits.topk(2, dim=-1)
+    target[::7] = top2.indices[::7, 1]
+    ties = (top2.values[:, 0] == top2.values[:, 1]).sum()
+    assert ties > 0, "the test needs rows whose maximum is tied"
+    want = logits.argmax(-1) == target
+    assert 0 < want.sum() < len(want)
+    assert torch.equal(hf._argmax_hits(logits, target[:, None]), want)
 
 
 def test_summed_logprob_equals_harness_loglikelihood(tiny_lm):
@@ -169,6 +209,58 @@ def test_summed_logprob_equals_harness_loglikelihood(tiny_lm):
     for got, (logprob, greedy) in zip(ours, harness, strict=True):
         assert got.logprob == pytest.approx(logprob, abs=1e-4)
         assert (got.bits == "1" * len(got.bits)) == greedy
+
+
+def full_logits_reference(model, context, continuation):
+    """Hits and summed log-probability from the model's own full logits, on its device, scored in fp32."""
+    ids = torch.tensor([context + continuation[:-1]], device=model.device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(context) - 1 :].float()
+    target = torch.tensor(continuation, device=model.device)
+    hits = logits.argmax(-1) == target
+    return hits.cpu(), float(torch.log_softmax(logits, -1).gather(-1, target[:, None]).sum())
+
+
+def assert_matches_own_logits(lm, pairs, per_token_tolerance, flips=0):
+    """Our answers against the full forward's: at most `flips` differing bits per request (near-ties), log-probabilities to the tolerance."""
+    results = run(lm, pairs, batch_size=3)
+    assert lm._longmem_chunked_head is True
+    for (ctx, cont), got in zip(pairs, results, strict=True):
+        hits, logprob = full_logits_reference(lm.model, ctx, cont)
+        want = "".join("1" if hit else "0" for hit in hits.tolist())
+        assert len(got.bits) == len(want) and sum(a != b for a, b in zip(got.bits, want)) <= flips
+        assert got.logprob == pytest.approx(logprob, abs=per_token_tolerance * len(cont))
+    assert run(lm, pairs, batch_size=1) == results  # still independent of the batch size
+
+
+def test_bf16_model_is_scored_in_fp32(tiny_llama_dir, pairs):
+    """A bf16 head writes its logits into a bf16 buffer, copied into the fp32 one that log_softmax overwrites.
+
+    The tolerance is bf16's: the head's product over a chunk of rows and the model's over the whole
+    sequence may round a logit to neighbouring bf16 values (measured here: 6e-5 per token).
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", dtype="bfloat16")
+    assert lm.model.dtype == torch.bfloat16
+    assert_matches_own_logits(lm, pairs, per_token_tolerance=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (run with -m gpu on a GPU machine)")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_on_one_gpu_matches_the_models_own_logits(tiny_llama_dir, pairs, dtype):
+    """On CUDA: the chunked head, the in-place log_softmax and the max-reduction hits against the full forward.
+
+    cuBLAS may pick another algorithm for a chunk's product than for the whole sequence's, so in
+    bf16 a logit may round to a neighbouring value: one near-tie flip per request is allowed there.
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cuda", dtype=dtype)
+    assert lm.model.device.type == "cuda"
+    bf16 = dtype == "bfloat16"
+    assert_matches_own_logits(lm, pairs, per_token_tolerance=1e-3 if bf16 else 1e-5, flips=1 if bf16 else 0)
 
 
 def test_too_long_request_is_an_error_naming_length_and_limit(tiny_llama_dir, make_lm):
