@@ -230,7 +230,13 @@ def assert_matches_own_logits(lm, pairs, per_token_tolerance, flips=0):
         want = "".join("1" if hit else "0" for hit in hits.tolist())
         assert len(got.bits) == len(want) and sum(a != b for a, b in zip(got.bits, want)) <= flips
         assert got.logprob == pytest.approx(logprob, abs=per_token_tolerance * len(cont))
-    assert run(lm, pairs, batch_size=1) == results  # still independent of the batch size
+    again = run(lm, pairs, batch_size=1)
+    if lm.model.device.type == "cpu":
+        assert again == results  # independent of the batch size, bit for bit
+    else:  # cuBLAS may pick other kernels for another batch shape (measured on an H100 in fp32: 5e-7 on -52.4)
+        for (_, cont), one, batched in zip(pairs, again, results, strict=True):
+            assert sum(a != b for a, b in zip(one.bits, batched.bits)) <= flips
+            assert one.logprob == pytest.approx(batched.logprob, abs=per_token_tolerance * len(cont))
 
 
 def test_bf16_model_is_scored_in_fp32(tiny_llama_dir, pairs):
