@@ -444,7 +444,7 @@ def accuracy_extra_bytes(self: HFLM, rows: int, chunked: bool) -> int:
     config = self.model.config.get_text_config()
     itemsize = torch.finfo(self.model.dtype).bits // 8
     softmax_itemsize = torch.finfo(self.softmax_dtype or torch.float32).bits // 8
-    after = rows * int(config.hidden_size) * itemsize + cost.head_chunk_bytes(body, config.vocab_size, softmax_itemsize)
+    after = rows * int(config.hidden_size) * itemsize + cost.head_chunk_bytes(body, config.vocab_size, softmax_itemsize, positions=rows)
     if not chunked:
         after += rows * config.vocab_size * itemsize
     return max(body - weights, after)

@@ -251,9 +251,14 @@ def head_chunk_rows(body_bytes: int, vocab: int, softmax_itemsize: int, logits_i
     return max(1, budget // head_chunk_row_bytes(vocab, softmax_itemsize, logits_itemsize))
 
 
-def head_chunk_bytes(body_bytes: int, vocab: int, softmax_itemsize: int, logits_itemsize: int | None = None) -> int:
-    """Memory of one LM-head chunk for a body needing `body_bytes` (`head_chunk_rows` positions)."""
+def head_chunk_bytes(
+    body_bytes: int, vocab: int, softmax_itemsize: int, logits_itemsize: int | None = None, *, positions: int | None = None
+) -> int:
+    """Memory of one LM-head chunk for a body needing `body_bytes`: `head_chunk_rows` positions, or the
+    `positions` of the sequence when fewer (a chunk never holds more positions than are scored)."""
     rows = head_chunk_rows(body_bytes, vocab, softmax_itemsize, logits_itemsize)
+    if positions is not None:
+        rows = min(rows, max(1, positions))
     return rows * head_chunk_row_bytes(vocab, softmax_itemsize, logits_itemsize)
 
 
@@ -286,7 +291,7 @@ def hf_peak(shape: ModelShape, output_type: str, positions: int, *, batch: int =
     body = shape.activation_bytes(rows) + eager_scores_bytes(shape, positions, batch)
     hidden_out = rows * shape.hidden * shape.itemsize
     if output_type == "loglikelihood_accuracy":
-        logits = head_chunk_bytes(shape.weights_bytes + body, shape.vocab, softmax_itemsize, shape.itemsize)
+        logits = head_chunk_bytes(shape.weights_bytes + body, shape.vocab, softmax_itemsize, shape.itemsize, positions=rows)
         return Peak(shape.weights_bytes, body, 0, logits, shape.weights_bytes + max(body, hidden_out + logits))
     if output_type in ("loglikelihood", "multiple_choice"):
         logits = 2 * rows * shape.vocab * shape.itemsize
