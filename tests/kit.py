@@ -15,6 +15,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
+TINY_LLAMA_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+"""The body of the tiny random Llamas the tests build (`build_tiny_llama`, `build_long_llama`): built in about a second."""
+
+
 def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Path:
     """Save a tiny random Llama-style model and a character-level tokenizer (BOS/EOS/PAD) as an HF folder.
 
@@ -46,12 +50,8 @@ def build_tiny_llama(out_dir: Path, *, seed: int = 0, **config_overrides) -> Pat
 
     torch.manual_seed(seed)
     settings = dict(
+        **TINY_LLAMA_SHAPE,
         vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=2048,
         bos_token_id=vocab["<s>"],
         eos_token_id=vocab["</s>"],
@@ -76,12 +76,8 @@ def build_long_llama(out_dir: Path, tokenizer_dir: Path, positions: int, *, seed
     tokenizer.save_pretrained(out_dir)
     torch.manual_seed(seed)
     config = LlamaConfig(
+        **TINY_LLAMA_SHAPE,
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=positions,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
