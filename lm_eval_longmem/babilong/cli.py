@@ -12,7 +12,8 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 
-from lm_eval_longmem.babilong.metrics import Audit, audit_rows, check_task_content, read_predictions, score_file, task_name
+from lm_eval_longmem.babilong.official_check import task_name
+from lm_eval_longmem.babilong.predictions import Audit, audit_rows, read_task_predictions, score_file
 from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate, write_babi_file
 from lm_eval_longmem.common.cache import check_target
 from lm_eval_longmem.common.errors import UsageError, report_error
@@ -75,8 +76,7 @@ def _score(args: argparse.Namespace) -> int:
 def _audit_one(job: tuple[Path, str]) -> tuple[Path, str, Audit, list[dict[str, str]]]:
     """Audit one file (a worker's job: picklable in, picklable out)."""
     path, qa = job
-    rows = read_predictions(path)
-    check_task_content(rows, qa, path)
+    rows = read_task_predictions(path, qa)
     return path, qa, audit_rows(rows, qa), rows
 
 

@@ -4,7 +4,7 @@ The authors publish their models' answers as one CSV per task and length (column
 `output`, `question`), named `qaN_LEN_instruction_yes_examples_yes_post_prompt_yes[...].csv`; the
 RAG runs of the paper's section 3.2 (Llama-3 with retrieval, qa1-qa5, 0k-10M) are such a folder.
 `read_reference` scores every file of the paper's prompt setting (instruction, examples and
-answer format shown) with the authors' check (`metrics.score_file`), so their curve can be drawn
+answer format shown) with the authors' check (`predictions.score_file`), so their curve can be drawn
 beside ours.
 """
 
@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from lm_eval_longmem.babilong.metrics import score_file
+from lm_eval_longmem.babilong.predictions import score_file
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import Interval, proportion_interval
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from lm_eval_longmem.babilong.babi import BabiSample
-from lm_eval_longmem.babilong.metrics import TASK_LABELS
+from lm_eval_longmem.babilong.official_check import TASK_LABELS
 from lm_eval_longmem.babilong.verify import answer_from_story
 from lm_eval_longmem.babilong.words import (
     AGENTS,

@@ -1,7 +1,7 @@
 """The `babilong` task: one task over every selected (bAbI task, length) cell.
 
 Each doc carries its bAbI task (`qa`) and length; its prompt is the paper's layout (`prompts.py`)
-and its answer is checked twice (`metrics.check`): `acc` (the authors' check, reproduced exactly)
+and its answer is checked twice (`corrected_check.check`): `acc` (the authors' check, reproduced exactly)
 and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never truncating):
 
 * `acc@qaN_LEN`, `acc_corrected@qaN_LEN` with `_ci_low`/`_ci_high` (Wilson): one cell;
@@ -9,7 +9,7 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
   length (with the default tasks, the paper's qa1-qa5 headline, Table 2);
 * `acc`, `acc_corrected` with intervals: the unweighted mean over every cell (the headline number);
 * `corrected_abstained` (per cell, per length, overall, with intervals): the share of answers on
-  which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`metrics.ABSTENTIONS`);
+  which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`corrected_check.ABSTENTIONS`);
 * `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length (tokens) up
   to which the task's accuracy stays at or above 85% (the paper's "satisfactory"), null if not
   even the shortest; see `report.effective_context`.
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.babilong import data, report, retrieval
+from lm_eval_longmem.babilong.corrected_check import check
 from lm_eval_longmem.babilong.data import Haystacks
-from lm_eval_longmem.babilong.metrics import check
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import labels_for_simulated
@@ -48,7 +48,7 @@ from lm_eval_longmem.common.task import LongmemTask, Summary
 
 CHECKS = ("acc", "acc_corrected")
 ABSTAINED = ScoreSpec("corrected_abstained", higher_is_better=None)
-"""1 when the corrected reader found no answer to read with confidence (`metrics.ABSTENTIONS`), so
+"""1 when the corrected reader found no answer to read with confidence (`corrected_check.ABSTENTIONS`), so
 `acc_corrected` kept `acc`'s verdict: the share of `acc_corrected` that rests on the authors' check."""
 RECALL = ScoreSpec("retrieval_recall")
 """1 when every supporting fact is among the retrieved pieces (binary, Wilson intervals); retrieval condition only."""

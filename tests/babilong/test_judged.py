@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_longmem.babilong.metrics import check
+from lm_eval_longmem.babilong.corrected_check import check
 from lm_eval_longmem.common.stats import proportion_interval
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -12,7 +12,7 @@ import pytest
 from kit import SHARED_DATA
 
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
-from lm_eval_longmem.babilong.metrics import TASK_LABELS
+from lm_eval_longmem.babilong.official_check import TASK_LABELS
 from lm_eval_longmem.babilong.simulate import (
     DONE_TASKS,
     SIMULATOR_VERSION,

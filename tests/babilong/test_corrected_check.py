@@ -1,29 +1,19 @@
-"""The BABILong answer checks: adversarial tables, and parity with the authors' published figures."""
+"""The corrected answer check (`acc_corrected`): adversarial tables, the rules, the abstentions."""
 
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import pytest
-from kit import SHARED_DATA
 
-from lm_eval_longmem.babilong.metrics import (
+from lm_eval_longmem.babilong.corrected_check import (
     ABSTENTIONS,
-    TASK_LABELS,
     WORD_FORMS,
-    audit_rows,
     check,
-    deciding_rule,
     corrected_correct,
-    first_sentence,
+    deciding_rule,
     normalize_answer,
-    official_correct,
     read,
-    read_predictions,
-    score_file,
 )
-from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.babilong.official_check import TASK_LABELS, official_correct
 
 # (task, target, output, question, acc, acc_corrected). `acc_corrected` is the verdict a careful
 # reader gives; `acc` is what the authors' check says, wrong where the reader disagrees with it.
@@ -350,118 +340,7 @@ def test_word_forms_are_sound():
         assert not {label.lower() for label in labels} & set(forms), qa
 
 
-def test_audit_lists_disagreements_with_their_rule():
-    rows = [
-        {"target": "none", "output": "None.", "question": Q_COUNT},
-        {"target": "one", "output": "No one knows", "question": Q_COUNT},
-        {"target": "one", "output": "one", "question": Q_COUNT},
-        {"target": "none", "output": "zero. Or one", "question": Q_COUNT},
-        {"target": "one", "output": "A. one\nB. two", "question": Q_COUNT},
-    ]
-    audit = audit_rows(rows, "qa7")
-    assert audit.score == (5, 40.0, 60.0, 20.0)
-    assert audit.abstentions == {"options": 1}
-    assert [(d.row, d.answer, d.acc, d.acc_corrected, d.rule) for d in audit.disagreements] == [
-        (0, "None", False, True, "whole-word"),
-        (1, "No one knows", True, False, "negation"),
-        (3, "zero", False, True, "whole-word+word-form"),
-    ]
-    assert audit.by_rule == {"whole-word": 1, "negation": 1, "whole-word+word-form": 1}
-
-
-def test_first_sentence_lowercases_and_cuts():
-    assert first_sentence("The Office. Kitchen") == "the office"
-    assert first_sentence("office<context>x") == "office"
-
-
-def test_every_task_has_labels():
-    assert sorted(TASK_LABELS, key=lambda q: int(q[2:])) == [f"qa{n}" for n in range(1, 21)]
-    assert len(TASK_LABELS["qa19"]) == 12 and len(TASK_LABELS["qa20"]) == 7
-    with pytest.raises(ValueError, match="qa1..qa20"):
-        check("qa21", "x", "x", "q")
-
-
-# ---------------------------------------------------------------- parity with the authors' figures
-
-PUBLISHED = {  # the BABILong authors' scores of these files (percent)
-    ("qa1", "0k"): 100.0,
-    ("qa1", "16k"): 91.3,
-    ("qa1", "32k"): 77.2,
-    ("qa1", "128k"): 66.0,
-    ("qa1", "1M"): 57.0,
-    ("qa2", "0k"): 98.3,
-    ("qa3", "0k"): 86.99,
-    ("qa4", "0k"): 100.0,
-    ("qa5", "0k"): 97.4,
-}
-PREDICTIONS = SHARED_DATA / "babilong_predictions"
-FILES = sorted(PREDICTIONS.rglob("*.csv"))
-
-
-def _oracle(target: str, output: str, question: str, labels) -> bool:
-    """The issue's description of the authors' check, written out a second time, independently."""
-    text = output.lower()
-    text = text[: text.index(".")] if "." in text else text
-    for tag in ("<context>", "<example>"):
-        if tag in text:
-            text = text[: text.index(tag)]
-    lowered = [label.lower() for label in labels]
-    found = [label for label in lowered if label in text and label not in question.lower()]
-    target = target.lower()
-    if len(target) > 3 and "," in target:
-        return sorted(found) == sorted(target.split(","))
-    return found == [target]
-
-
-def _task_and_length(path: Path) -> tuple[str, str]:
-    qa, length = path.name.split("_")[:2]
-    return qa, length
-
-
-def test_all_published_files_are_present(shared_data):
-    found = {_task_and_length(p) for p in (shared_data / "babilong_predictions").rglob("*.csv")}
-    assert set(PUBLISHED) <= found
-
-
-@pytest.mark.parametrize(
-    "path",
-    FILES or [pytest.param(None, marks=pytest.mark.skip(reason=f"compares with the authors' predictions in {PREDICTIONS}"))],
-    ids=[p.name.split("_instruction")[0] for p in FILES] or ["absent"],
-)
-def test_official_check_reproduces_every_file(path):
-    qa, length = _task_and_length(path)
-    score = score_file(path, qa)
-    rows = read_predictions(path)
-    with open(path, newline="", encoding="utf-8") as fh:
-        assert score.n == sum(1 for _ in csv.DictReader(fh)) > 0
-    oracle = 100.0 * sum(_oracle(r["target"], r["output"], r["question"], TASK_LABELS[qa]) for r in rows) / len(rows)
-    assert score.acc == pytest.approx(oracle, abs=1e-9)
-    if (qa, length) in PUBLISHED:
-        assert round(score.acc, 2) == PUBLISHED[(qa, length)]
-    assert 0.0 <= score.acc_corrected <= 100.0
-
-
 def test_official_and_corrected_are_separate_functions():
     labels = TASK_LABELS["qa7"]
     assert not official_correct("none", "none", "How many?", labels)
     assert corrected_correct("none", "none", "How many?", labels)
-
-
-def test_read_predictions_names_missing_columns(tmp_path):
-    bad = tmp_path / "bad.csv"
-    bad.write_text("target,answer\nx,y\n")
-    with pytest.raises(ValueError, match="target, output and question"):
-        read_predictions(bad)
-
-
-def test_read_predictions_takes_long_outputs_and_names_the_real_cause(tmp_path):
-    """A UTF-8 CSV with an output longer than the csv module's default 128 KiB cell limit is read (issue 21, defect 10)."""
-    long_output = "bathroom. " + "é" * 1_500_000
-    good = tmp_path / "long.csv"
-    good.write_text(f"target,output,question\nbathroom,{long_output},Where is Mary?\n", encoding="utf-8")
-    assert read_predictions(good) == [{"target": "bathroom", "output": long_output, "question": "Where is Mary?"}]
-    assert csv.field_size_limit() == 131072  # the process-wide limit is left as it was
-    latin = tmp_path / "latin.csv"
-    latin.write_bytes("target,output,question\ncafé,café,Where?\n".encode("latin-1"))
-    with pytest.raises(UsageError, match=r"latin\.csv is not UTF-8 text \(byte 26\)"):
-        read_predictions(latin)

@@ -1,15 +1,7 @@
-"""BABILong's answer check: the authors' rule reproduced exactly (`acc`) and a corrected one (`acc_corrected`).
+"""BABILong's corrected answer check (`acc_corrected`): the authors' rule, read as a careful reader does.
 
-The authors' check reads the first sentence of the model's output and looks for the task's answer
-labels in it (e.g. the six rooms of qa1). Labels that also occur in the question are ignored
-("Where was the apple before the kitchen?" names the kitchen, so "kitchen" in the answer does not
-count). A single-item target is correct when it is the only label left; a comma list ("apple,milk",
-qa8) is correct when exactly its items are left. It finds labels by substring, which has known
-defects: "none" also contains "one" (qa7's correct "none" scores 0), "not" contains "no" ("It is
-not known." is "no"), a target list written with spaces never matches.
-
-`acc_corrected` (v4) keeps the authors' rule but reads the answer as a careful reader does, by
-rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
+`acc_corrected` (v4) keeps the authors' rule (`official_check.py`) but reads the answer as a careful
+reader does, by rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
 (`RULES`), **precision first**: it finds the answer (`find_answer`: an "Answer:" line, the part
 before an explanation, a conclusion; the output cut where the model imitates the prompt), finds
 labels as whole words, with the forms of `WORD_FORMS` ("mice" for "mouse"), without negated
@@ -17,53 +9,22 @@ mentions, reads qa19 paths as compass steps, a yes/no answer given as a statemen
 and the asked part of a give or fear statement (`read`). Where the reading is not unambiguous
 (`ABSTENTIONS`: option lists, candidate answers that disagree, several labels, a label only
 outside the answer, ...) the reader abstains and `acc_corrected` keeps `acc`'s verdict; `Check`
-says so (`abstained`, the task's `corrected_abstained`). `audit_rows` lists every answer on which
-the two checks disagree and which rule decided it. It is not a fuzzy matcher nor a model judge.
+says so (`abstained`, the task's `corrected_abstained`). `deciding_rule` names the rule that
+decided a verdict (`predictions.audit_rows` lists every answer on which the two checks disagree).
+It is not a fuzzy matcher nor a model judge.
 The card (task_configs/babilong/README.md) shows every rule and abstention with a row, and the
 figures measured on held-out models (`tests/babilong/test_judged.py`).
 """
 
 from __future__ import annotations
 
-import csv
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from functools import cache, lru_cache
-from pathlib import Path
 from typing import NamedTuple
 
 from lm_eval_longmem.babilong import words
-from lm_eval_longmem.common.errors import UsageError
-
-_ROOMS = words.ROOMS
-_YES_NO = ("no", "yes")
-_DIRECTIONS = ("e,e", "e,n", "e,s", "n,e", "n,n", "n,w", "s,e", "s,s", "s,w", "w,n", "w,s", "w,w")
-
-TASK_LABELS: dict[str, tuple[str, ...]] = {
-    "qa1": _ROOMS,
-    "qa2": _ROOMS,
-    "qa3": _ROOMS,
-    "qa4": _ROOMS,
-    "qa5": tuple(sorted(words.GIVERS + words.OBJECTS)),
-    "qa6": _YES_NO,
-    "qa7": tuple(sorted(words.COUNTS)),
-    "qa8": (*words.OBJECTS, "nothing"),
-    "qa9": _YES_NO,
-    "qa10": ("maybe", "no", "yes"),
-    "qa11": _ROOMS,
-    "qa12": _ROOMS,
-    "qa13": _ROOMS,
-    "qa14": words.PLACES,
-    "qa15": tuple(words.ANIMALS),
-    "qa16": words.COLOURS,
-    "qa17": _YES_NO,
-    "qa18": _YES_NO,
-    "qa19": _DIRECTIONS,
-    "qa20": tuple(sorted({*words.MOTIVES, *(place for place, _ in words.MOTIVES.values())})),
-}
-"""The answer labels of each bAbI task, as in the authors' `TASK_LABELS`."""
-
+from lm_eval_longmem.babilong.official_check import first_sentence, labels_for, official_correct
 
 class Check(NamedTuple):
     """Both verdicts on one answer."""
@@ -74,60 +35,6 @@ class Check(NamedTuple):
     """The corrected check (`corrected_correct`): the reader's verdict, or `acc` where it abstained."""
     abstained: bool = False
     """The corrected reader found no answer to read with confidence (`ABSTENTIONS`), so `acc_corrected` is `acc`."""
-
-
-class Score(NamedTuple):
-    """Both accuracies over a set of answers, in percent as the authors report them."""
-
-    n: int
-    acc: float
-    acc_corrected: float
-    abstained: float
-    """Share of answers on which the corrected reader abstained (`corrected_abstained`), in percent."""
-
-
-def task_name(qa: str) -> str:
-    """`qa` as the package names tasks ("QA6" -> "qa6"); anything but qa1..qa20 is a `UsageError`."""
-    name = str(qa).strip().lower()
-    if name not in TASK_LABELS:
-        raise UsageError(f"unknown BABILong task {qa!r}: use one of qa1..qa20")
-    return name
-
-
-def labels_for(qa: str) -> tuple[str, ...]:
-    """The label set of task `qa` ("qa1".."qa20"); a clear error for anything else."""
-    return TASK_LABELS[task_name(qa)]
-
-
-def first_sentence(output: str) -> str:
-    """The part of `output` both checks read: lower-cased, up to the first ".", cut at `<context>`/`<example>`.
-
-    The cut at the tags drops what a model writes when it starts to imitate the prompt.
-    """
-    text = output.lower().split(".")[0]
-    text = text.split("<context>")[0]
-    return text.split("<example>")[0]
-
-
-def official_correct(target: str, output: str, question: str, labels: Iterable[str]) -> bool:
-    """The BABILong authors' answer check, reproduced exactly.
-
-    Port of `compare_answers` in booydar/babilong `babilong/metrics.py`
-    (https://github.com/booydar/babilong/blob/58e5d20b775bd111c52c4a227b8e8883ecd0d683/babilong/metrics.py),
-    extended as the authors later did to all twenty label sets and to list answers: a target that
-    contains a comma and is longer than three characters ("apple,milk") is split at the commas and
-    is correct when exactly its items are found; a shorter one ("n,w", qa19) is one label.
-    Labels are found by substring, both in the output and in the question.
-    """
-    text = first_sentence(output)
-    target = target.lower()
-    label_set = {label.lower() for label in labels}
-    in_question = {label for label in label_set if label in question.lower()}
-    found = {label for label in label_set if label in text} - in_question
-    if "," in target and len(target) > 3:
-        items = target.split(",")
-        return all(item in found for item in items) and len(found) == len(items)
-    return target in found and len(found) == 1
 
 
 WORD_FORMS: dict[str, tuple[str, ...]] = {
@@ -549,23 +456,24 @@ _PLACE_WORDS = _alternation(
 _PERSON_WORDS = frozenset(
     name.lower() for name in (*words.PEOPLE, *words.GIVERS, *words.VISITORS, *words.WIDE_NAMES)
 )
-_SHAPE = _alternation(words.SHAPES)
-_POSITION = _alternation(words.POSITIONS)
-_CONTAINER = _alternation(words.CONTAINERS)
+# the qa17 shapes and positions and the qa18 things, as regex alternations (also `predictions.QUESTION_FORMS`)
+SHAPE_WORDS = _alternation(words.SHAPES)
+POSITION_WORDS = _alternation(words.POSITIONS)
+CONTAINER_WORDS = _alternation(words.CONTAINERS)
 _PLACE = re.compile(rf"\b(?:{_PLACE_WORDS})\b")
 _EITHER_PLACE = re.compile(rf"\beither\b.*{_PLACE.pattern}.*\bor\b.*{_PLACE.pattern}")
 _IS_IN_QUESTION = re.compile(rf"is (\w+) in ({_PLACE_WORDS})")
-_POSITION_QUESTION = re.compile(rf"is ({_SHAPE}) ({_POSITION}) ({_SHAPE})")
-_BIGGER_QUESTION = re.compile(rf"is ({_CONTAINER}) bigger than ({_CONTAINER})")
-_FIT_QUESTION = re.compile(rf"does ({_CONTAINER}) fit in ({_CONTAINER})")
+_POSITION_QUESTION = re.compile(rf"is ({SHAPE_WORDS}) ({POSITION_WORDS}) ({SHAPE_WORDS})")
+_BIGGER_QUESTION = re.compile(rf"is ({CONTAINER_WORDS}) bigger than ({CONTAINER_WORDS})")
+_FIT_QUESTION = re.compile(rf"does ({CONTAINER_WORDS}) fit in ({CONTAINER_WORDS})")
 _CLAUSE_BREAK = re.compile(r",|;|\b(?:but|and|so|because|since|while|whereas|then)\b")
 _NEGATION = re.compile(r"\b(?:not|no longer|never|no)\b")
 _SMALLER = r"(?:fits?|fitting) (?:in|inside|into)|is smaller than|smaller than"
 _BIGGER = r"is bigger than|is larger than|bigger than|larger than"
 _SIZE_STATEMENT = re.compile(
-    rf"({_CONTAINER})\b(.*?)\b({_SMALLER}|{_BIGGER}|fit)\b(?: (?:in|inside|into|than))? ({_CONTAINER})"
+    rf"({CONTAINER_WORDS})\b(.*?)\b({_SMALLER}|{_BIGGER}|fit)\b(?: (?:in|inside|into|than))? ({CONTAINER_WORDS})"
 )
-_POSITION_STATEMENT = re.compile(rf"({_SHAPE})\b(.*?)\b({_POSITION}) ({_SHAPE})")
+_POSITION_STATEMENT = re.compile(rf"({SHAPE_WORDS})\b(.*?)\b({POSITION_WORDS}) ({SHAPE_WORDS})")
 _OPPOSITE_POSITION = {normalize_answer(k): normalize_answer(v) for k, v in words.OPPOSITE_POSITION.items()}
 
 
@@ -881,221 +789,6 @@ def check(qa: str, target: str, output: str, question: str, labels: tuple[str, .
     return Check(acc=acc, acc_corrected=corrected, abstained=reading.labels is None)
 
 
-def score_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Score:
-    """Both accuracies (percent) over rows with `target`, `output` and `question` fields."""
-    return _score([check(qa, row["target"], row["output"], row["question"]) for row in rows])
-
-
-def _score(checks: list[Check]) -> Score:
-    """Both accuracies (percent) of a list of verdicts."""
-    if not checks:
-        raise ValueError("no answers to score")
-    n = len(checks)
-    return Score(
-        n=n,
-        acc=100.0 * sum(c.acc for c in checks) / n,
-        acc_corrected=100.0 * sum(c.acc_corrected for c in checks) / n,
-        abstained=100.0 * sum(c.abstained for c in checks) / n,
-    )
-
-
-def read_predictions(path: str | Path) -> list[dict[str, str]]:
-    """Rows of a predictions CSV in the BABILong authors' format (columns `target`, `output`, `question`).
-
-    An empty cell reads as the empty string (an empty answer is wrong under both checks). A file
-    that is missing, a folder, not UTF-8 text, not such a CSV or without rows is a `UsageError`
-    naming the file.
-    """
-    path = Path(path)
-    expected = "pass a BABILong predictions CSV with the columns target, output and question (as the authors' scripts write it)"
-    if path.is_dir():
-        raise UsageError(f"{path} is a folder: {expected}")
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file; {expected}")
-    if path.stat().st_size == 0:
-        raise UsageError(f"{path} is empty (0 bytes): {expected}")
-    limit = csv.field_size_limit()
-    csv.field_size_limit(max(limit, path.stat().st_size))  # no cell is longer than the file (outputs can be long)
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = {"target", "output", "question"} - set(reader.fieldnames or ())
-            if missing:
-                raise UsageError(f"{path} lacks the column(s) {', '.join(sorted(missing))}: {expected}")
-            rows = [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
-    except UnicodeDecodeError as err:
-        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {expected}") from None
-    except csv.Error as err:
-        raise UsageError(f"{path} is not a valid CSV file (line {reader.line_num}: {err}): {expected}") from None
-    finally:
-        csv.field_size_limit(limit)
-    if not rows:
-        raise UsageError(f"{path} holds no rows: {expected}")
-    return rows
-
-
-def score_file(path: str | Path, qa: str) -> Score:
-    """Both accuracies (percent) of a predictions CSV of task `qa` (refused when it answers another task)."""
-    rows = read_predictions(path)
-    check_task_content(rows, qa, path)
-    return score_rows(rows, qa)
-
-
-# ---------------------------------------------------------------- which task a file answers
-
-QUESTION_FORMS: dict[str, re.Pattern[str]] = {
-    qa: re.compile(form)
-    for qa, form in {
-        "qa1": r"where is \w+",
-        "qa2": r"where is \w+",
-        "qa3": r"where was \w+ before \w+",
-        "qa4": r"what is (?:north|south|east|west) of \w+|what is \w+ (?:north|south|east|west) of",
-        "qa5": r"who gave \w+(?: to \w+)?|who received \w+(?: from \w+)?|who did \w+ give \w+ to|what did \w+ give to \w+",
-        "qa6": r"is \w+ in \w+",
-        "qa7": r"how many objects is \w+ carrying",
-        "qa8": r"what is \w+ carrying",
-        "qa9": r"is \w+ in \w+",
-        "qa10": r"is \w+ in \w+",
-        "qa11": r"where is \w+",
-        "qa12": r"where is \w+",
-        "qa13": r"where is \w+",
-        "qa14": r"where was \w+ before \w+",
-        "qa15": r"what is \w+ afraid of",
-        "qa16": r"what colou?r is \w+",
-        "qa17": rf"is (?:{_SHAPE}) (?:{_POSITION}) (?:{_SHAPE})",
-        "qa18": rf"is (?:{_CONTAINER}) bigger than (?:{_CONTAINER})|does (?:{_CONTAINER}) fit in (?:{_CONTAINER})",
-        "qa19": r"how do you go from \w+ to \w+",
-        "qa20": r"where will \w+ go|why did \w+ (?:go to|get) \w+",
-    }.items()
-}
-"""The form of each task's questions, as `normalize_answer` writes them (bAbI asks nothing else)."""
-
-
-def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
-    """(share of targets in `qa`'s label set, share of questions in `qa`'s form) of `rows`."""
-    labels = {label.lower() for label in TASK_LABELS[qa]}
-    lists = qa == "qa8"  # qa8 targets may list several objects
-    in_labels = sum(
-        all(item in labels for item in re.split(r"\s*,\s*", row["target"].strip().lower())) if lists
-        else row["target"].strip().lower() in labels
-        for row in rows
-    )
-    in_form = sum(bool(QUESTION_FORMS[qa].fullmatch(normalize_answer(row["question"]).strip(" ,"))) for row in rows)
-    return in_labels / len(rows), in_form / len(rows)
-
-
-def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path) -> None:
-    """Refuse `rows` (of the file `path`) as answers of task `qa` when their content says another task.
-
-    A file's name can lie (a qa5 file renamed `preds5.csv` and scored as qa1 gets 0%). Every
-    target must be a label of `qa` (qa8: every item of its list), and at least half the questions
-    must have `qa`'s form (`QUESTION_FORMS`); otherwise a `UsageError` names the file and the
-    task(s) whose labels and questions fit best.
-    """
-    qa = task_name(qa)
-    empty = [i for i, row in enumerate(rows) if not row["target"].strip()]
-    if empty:
-        raise UsageError(
-            f"{path}: the target of row {empty[0] + 1} is empty ({len(empty)} of {len(rows)} rows have no target): "
-            "give every row its gold answer in the target column (rows are counted from 1, after the header)"
-        )
-    targets, questions = _fit(rows, qa)
-    if targets == 1.0 and questions >= 0.5:
-        return
-    fits = {other: _fit(rows, other) for other in TASK_LABELS}
-    best = max(t * q for t, q in fits.values())
-    likely = [other for other, (t, q) in fits.items() if t * q == best and best > 0]
-    if targets < 1.0:
-        labels = {label.lower() for label in TASK_LABELS[qa]}
-        outside = sorted({row["target"] for row in rows if not set(re.split(r"\s*,\s*", row["target"].strip().lower())) <= labels})
-        what = f"targets such as {', '.join(repr(t) for t in outside[:3])} are not {qa} answers"
-    else:
-        what = f"only {questions:.0%} of its questions have the form of {qa}'s"
-    others = [other for other in likely if other != qa]  # never suggest the task that was just refused
-    if others:
-        hint = f"it looks like {' or '.join(others)}: pass --task {others[0]}"
-    elif likely:
-        hint = f"no other task fits it better than {qa}: check the file's targets and questions"
-    else:
-        hint = "it answers none of qa1..qa20"
-    raise UsageError(f"{path}: {what}; {hint}")
-
-
 def corrected_answer(output: str, question: str, labels: Iterable[str]) -> str:
     """The part of `output` that `acc_corrected` reads as the answer (`find_answer`), in its own case."""
     return read(output, question, tuple(labels)).answer
-
-
-CREDITED, FAILED = "credited", "failed"
-"""The two directions of a disagreement: `acc_corrected` credits an answer `acc` fails, or fails one it credits."""
-
-
-class Disagreement(NamedTuple):
-    """One answer on which `acc` and `acc_corrected` differ."""
-
-    row: int
-    """Position of the answer among the file's rows, from 0."""
-    target: str
-    output: str
-    """The model's whole output."""
-    answer: str
-    """The part of the output `acc_corrected` reads (`corrected_answer`)."""
-    acc: bool
-    acc_corrected: bool
-    rule: str
-    """What decided the corrected verdict (`deciding_rule`)."""
-    question: str = ""
-
-    @property
-    def direction(self) -> str:
-        """`CREDITED` or `FAILED`."""
-        return CREDITED if self.acc_corrected else FAILED
-
-
-class Audit(NamedTuple):
-    """Both scores of a set of answers, every answer on which the two checks disagree, and those both fail."""
-
-    score: Score
-    disagreements: list[Disagreement]
-    by_rule: dict[str, int]
-    """Number of disagreements per deciding rule, most frequent first."""
-    by_direction: dict[str, dict[str, int]]
-    """Number of disagreements per direction (`CREDITED`, `FAILED`) and deciding rule."""
-    both_fail: list[int]
-    """Positions of the answers both checks fail (for a reader to judge a sample of them)."""
-    abstentions: dict[str, int]
-    """Number of answers on which the corrected reader abstained, per kind (`ABSTENTIONS`), most frequent first."""
-
-
-def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
-    """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
-    labels = labels_for(qa)
-    verdicts, disagreements, both_fail, abstentions = [], [], [], Counter()
-    for index, row in enumerate(rows):
-        verdict = check(qa, row["target"], row["output"], row["question"])
-        verdicts.append(verdict)
-        if verdict.abstained:
-            abstentions[read(row["output"], row["question"], labels).abstained] += 1
-        if verdict.acc != verdict.acc_corrected:
-            rule = deciding_rule(row["target"], row["output"], row["question"], labels)
-            answer = corrected_answer(row["output"], row["question"], labels)
-            disagreements.append(Disagreement(
-                index, row["target"], row["output"], answer, verdict.acc, verdict.acc_corrected, rule, row["question"]
-            ))
-        elif not verdict.acc:
-            both_fail.append(index)
-    by_rule = Counter(d.rule for d in disagreements)
-    by_direction = {
-        direction: dict(Counter(d.rule for d in disagreements if d.direction == direction).most_common())
-        for direction in (CREDITED, FAILED)
-    }
-    return Audit(
-        _score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail, dict(abstentions.most_common())
-    )
-
-
-def audit_file(path: str | Path, qa: str) -> Audit:
-    """`audit_rows` of a predictions CSV of task `qa` (refused when it answers another task)."""
-    rows = read_predictions(path)
-    check_task_content(rows, qa, path)
-    return audit_rows(rows, qa)

@@ -1,0 +1,253 @@
+"""BABILong prediction files: read the authors' CSVs, score them with both checks, audit where the checks differ.
+
+A predictions CSV (columns `target`, `output`, `question`, as the authors' scripts write it) is
+read by `read_predictions`, refused when its content answers another task than the one it is
+scored as (`check_task_content`), scored by both checks (`score_file`) and audited
+(`audit_rows`: every answer on which `acc` and `acc_corrected` disagree, and which rule decided it).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from lm_eval_longmem.babilong.corrected_check import (
+    CONTAINER_WORDS,
+    POSITION_WORDS,
+    SHAPE_WORDS,
+    Check,
+    check,
+    corrected_answer,
+    deciding_rule,
+    normalize_answer,
+    read,
+)
+from lm_eval_longmem.babilong.official_check import TASK_LABELS, labels_for, task_name
+from lm_eval_longmem.common.errors import UsageError
+
+
+class Score(NamedTuple):
+    """Both accuracies over a set of answers, in percent as the authors report them."""
+
+    n: int
+    acc: float
+    acc_corrected: float
+    abstained: float
+    """Share of answers on which the corrected reader abstained (`corrected_abstained`), in percent."""
+
+
+def score_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Score:
+    """Both accuracies (percent) over rows with `target`, `output` and `question` fields."""
+    return _score([check(qa, row["target"], row["output"], row["question"]) for row in rows])
+
+
+def _score(checks: list[Check]) -> Score:
+    """Both accuracies (percent) of a list of verdicts."""
+    if not checks:
+        raise ValueError("no answers to score")
+    n = len(checks)
+    return Score(
+        n=n,
+        acc=100.0 * sum(c.acc for c in checks) / n,
+        acc_corrected=100.0 * sum(c.acc_corrected for c in checks) / n,
+        abstained=100.0 * sum(c.abstained for c in checks) / n,
+    )
+
+
+def read_predictions(path: str | Path) -> list[dict[str, str]]:
+    """Rows of a predictions CSV in the BABILong authors' format (columns `target`, `output`, `question`).
+
+    An empty cell reads as the empty string (an empty answer is wrong under both checks). A file
+    that is missing, a folder, not UTF-8 text, not such a CSV or without rows is a `UsageError`
+    naming the file.
+    """
+    path = Path(path)
+    expected = "pass a BABILong predictions CSV with the columns target, output and question (as the authors' scripts write it)"
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder: {expected}")
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; {expected}")
+    if path.stat().st_size == 0:
+        raise UsageError(f"{path} is empty (0 bytes): {expected}")
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, path.stat().st_size))  # no cell is longer than the file (outputs can be long)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"target", "output", "question"} - set(reader.fieldnames or ())
+            if missing:
+                raise UsageError(f"{path} lacks the column(s) {', '.join(sorted(missing))}: {expected}")
+            rows = [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {expected}") from None
+    except csv.Error as err:
+        raise UsageError(f"{path} is not a valid CSV file (line {reader.line_num}: {err}): {expected}") from None
+    finally:
+        csv.field_size_limit(limit)
+    if not rows:
+        raise UsageError(f"{path} holds no rows: {expected}")
+    return rows
+
+
+def read_task_predictions(path: str | Path, qa: str) -> list[dict[str, str]]:
+    """`read_predictions` of a predictions CSV of task `qa`, refused when its content answers another task."""
+    rows = read_predictions(path)
+    check_task_content(rows, qa, path)
+    return rows
+
+
+def score_file(path: str | Path, qa: str) -> Score:
+    """Both accuracies (percent) of a predictions CSV of task `qa` (refused when it answers another task)."""
+    return score_rows(read_task_predictions(path, qa), qa)
+
+
+# ---------------------------------------------------------------- which task a file answers
+
+QUESTION_FORMS: dict[str, re.Pattern[str]] = {
+    qa: re.compile(form)
+    for qa, form in {
+        "qa1": r"where is \w+",
+        "qa2": r"where is \w+",
+        "qa3": r"where was \w+ before \w+",
+        "qa4": r"what is (?:north|south|east|west) of \w+|what is \w+ (?:north|south|east|west) of",
+        "qa5": r"who gave \w+(?: to \w+)?|who received \w+(?: from \w+)?|who did \w+ give \w+ to|what did \w+ give to \w+",
+        "qa6": r"is \w+ in \w+",
+        "qa7": r"how many objects is \w+ carrying",
+        "qa8": r"what is \w+ carrying",
+        "qa9": r"is \w+ in \w+",
+        "qa10": r"is \w+ in \w+",
+        "qa11": r"where is \w+",
+        "qa12": r"where is \w+",
+        "qa13": r"where is \w+",
+        "qa14": r"where was \w+ before \w+",
+        "qa15": r"what is \w+ afraid of",
+        "qa16": r"what colou?r is \w+",
+        "qa17": rf"is (?:{SHAPE_WORDS}) (?:{POSITION_WORDS}) (?:{SHAPE_WORDS})",
+        "qa18": rf"is (?:{CONTAINER_WORDS}) bigger than (?:{CONTAINER_WORDS})|does (?:{CONTAINER_WORDS}) fit in (?:{CONTAINER_WORDS})",
+        "qa19": r"how do you go from \w+ to \w+",
+        "qa20": r"where will \w+ go|why did \w+ (?:go to|get) \w+",
+    }.items()
+}
+"""The form of each task's questions, as `normalize_answer` writes them (bAbI asks nothing else)."""
+
+
+def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
+    """(share of targets in `qa`'s label set, share of questions in `qa`'s form) of `rows`."""
+    labels = {label.lower() for label in TASK_LABELS[qa]}
+    lists = qa == "qa8"  # qa8 targets may list several objects
+    in_labels = sum(
+        all(item in labels for item in re.split(r"\s*,\s*", row["target"].strip().lower())) if lists
+        else row["target"].strip().lower() in labels
+        for row in rows
+    )
+    in_form = sum(bool(QUESTION_FORMS[qa].fullmatch(normalize_answer(row["question"]).strip(" ,"))) for row in rows)
+    return in_labels / len(rows), in_form / len(rows)
+
+
+def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path) -> None:
+    """Refuse `rows` (of the file `path`) as answers of task `qa` when their content says another task.
+
+    A file's name can lie (a qa5 file renamed `preds5.csv` and scored as qa1 gets 0%). Every
+    target must be a label of `qa` (qa8: every item of its list), and at least half the questions
+    must have `qa`'s form (`QUESTION_FORMS`); otherwise a `UsageError` names the file and the
+    task(s) whose labels and questions fit best.
+    """
+    qa = task_name(qa)
+    empty = [i for i, row in enumerate(rows) if not row["target"].strip()]
+    if empty:
+        raise UsageError(
+            f"{path}: the target of row {empty[0] + 1} is empty ({len(empty)} of {len(rows)} rows have no target): "
+            "give every row its gold answer in the target column (rows are counted from 1, after the header)"
+        )
+    targets, questions = _fit(rows, qa)
+    if targets == 1.0 and questions >= 0.5:
+        return
+    fits = {other: _fit(rows, other) for other in TASK_LABELS}
+    best = max(t * q for t, q in fits.values())
+    likely = [other for other, (t, q) in fits.items() if t * q == best and best > 0]
+    if targets < 1.0:
+        labels = {label.lower() for label in TASK_LABELS[qa]}
+        outside = sorted({row["target"] for row in rows if not set(re.split(r"\s*,\s*", row["target"].strip().lower())) <= labels})
+        what = f"targets such as {', '.join(repr(t) for t in outside[:3])} are not {qa} answers"
+    else:
+        what = f"only {questions:.0%} of its questions have the form of {qa}'s"
+    others = [other for other in likely if other != qa]  # never suggest the task that was just refused
+    if others:
+        hint = f"it looks like {' or '.join(others)}: pass --task {others[0]}"
+    elif likely:
+        hint = f"no other task fits it better than {qa}: check the file's targets and questions"
+    else:
+        hint = "it answers none of qa1..qa20"
+    raise UsageError(f"{path}: {what}; {hint}")
+
+
+CREDITED, FAILED = "credited", "failed"
+"""The two directions of a disagreement: `acc_corrected` credits an answer `acc` fails, or fails one it credits."""
+
+
+class Disagreement(NamedTuple):
+    """One answer on which `acc` and `acc_corrected` differ."""
+
+    row: int
+    """Position of the answer among the file's rows, from 0."""
+    target: str
+    output: str
+    """The model's whole output."""
+    answer: str
+    """The part of the output `acc_corrected` reads (`corrected_answer`)."""
+    acc: bool
+    acc_corrected: bool
+    rule: str
+    """What decided the corrected verdict (`deciding_rule`)."""
+    question: str = ""
+
+    @property
+    def direction(self) -> str:
+        """`CREDITED` or `FAILED`."""
+        return CREDITED if self.acc_corrected else FAILED
+
+
+class Audit(NamedTuple):
+    """Both scores of a set of answers, every answer on which the two checks disagree, and those both fail."""
+
+    score: Score
+    disagreements: list[Disagreement]
+    by_rule: dict[str, int]
+    """Number of disagreements per deciding rule, most frequent first."""
+    by_direction: dict[str, dict[str, int]]
+    """Number of disagreements per direction (`CREDITED`, `FAILED`) and deciding rule."""
+    both_fail: list[int]
+    """Positions of the answers both checks fail (for a reader to judge a sample of them)."""
+    abstentions: dict[str, int]
+    """Number of answers on which the corrected reader abstained, per kind (`ABSTENTIONS`), most frequent first."""
+
+
+def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
+    """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
+    labels = labels_for(qa)
+    verdicts, disagreements, both_fail, abstentions = [], [], [], Counter()
+    for index, row in enumerate(rows):
+        verdict = check(qa, row["target"], row["output"], row["question"])
+        verdicts.append(verdict)
+        if verdict.abstained:
+            abstentions[read(row["output"], row["question"], labels).abstained] += 1
+        if verdict.acc != verdict.acc_corrected:
+            rule = deciding_rule(row["target"], row["output"], row["question"], labels)
+            answer = corrected_answer(row["output"], row["question"], labels)
+            disagreements.append(Disagreement(
+                index, row["target"], row["output"], answer, verdict.acc, verdict.acc_corrected, rule, row["question"]
+            ))
+        elif not verdict.acc:
+            both_fail.append(index)
+    by_rule = Counter(d.rule for d in disagreements)
+    by_direction = {
+        direction: dict(Counter(d.rule for d in disagreements if d.direction == direction).most_common())
+        for direction in (CREDITED, FAILED)
+    }
+    return Audit(
+        _score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail, dict(abstentions.most_common())
+    )
