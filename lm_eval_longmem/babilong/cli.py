@@ -14,7 +14,8 @@ from pathlib import Path
 
 from lm_eval_longmem.babilong.official_check import task_name
 from lm_eval_longmem.babilong.predictions import Audit, audit_rows, read_task_predictions, score_file
-from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate, write_babi_file
+from lm_eval_longmem.babilong.simulate import simulate, write_babi_file
+from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
 from lm_eval_longmem.common.cache import check_target
 from lm_eval_longmem.common.errors import UsageError, report_error
 from lm_eval_longmem.common.flags import add_flag, add_output_flags, number

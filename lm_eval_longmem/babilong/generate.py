@@ -534,7 +534,8 @@ def generated_docs(
     source (None = PG-19 test books from the hub).
     """
     if facts == "simulated":
-        from lm_eval_longmem.babilong.simulate import SIMULATOR_VERSION, simulate
+        from lm_eval_longmem.babilong.simulate import simulate
+        from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
 
         facts_key = f"simulator-v{SIMULATOR_VERSION}-wide{int(wide_vocabulary)}"
         load_facts = lambda: simulate(spec.qa, spec.samples, spec.seed, wide_vocabulary=wide_vocabulary)  # noqa: E731

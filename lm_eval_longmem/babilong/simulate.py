@@ -2,33 +2,43 @@
 
 BABILong hides bAbI facts in long text. The published bAbI files are public (a model may have seen
 them) and cannot ship with this package, so this module writes fresh stories instead. Each task
-keeps a small world (where people are, who holds what, who gave what to whom, ...), acts in it at
-random, states each action as a bAbI sentence and asks the task's question about the world's
-state. Answers and supporting facts come from that state, never from the sentences; the
-independent re-derivation from the text alone is `verify.answer_from_story`.
+keeps a small world (`simulate_world.py`: where people are, who holds what, who gave what to whom,
+...), acts in it at random, states each action as a bAbI sentence and asks the task's question
+about the world's state. Answers and supporting facts come from that state, never from the
+sentences; the independent re-derivation from the text alone is `verify.answer_from_story`.
 
 By default a task uses the published files' people, places, objects, verbs and sentence forms,
 their number of questions per story, and their recency of the asked-about facts (bAbI asks about
 facts at most five statements back), so stories look and weigh like the published test sets.
 `wide_vocabulary=True` draws names, places and objects from larger lists; answers may then lie
-outside the published label set, so both answer checks need `labels_for_simulated(qa, True)`.
+outside the published label set, so both answer checks need
+`simulate_world.labels_for_simulated(qa, True)`.
 
 A world has hidden state the text does not show (where someone stands before they are first seen
 to move, where an object lies before it is first picked up). A question is asked only when its
-answer follows from the text; that rule is what lets the validator agree on every sample.
+answer follows from the text; that rule is what lets the validator agree on every sample. This
+module holds the tasks (their questions, and the small worlds of qa4 and qa9-qa20) and the public
+entry points `simulate` and `write_babi_file`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-
 from lm_eval_longmem.babilong.babi import BabiSample
-from lm_eval_longmem.babilong.official_check import TASK_LABELS
+from lm_eval_longmem.babilong.simulate_world import (
+    MOVE_RECENCY,
+    Dice,
+    MoveSpec,
+    Story,
+    Vocabulary,
+    World,
+    pick_recent,
+    task_number,
+    vocabulary,
+)
 from lm_eval_longmem.babilong.verify import answer_from_story
 from lm_eval_longmem.babilong.words import (
     AGENTS,
@@ -38,318 +48,32 @@ from lm_eval_longmem.babilong.words import (
     CONTAINERS,
     COUNTS,
     DIRECTIONS,
-    DROPS,
-    GIVERS,
-    GIVES,
     LINKERS,
     MOTIVES,
     MOVES,
-    OBJECTS,
     OPPOSITE,
-    PEOPLE,
     PET_NAMES,
-    PLACES,
     PRONOUN,
-    ROOMS,
     SHAPES,
     SPECIES,
     TAKES,
     TIMES,
-    VISITORS,
-    WIDE_NAMES,
-    WIDE_OBJECTS,
-    WIDE_PLACES,
-    WIDE_ROOMS,
 )
 from lm_eval_longmem.common.cache import atomic_write
-
-SIMULATOR_VERSION = 1
-"""Bump when any task's output for a given seed changes (it is part of cache keys)."""
-
-# --- vocabulary (the word lists live in words.py, shared with the verifier and the answer checks)
 
 DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
 """Tasks the simulator implements: all twenty."""
 
-# How far back (in statements) the newest supporting fact of a question lies, as a distribution
-# over 1..5: read off the published qa1 test file (bAbI never asks about older facts).
-RECENCY = (0.43, 0.28, 0.16, 0.09, 0.04)
-# Where every person's last move is a candidate, older ones are rarer than that (people move again);
-# these weights give the files' ages back for qa1, qa6, qa9 and qa10.
-MOVE_RECENCY = (0.3, 0.3, 0.25, 0.25, 0.25)
+
+# --- the movement tasks (qa1-qa3, qa5-qa8) ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Vocabulary:
-    """The words one task draws from."""
-
-    people: tuple[str, ...]
-    places: tuple[str, ...]
-    objects: tuple[str, ...] = OBJECTS
-
-
-def vocabulary(qa: str, wide_vocabulary: bool = False) -> Vocabulary:
-    """The people, places and objects task `qa` uses (the published ones, or the widened lists)."""
-    number = _task_number(qa)
-    people = {5: GIVERS, 10: VISITORS, 14: VISITORS}.get(number, PEOPLE)
-    places = PLACES if number in (10, 14) else ROOMS
-    if not wide_vocabulary:
-        return Vocabulary(people, places)
-    wide_places = WIDE_PLACES if number in (10, 14) else WIDE_ROOMS
-    return Vocabulary(people + tuple(WIDE_NAMES), places + wide_places, OBJECTS + WIDE_OBJECTS)
-
-
-def labels_for_simulated(qa: str, wide_vocabulary: bool = False) -> tuple[str, ...]:
-    """The answer labels of simulated task `qa`: the published set, widened by the extra words.
-
-    With `wide_vocabulary` the answers of tasks whose labels are names, places or objects (qa1-qa5,
-    qa8, qa11-qa14) may be words outside the published set; both answer checks must then be given
-    this set instead of `TASK_LABELS[qa]`, or a correct answer would not count as a label.
-    """
-    number = _task_number(qa)
-    labels = TASK_LABELS[f"qa{number}"]
-    if not wide_vocabulary:
-        return labels
-    vocab = vocabulary(qa, True)
-    extra: tuple[str, ...] = ()
-    if number in (1, 2, 3, 4, 11, 12, 13, 14):
-        extra = vocab.places
-    elif number == 5:
-        extra = vocab.people + vocab.objects
-    elif number == 8:
-        extra = vocab.objects
-    return tuple(sorted(set(labels) | set(extra)))
-
-
-def _task_number(qa: str) -> int:
-    text = qa.lower().removeprefix("qa")
-    if not text.isdigit() or not 1 <= int(text) <= 20:
-        raise ValueError(f"unknown bAbI task {qa!r}: use one of qa1..qa20")
-    return int(text)
-
-
-# --- randomness -------------------------------------------------------------------------------
-
-
-class _Dice:
-    """Uniform draws from a local numpy generator, taken in blocks (one numpy call per 4096 draws).
-
-    numpy's PCG64 stream is fixed for a given seed on every platform, so the stories are too.
-    """
-
-    def __init__(self, seed: int, task: int):
-        self._rng = np.random.default_rng([seed, task, SIMULATOR_VERSION])
-        self._block: list[float] = []
-
-    def random(self) -> float:
-        return (self._block or self._refill()).pop()
-
-    # pick, chance and weighted read the block themselves: they run millions of times
-    def below(self, n: int) -> int:
-        return int((self._block or self._refill()).pop() * n)
-
-    def pick(self, items: Sequence):
-        return items[int((self._block or self._refill()).pop() * len(items))]
-
-    def weighted(self, weights: Sequence[float]) -> int:
-        """An index drawn with probability proportional to `weights`."""
-        x = (self._block or self._refill()).pop() * sum(weights)
-        for i, w in enumerate(weights):
-            x -= w
-            if x < 0:
-                return i
-        return len(weights) - 1
-
-    def chance(self, p: float) -> bool:
-        return (self._block or self._refill()).pop() < p
-
-    def _refill(self) -> list[float]:
-        self._block = self._rng.random(4096).tolist()
-        return self._block
-
-    def shuffled(self, items: Sequence) -> list:
-        out = list(items)
-        for i in range(len(out) - 1, 0, -1):
-            j = int(self.random() * (i + 1))
-            out[i], out[j] = out[j], out[i]
-        return out
-
-    def sample(self, items: Sequence, k: int) -> list:
-        return self.shuffled(items)[:k]
-
-
-# --- stories ----------------------------------------------------------------------------------
-
-
-@dataclass
-class _Story:
-    """Statements and the questions asked between them."""
-
-    facts: list[str] = field(default_factory=list)
-    questions: list[tuple[int, str, str, tuple[int, ...]]] = field(default_factory=list)
-    """(number of statements before the question, question, answer, supporting indices)."""
-
-    def say(self, text: str) -> int:
-        self.facts.append(text)
-        return len(self.facts) - 1
-
-    def ask(self, question: str, answer: str, supporting: Sequence[int]) -> None:
-        self.questions.append((len(self.facts), question, answer, tuple(supporting)))
-
-
-def _pick_recent(dice: _Dice, n_facts: int, candidates: Sequence[tuple[int, object]],
-                 recency: Sequence[float] = RECENCY):
-    """One of the `(key fact, payload)` candidates, the key fact's age drawn from `recency`.
-
-    The key fact is the one that must be recent (usually the newest supporting fact). None when no
-    candidate's key fact is at most `len(recency)` statements back.
-    """
-    by_age: dict[int, list] = {}
-    for newest, payload in candidates:
-        age = n_facts - newest
-        if 1 <= age <= len(recency):
-            by_age.setdefault(age, []).append(payload)
-    if not by_age:
-        return None
-    ages = sorted(by_age)
-    age = ages[dice.weighted([recency[a - 1] for a in ages])]
-    return dice.pick(by_age[age])
-
-
-# --- the movement world (qa1-qa3, qa5-qa8) ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _MoveSpec:
-    """How often each action happens in one task's world."""
-
-    questions: int = 5
-    move: float = 1.0
-    take: float = 0.0
-    drop: float = 0.0
-    give: float = 0.0
-    take_there: float = 1.0
-    """Share of "X got the milk there." among pick-ups (the rest drop "there")."""
-    drop_there: float = 0.2
-    start_together: bool = False
-    """Everyone starts in one (unnamed) room, so gives can happen early, as in bAbI's qa5."""
-    meet: float = 0.0
-    """Chance that a move goes to a room where someone else is (so gives can follow)."""
-    stay: float = 0.0
-    """Chance that the previous actor acts again (bAbI's stories follow one person for a while)."""
-    recency: tuple[float, ...] = RECENCY
-    """Weights of asking about facts 1..5 statements back (tuned so the asked ages match the files)."""
-    max_facts: int = 400
-    """A story longer than this is thrown away and redrawn (a safety net, rarely reached)."""
-
-
-class _World:
-    """People in rooms, objects lying in rooms or held, and what the text has revealed so far."""
-
-    def __init__(self, dice: _Dice, vocab: Vocabulary, story: _Story, spec: _MoveSpec):
-        self.dice, self.vocab, self.story, self.spec = dice, vocab, story, spec
-        start = dice.pick(vocab.places)  # true places, hidden until a move
-        self.where = {p: start if spec.start_together else dice.pick(vocab.places) for p in vocab.people}
-        self.last_move: dict[str, int] = {}  # person -> fact that last stated where they went
-        self.lies = {o: dice.pick(vocab.places) for o in vocab.objects}  # true place of a free object
-        self.holder: dict[str, str | None] = {o: None for o in vocab.objects}
-        self.holding: dict[str, list[str]] = {p: [] for p in vocab.people}  # in order of getting
-        self.handled: dict[str, list[int]] = {p: [] for p in vocab.people}  # facts of p's handling
-        self.last_touch: dict[str, int] = {}  # object -> latest fact that picked it up/dropped/gave it
-        self.dropped_at: dict[str, tuple[int, int | None]] = {}  # object -> (drop fact, dropper's move)
-        # every place an object has been, in order, with the fact that showed it there (None: hidden)
-        self.history: dict[str, list[tuple[str, int | None]]] = {
-            o: [(self.lies[o], None)] for o in vocab.objects
-        }
-        self.gives: list[tuple[int, str, str, str]] = []  # (fact, giver, object, receiver)
-        self.actor: str | None = None  # who acted last
-        self._weights = (spec.move, spec.take, spec.drop, spec.give)
-        self._actions = (self._move, self._take, self._drop, self._give)
-
-    def recent(self, candidates):
-        """One `(key fact, payload)` candidate picked by the task's recency weights (see `_pick_recent`)."""
-        return _pick_recent(self.dice, len(self.story.facts), candidates, self.spec.recency)
-
-    def act(self, spec: _MoveSpec) -> None:
-        """One action; with chance `spec.stay` by the previous actor when they can do it."""
-        actor = self.actor if spec.stay and self.actor is not None and self.dice.chance(spec.stay) else None
-        while True:
-            action = self._actions[self.dice.weighted(self._weights)]
-            if action(spec, actor):
-                return
-            actor = None  # the previous actor cannot do that: anyone may act
-
-    def _move(self, spec: _MoveSpec, actor: str | None) -> bool:
-        p = actor or self.dice.pick(self.vocab.people)
-        here = self.where[p]
-        others = [self.where[q] for q in self.vocab.people if self.where[q] != here] if spec.meet else None
-        if others and self.dice.chance(spec.meet):
-            to = self.dice.pick(others)
-        else:
-            to = here
-            while to == here:  # uniform over the other rooms
-                to = self.dice.pick(self.vocab.places)
-        i = self.story.say(f"{p} {self.dice.pick(MOVES)} the {to}.")
-        self.where[p], self.last_move[p], self.actor = to, i, p
-        for o in self.holding[p]:
-            self.history[o].append((to, i))
-        return True
-
-    def _take(self, spec: _MoveSpec, actor: str | None) -> bool:
-        options = [(p, o) for p in ((actor,) if actor else self.vocab.people) for o in self.vocab.objects
-                   if self.holder[o] is None and self.lies[o] == self.where[p]]
-        if not options:
-            return False
-        p, o = self.dice.pick(options)
-        there = " there" if self.dice.chance(spec.take_there) else ""
-        i = self.story.say(f"{p} {self.dice.pick(TAKES)} the {o}{there}.")
-        self.holder[o], self.actor = p, p
-        self.holding[p].append(o)
-        self.handled[p].append(i)
-        self.last_touch[o] = i
-        place, shown = self.history[o][-1]
-        if shown is None and p in self.last_move:  # the taker's known place reveals the object's
-            self.history[o][-1] = (place, self.last_move[p])
-        return True
-
-    def _drop(self, spec: _MoveSpec, actor: str | None) -> bool:
-        options = [(p, o) for o, p in self.holder.items() if p is not None and actor in (None, p)]
-        if not options:
-            return False
-        p, o = self.dice.pick(options)
-        there = " there" if self.dice.chance(spec.drop_there) else ""
-        i = self.story.say(f"{p} {self.dice.pick(DROPS)} the {o}{there}.")
-        self.holder[o], self.actor = None, p
-        self.holding[p].remove(o)
-        self.lies[o] = self.where[p]
-        self.handled[p].append(i)
-        self.last_touch[o] = i
-        self.dropped_at[o] = (i, self.last_move.get(p))
-        return True
-
-    def _give(self, spec: _MoveSpec, actor: str | None) -> bool:
-        options = [(p, o, q) for o, p in self.holder.items() if p is not None and actor in (None, p)
-                   for q in self.vocab.people if q != p and self.where[q] == self.where[p]]
-        if not options:
-            return False
-        p, o, q = self.dice.pick(options)
-        i = self.story.say(f"{p} {self.dice.pick(GIVES)} the {o} to {q}.")
-        self.holder[o], self.actor = q, p
-        self.holding[p].remove(o)
-        self.holding[q].append(o)
-        self.handled[p].append(i)
-        self.handled[q].append(i)
-        self.last_touch[o] = i
-        self.gives.append((i, p, o, q))
-        return True
-
-
-def _movement_story(dice: _Dice, vocab: Vocabulary, spec: _MoveSpec,
-                    ask: Callable[[_World, _Dice], tuple[str, str, tuple[int, ...]] | None]) -> _Story:
+def _movement_story(dice: Dice, vocab: Vocabulary, spec: MoveSpec,
+                    ask: Callable[[World, Dice], tuple[str, str, tuple[int, ...]] | None]) -> Story:
     """Two actions, then a question if one can be asked; until the task's number of questions."""
     while True:
-        story = _Story()
-        world = _World(dice, vocab, story, spec)
+        story = Story()
+        world = World(dice, vocab, story, spec)
         while len(story.questions) < spec.questions and len(story.facts) < spec.max_facts:
             world.act(spec)
             world.act(spec)
@@ -360,14 +84,14 @@ def _movement_story(dice: _Dice, vocab: Vocabulary, spec: _MoveSpec,
             return story
 
 
-def _ask_qa1(world: _World, dice: _Dice):
+def _ask_qa1(world: World, dice: Dice):
     p = world.recent([(i, p) for p, i in world.last_move.items()])
     if p is None:
         return None
     return f"Where is {p}?", world.where[p], (world.last_move[p],)
 
 
-def _ask_qa2(world: _World, dice: _Dice):
+def _ask_qa2(world: World, dice: Dice):
     candidates = []
     for o in world.vocab.objects:
         p = world.holder[o]
@@ -384,7 +108,7 @@ def _ask_qa2(world: _World, dice: _Dice):
     return f"Where is the {o}?", place, support
 
 
-def _ask_qa3(world: _World, dice: _Dice):
+def _ask_qa3(world: World, dice: Dice):
     """Where an object was before a room it was carried to once.
 
     Asked only when both the object's latest handling and its move into that room are recent,
@@ -427,7 +151,7 @@ _QA5_FORMS = (
 )
 
 
-def _ask_qa5(world: _World, dice: _Dice):
+def _ask_qa5(world: World, dice: Dice):
     """A question about one recent give; asked only if every matching give has the same answer."""
     event = world.recent([(e[0], e) for e in world.gives])
     if event is None:
@@ -442,7 +166,7 @@ def _ask_qa5(world: _World, dice: _Dice):
     return None
 
 
-def _ask_qa6(world: _World, dice: _Dice):
+def _ask_qa6(world: World, dice: Dice):
     p = world.recent([(i, p) for p, i in world.last_move.items()])
     if p is None:
         return None
@@ -452,18 +176,18 @@ def _ask_qa6(world: _World, dice: _Dice):
     return f"Is {p} in the {other}?", "no", (world.last_move[p],)
 
 
-def _holding_candidates(world: _World):
+def _holding_candidates(world: World):
     return [(world.handled[p][-1], p) for p in world.vocab.people if world.handled[p]]
 
 
-def _ask_qa7(world: _World, dice: _Dice):
+def _ask_qa7(world: World, dice: Dice):
     p = world.recent(_holding_candidates(world))
     if p is None or len(world.holding[p]) >= len(COUNTS):
         return None
     return f"How many objects is {p} carrying?", COUNTS[len(world.holding[p])], tuple(world.handled[p])
 
 
-def _ask_qa8(world: _World, dice: _Dice):
+def _ask_qa8(world: World, dice: Dice):
     p = world.recent(_holding_candidates(world))
     if p is None:
         return None
@@ -474,23 +198,23 @@ def _ask_qa8(world: _World, dice: _Dice):
 # Action mixes tuned so that facts per question, ages of the asked facts and answer shares come
 # close to the published test files (benchmarks/babi_simulator.py prints them side by side).
 _MOVEMENT_TASKS = {
-    1: (_MoveSpec(recency=MOVE_RECENCY), _ask_qa1),
-    2: (_MoveSpec(move=0.78, take=0.12, drop=0.1, drop_there=0.18), _ask_qa2),
-    3: (_MoveSpec(move=0.6, take=0.2, drop=0.2, take_there=0.2, drop_there=0.2, stay=0.85), _ask_qa3),
-    5: (_MoveSpec(move=0.4, take=0.18, drop=0.12, give=0.3, start_together=True, meet=0.5,
+    1: (MoveSpec(recency=MOVE_RECENCY), _ask_qa1),
+    2: (MoveSpec(move=0.78, take=0.12, drop=0.1, drop_there=0.18), _ask_qa2),
+    3: (MoveSpec(move=0.6, take=0.2, drop=0.2, take_there=0.2, drop_there=0.2, stay=0.85), _ask_qa3),
+    5: (MoveSpec(move=0.4, take=0.18, drop=0.12, give=0.3, start_together=True, meet=0.5,
                   recency=(0.6, 0.2, 0.12, 0.05, 0.03)), _ask_qa5),
-    6: (_MoveSpec(move=0.66, take=0.22, drop=0.12, recency=MOVE_RECENCY), _ask_qa6),
-    7: (_MoveSpec(move=0.4, take=0.2, drop=0.2, give=0.2, meet=0.5), _ask_qa7),
-    8: (_MoveSpec(move=0.6, take=0.25, drop=0.15), _ask_qa8),
+    6: (MoveSpec(move=0.66, take=0.22, drop=0.12, recency=MOVE_RECENCY), _ask_qa6),
+    7: (MoveSpec(move=0.4, take=0.2, drop=0.2, give=0.2, meet=0.5), _ask_qa7),
+    8: (MoveSpec(move=0.6, take=0.25, drop=0.15), _ask_qa8),
 }
 
 
 # --- the other worlds -------------------------------------------------------------------------
 
 
-def _story_qa4(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa4(dice: Dice, vocab: Vocabulary) -> Story:
     """Three places in a row along one axis; two statements, one question about a neighbour."""
-    story = _Story()
+    story = Story()
     forward, backward = dice.pick((("east", "west"), ("north", "south")))
     row = dice.sample(vocab.places, 3)  # row[i+1] is `forward` of row[i]
     pairs = dice.shuffled([(row[1], row[0]), (row[2], row[1])])  # (a, b): a is `forward` of b
@@ -511,9 +235,9 @@ def _story_qa4(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-def _story_qa9(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa9(dice: Dice, vocab: Vocabulary) -> Story:
     """Plain moves and "is (not / no longer) in" statements; yes/no about someone's last statement."""
-    story = _Story()
+    story = Story()
     where = {p: dice.pick(vocab.places) for p in vocab.people}
     said: dict[str, tuple[int, str, bool]] = {}  # person -> (fact, place, is there)
     while len(story.questions) < 5:
@@ -531,7 +255,7 @@ def _story_qa9(dice: _Dice, vocab: Vocabulary) -> _Story:
                 away = dice.pick([r for r in vocab.places if r != where[p]])
                 form = dice.pick(("is not in", "is no longer in"))
                 said[p] = (story.say(f"{p} {form} the {away}."), away, False)
-        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
+        p = pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
         fact, place, there = said[p]
         if there and dice.chance(0.55):
             place = dice.pick([r for r in vocab.places if r != place])
@@ -540,9 +264,9 @@ def _story_qa9(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-def _story_qa10(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa10(dice: Dice, vocab: Vocabulary) -> Story:
     """Moves, "is in", "is either in X or Y"; yes/no/maybe about someone's last statement."""
-    story = _Story()
+    story = Story()
     where = {p: dice.pick(vocab.places) for p in vocab.people}
     said: dict[str, tuple[int, tuple[str, ...]]] = {}  # person -> (fact, places it allows)
     while len(story.questions) < 5:
@@ -559,7 +283,7 @@ def _story_qa10(dice: _Dice, vocab: Vocabulary) -> _Story:
                 where[p] = dice.pick(vocab.places)
                 pair = dice.shuffled([where[p], dice.pick([r for r in vocab.places if r != where[p]])])
                 said[p] = (story.say(f"{p} is either in the {pair[0]} or the {pair[1]}."), tuple(pair))
-        p = _pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
+        p = pick_recent(dice, len(story.facts), [(s[0], p) for p, s in said.items()], MOVE_RECENCY)
         fact, allowed = said[p]
         if dice.chance(0.56):
             place, answer = dice.pick(allowed), ("yes" if len(allowed) == 1 else "maybe")
@@ -569,9 +293,9 @@ def _story_qa10(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-def _story_pairs(dice: _Dice, vocab: Vocabulary, together: bool) -> _Story:
+def _story_pairs(dice: Dice, vocab: Vocabulary, together: bool) -> Story:
     """qa11 (one person, then "he"/"she") and qa13 (two people, then "they"): two moves per pair."""
-    story = _Story()
+    story = Story()
     where = {p: dice.pick(vocab.places) for p in vocab.people}
     said: dict[str, tuple[int, int]] = {}  # person -> (naming fact, pronoun fact) of their last pair
     while len(story.questions) < 5:
@@ -589,14 +313,14 @@ def _story_pairs(dice: _Dice, vocab: Vocabulary, together: bool) -> _Story:
         for p in group:
             said[p] = (first, second)
         recency = (0.93, 0.0, 0.07) if together else (0.68, 0.0, 0.25, 0.0, 0.07)
-        p = _pick_recent(dice, len(story.facts), [(s[1], p) for p, s in said.items()], recency)
+        p = pick_recent(dice, len(story.facts), [(s[1], p) for p, s in said.items()], recency)
         story.ask(f"Where is {p}?", where[p], said[p])
     return story
 
 
-def _story_qa12(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa12(dice: Dice, vocab: Vocabulary) -> Story:
     """Two people move together; where is one of them."""
-    story = _Story()
+    story = Story()
     where: dict[str, str] = {}
     said: dict[str, int] = {}
     while len(story.questions) < 5:
@@ -606,15 +330,15 @@ def _story_qa12(dice: _Dice, vocab: Vocabulary) -> _Story:
             i = story.say(f"{group[0]} and {group[1]} {dice.pick(MOVES)} the {to}.")
             for p in group:
                 where[p], said[p] = to, i
-        p = _pick_recent(dice, len(story.facts), [(i, p) for p, i in said.items()], (0.76, 0.2, 0.04))
+        p = pick_recent(dice, len(story.facts), [(i, p) for p, i in said.items()], (0.76, 0.2, 0.04))
         story.ask(f"Where is {p}?", where[p], (said[p],))
     return story
 
 
-def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa14(dice: Dice, vocab: Vocabulary) -> Story:
     """Each person's day (yesterday, morning, afternoon, evening) told in a random order; where before X."""
     while True:
-        story = _Story()
+        story = Story()
         days = {p: [dice.pick(vocab.places)] for p in vocab.people}
         for route in days.values():
             while len(route) < len(TIMES):
@@ -635,7 +359,7 @@ def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
             # "before the X" needs X once in the whole day, and the time before it told
             candidates = [(max(i, shown[(p, t - 1)]), (p, t)) for (p, t), i in shown.items()
                           if (p, t - 1) in shown and days[p].count(days[p][t]) == 1]
-            chosen = _pick_recent(dice, len(story.facts), candidates, (0.4, 0.25, 0.2, 0.1, 0.05))
+            chosen = pick_recent(dice, len(story.facts), candidates, (0.4, 0.25, 0.2, 0.1, 0.05))
             if chosen is not None:
                 p, t = chosen
                 story.ask(f"Where was {p} before the {days[p][t]}?", days[p][t - 1],
@@ -644,9 +368,9 @@ def _story_qa14(dice: _Dice, vocab: Vocabulary) -> _Story:
             return story
 
 
-def _story_qa15(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa15(dice: Dice, vocab: Vocabulary) -> Story:
     """Each kind of animal fears one other kind; four named animals; what does one of them fear."""
-    story = _Story()
+    story = Story()
     names = ANIMAL_NAMES
     fears = {kind: dice.pick([k for k in ANIMALS if k != kind]) for kind in ANIMALS}
     kind_of = {name: dice.pick(list(ANIMALS)) for name in names}
@@ -663,7 +387,7 @@ def _story_qa15(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-def _interleave(dice: _Dice, sequences: Sequence[Sequence]) -> list:
+def _interleave(dice: Dice, sequences: Sequence[Sequence]) -> list:
     """The items of all `sequences` in one random order that keeps each sequence's own order."""
     left = [list(seq) for seq in sequences if seq]
     out = []
@@ -675,9 +399,9 @@ def _interleave(dice: _Dice, sequences: Sequence[Sequence]) -> list:
     return out
 
 
-def _story_qa16(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa16(dice: Dice, vocab: Vocabulary) -> Story:
     """Five animals: a species and (but for one) a colour each; the unknown colour is the species' colour."""
-    story = _Story()
+    story = Story()
     names = dice.shuffled(PET_NAMES)
     asked, twin = names[0], names[1]
     species = dice.pick(SPECIES)
@@ -699,7 +423,7 @@ def _story_qa16(dice: _Dice, vocab: Vocabulary) -> _Story:
 _STEPS = {"north": (0, 1), "south": (0, -1), "east": (1, 0), "west": (-1, 0)}
 
 
-def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa19(dice: Dice, vocab: Vocabulary) -> Story:
     """Six places on a grid, five adjacencies told; the one two-step way between two of them."""
     while True:
         places = dice.shuffled(vocab.places)[:6]
@@ -716,7 +440,7 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
             links.append((place, direction, grid[from_cell]))
         if len(links) < 5:
             continue
-        story = _Story()
+        story = Story()
         steps: dict[str, list[tuple[str, str, int]]] = {}  # from -> [(direction, to, fact)]
         for a, direction, b in dice.shuffled(links):
             if dice.chance(0.5):
@@ -743,9 +467,9 @@ def _story_qa19(dice: _Dice, vocab: Vocabulary) -> _Story:
 _PLACEMENT = {"to the left of": (0, -1), "to the right of": (0, 1), "below": (1, -1), "above": (1, 1)}
 
 
-def _story_qa17(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa17(dice: Dice, vocab: Vocabulary) -> Story:
     """Three shapes, two told side by side with a shared middle one; yes/no on the outer two."""
-    story = _Story()
+    story = Story()
     while True:
         relations = [dice.pick(tuple(_PLACEMENT)), dice.pick(tuple(_PLACEMENT))]
         first, second = (_PLACEMENT[r] for r in relations)
@@ -772,10 +496,10 @@ def _story_qa17(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa18(dice: Dice, vocab: Vocabulary) -> Story:
     """Six things of hidden sizes, told pairwise five at a time; yes/no on pairs two steps apart."""
     while True:
-        story = _Story()
+        story = Story()
         # as in bAbI: the chocolate is smallest, then the box of chocolates, then the four containers
         containers = dice.shuffled(("box", "container", "chest", "suitcase"))
         size = {thing: k for k, thing in enumerate(("chocolate", "box of chocolates", *containers))}
@@ -805,9 +529,9 @@ def _story_qa18(dice: _Dice, vocab: Vocabulary) -> _Story:
                 return story
 
 
-def _story_qa20(dice: _Dice, vocab: Vocabulary) -> _Story:
+def _story_qa20(dice: Dice, vocab: Vocabulary) -> Story:
     """Four people, each with a need, go where it is met and get what meets it; where/why questions."""
-    story = _Story()
+    story = Story()
     names = AGENTS
     plans = {}
     for name in names:
@@ -835,7 +559,7 @@ def _story_qa20(dice: _Dice, vocab: Vocabulary) -> _Story:
     return story
 
 
-_OTHER_TASKS: dict[int, Callable[[_Dice, Vocabulary], _Story]] = {
+_OTHER_TASKS: dict[int, Callable[[Dice, Vocabulary], Story]] = {
     4: _story_qa4,
     9: _story_qa9,
     10: _story_qa10,
@@ -862,12 +586,12 @@ def simulate(qa: str, n: int, seed: int, *, wide_vocabulary: bool = False, check
     may stop after fewer questions to give exactly `n`. With `check`, each answer is re-derived from
     the text by `verify.answer_from_story` and a disagreement raises (a bug, never to be dropped).
     """
-    number = _task_number(qa)
+    number = task_number(qa)
     if n < 0:
         raise ValueError(f"n={n}: the number of samples must be 0 or more")
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r}: the simulator's seed must be a whole number, 0 or more")
-    dice = _Dice(seed, number)
+    dice = Dice(seed, number)
     vocab = vocabulary(qa, wide_vocabulary)
     if number in _MOVEMENT_TASKS:
         make_story = partial(_movement_story, dice, vocab, *_MOVEMENT_TASKS[number])

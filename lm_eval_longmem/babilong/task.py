@@ -40,7 +40,7 @@ from lm_eval_longmem.babilong.corrected_check import check
 from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
 from lm_eval_longmem.babilong.prompts import build_prompt
-from lm_eval_longmem.babilong.simulate import labels_for_simulated
+from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.metric_names import ScoreSpec, cell, cell_parts
 from lm_eval_longmem.common.stats import mean_of_proportions_interval, proportion_interval
