@@ -2,7 +2,9 @@
 
 One module per concern: `data` (which (task, length) runs; hub sets), `generate` (fresh samples in
 the model's tokenizer) with `babi` (bAbI reader), `prompts` (the paper's layout, texts from the
-harness), `metrics` (the authors' answer check and the corrected one), `task` (the lm-eval task
-class), `configs` (writes task_configs/babilong/), `report` and `cli` (results and rescoring).
+harness), `official_check` and `corrected_check` (the authors' answer check and the corrected
+one), `predictions` (the authors' prediction files: scoring, audit), `simulate` with
+`simulate_world` (fresh bAbI stories; `verify` checks them), `task` (the lm-eval task class),
+`report` and `cli` (results and rescoring).
 User documentation: task_configs/babilong/README.md.
 """

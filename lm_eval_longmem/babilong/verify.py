@@ -1,10 +1,10 @@
 """An independent check of the bAbI simulator: every answer re-derived from the story text alone.
 
-`simulate.py` computes answers from its world's state. This module shares none of that logic: it
-reads the sentences back with regular expressions, keeps what a careful reader would know after
-each one, and answers the question from that. Where the text does not settle the answer (an
-unknown place, two possible answers) it raises `Unanswerable` instead of guessing, so a simulator
-that asked such a question fails the check. The answer checks' label sets are not needed here.
+The simulator (`simulate.py`, `simulate_world.py`) computes answers from its world's state. This
+module shares none of that logic: it reads the sentences back with regular expressions, keeps what
+a careful reader would know after each one, and answers the question from that. Where the text
+does not settle the answer (an unknown place, two possible answers) it raises `Unanswerable`
+instead of guessing, so a simulator that asked such a question fails the check. The answer checks' label sets are not needed here.
 
 It also summarises a list of samples (facts per question, questions per story, answer shares,
 supporting-fact distance) so simulated and published files can be compared side by side.
