@@ -1,8 +1,8 @@
 """BABILong's corrected answer check (`acc_corrected`): the authors' rule, read as a careful reader does.
 
-`acc_corrected` (v4) keeps the authors' rule (`official_check.py`) but reads the answer as a careful
-reader does, by rules over the closed label sets and the fixed question and statement forms of the bAbI tasks
-(`RULES`), **precision first**: it finds the answer (`find_answer`: an "Answer:" line, the part
+`acc_corrected` (v4) keeps the authors' rule (`official_check.py`) but reads the answer as a
+careful reader does, by rules over the closed label sets and the fixed question and statement forms
+of the bAbI tasks (`RULES`), **precision first**: it finds the answer (`find_answer`: an "Answer:" line, the part
 before an explanation, a conclusion; the output cut where the model imitates the prompt), finds
 labels as whole words, with the forms of `WORD_FORMS` ("mice" for "mouse"), without negated
 mentions, reads qa19 paths as compass steps, a yes/no answer given as a statement by its polarity
@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from lm_eval_longmem.babilong import words
 from lm_eval_longmem.babilong.official_check import first_sentence, labels_for, official_correct
+
 
 class Check(NamedTuple):
     """Both verdicts on one answer."""
