@@ -139,7 +139,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -848,7 +848,7 @@ def encode_text_pair(lm: Any, context: str, continuation: str) -> tuple[list[int
 # ---------------------------------------------------------------- docs dealt to ranks (R20)
 
 
-def deal_docs(docs: Iterator[tuple[int, Any]] | Any, *, rank: int, limit: int | None, world_size: int) -> Iterator[tuple[int, Any]]:
+def deal_docs(docs: Iterable[tuple[int, Any]], *, rank: int, limit: int | None, world_size: int) -> Iterator[tuple[int, Any]]:
     """`(doc_id, doc)` pairs of `docs` for data-parallel rank `rank`, as `ConfigurableTask.doc_iterator` deals
     them (R20): the first `limit` of all ranks' docs, every `world_size`-th from the `rank`-th."""
     from lm_eval import utils

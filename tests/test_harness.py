@@ -1,4 +1,4 @@
-"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R18 in its docstring), and its behaviour."""
+"""`lm_eval_longmem.harness`: one test per reliance on lm_eval (R1..R25 in its docstring), and its behaviour."""
 
 from __future__ import annotations
 

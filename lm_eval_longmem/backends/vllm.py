@@ -138,7 +138,7 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
     step = size or max(1, len(encoded))  # 0 ("auto"): one batch of all, which vLLM schedules itself
     batches = [longest_first[s : s + step] for s in range(0, len(encoded), step)]
     params = _sampling_params()
-    results: list[TokenAccuracy | None] = [None] * len(encoded)
+    answers: dict[int, TokenAccuracy] = {}
     # Counted in prompt tokens, not requests, so the rate and ETA hold although the longest requests run first.
     pbar = tqdm(
         total=sum(len(req.context) + len(req.continuation) for req in encoded), unit="tok", unit_scale=True,
@@ -149,8 +149,8 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
         outputs = harness.vllm_generate(self, prompts, params)
         for i, prompt, output in zip(chunk, prompts, outputs, strict=True):
             answer = parse_prompt_logprobs(output.prompt_logprobs, prompt, len(encoded[i].context))
-            results[i] = answer
+            answers[i] = answer
             self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
         pbar.update(sum(len(prompt) for prompt in prompts))
     pbar.close()
-    return results  # type: ignore[return-value]  (every position was filled)
+    return [answers[i] for i in range(len(encoded))]
