@@ -58,13 +58,12 @@ EPILOG = textwrap.dedent(
 
 def run_harness(harness_args: list[str]) -> None:
     """Run lm_eval's own command line with `harness_args`, our tasks indexed even if the hook is off."""
-    import lm_eval.tasks.manager
     from lm_eval.__main__ import cli_evaluate
 
-    from lm_eval_longmem.harness import activate
+    from lm_eval_longmem.harness import activate_here
     from lm_eval_longmem.preflight import check_run
 
-    activate(lm_eval.tasks.manager, UsageError, check_run)
+    activate_here(UsageError, check_run)
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")

@@ -146,27 +146,16 @@ def run_harness(
     Our tasks are indexed whether or not the start-up hook is on (`lm_eval_longmem.task_manager`),
     and the model arguments reach the data builders as metadata, as the CLI merges them.
     """
-    import lm_eval
-    from lm_eval.loggers import EvaluationTracker
-    from lm_eval.utils import make_table
-
     from lm_eval_longmem import harness, task_manager
 
     harness.setup_logging()  # the harness's log lines (and ours) as `lm_eval` shows them
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as lm_eval's CLI sets it
-    tracker = EvaluationTracker(output_path=str(output))
-    results = lm_eval.simple_evaluate(
-        model=model, model_args=model_args, tasks=list(tasks), device=device, batch_size=batch_size,
-        log_samples=True, evaluation_tracker=tracker, task_manager=task_manager(metadata=model_args | metadata),
+    results = harness.evaluate_into(
+        output, model=model, model_args=model_args, tasks=list(tasks), device=device, batch_size=batch_size,
+        task_manager=task_manager(metadata=model_args | metadata),
         apply_chat_template=apply_chat_template, fewshot_as_multiturn=apply_chat_template,  # as the CLI defaults it
     )  # fmt: skip
-    samples = results.pop("samples")
-    tracker.save_results_aggregated(results=results, samples=samples)
-    for task in results["configs"]:
-        tracker.save_results_samples(task_name=task, samples=samples[task])
-    print(make_table(results))
-    if "groups" in results:
-        print(make_table(results, "groups"))
+    print(harness.results_tables(results))
     return find_results_file(output)
 
 

@@ -87,6 +87,43 @@ R18 ``ConfigurableTask.download`` warns, for every task whose ``custom_dataset``
    `--metadata`" and suggests ``max_seq_lengths`` (RULER's key). ``quiet_custom_dataset_notice`` drops
    that record for our tasks while they build their data; should the message change, it comes back.
    -> test_r18_custom_dataset_notice_shape
+R19 ``TemplateLM.loglikelihood`` encodes a ``(context, continuation)`` pair of strings with the model's
+   ``_encode_pair(context, continuation)``, and an empty context as ``[prefix_token_id]`` before the
+   continuation's tokens (``tok_encode(continuation, add_special_tokens=False)``), or as the
+   continuation's first token when that token is the prefix. ``encode_text_pair`` does the same, so
+   ``loglikelihood_accuracy`` scores exactly the tokens ``loglikelihood`` would.
+   -> test_r19_text_pairs_are_encoded_as_loglikelihood_encodes_them
+R20 ``ConfigurableTask.doc_iterator(*, rank, limit, world_size, samples)`` is how ``build_all_requests``
+   takes a task's docs, as ``(doc_id, doc)`` pairs; the harness deals them to data-parallel ranks
+   round-robin after the limit is counted over all ranks (``utils.create_iterator``: ``islice(docs,
+   rank, limit, world_size)``). ``deal_docs`` does the same for our task base's own iterator.
+   -> test_r20_doc_iterator_signature_and_dealing
+R21 ``HFLM.max_length`` without a ``max_length`` argument is ``models.utils.resolve_max_length(config,
+   tokenizer, default=DEFAULT_MAX_LENGTH)``: the text config's, then the config's ``n_positions``,
+   ``max_position_embeddings`` or ``n_ctx``, else the tokenizer's ``model_max_length`` unless it is
+   ``TOKENIZER_INFINITY``, else 2048. ``default_window`` and ``tokenizer_window`` give that rule.
+   -> test_r21_hflm_window_rule
+R22 ``ConfigurableTask.__init__`` turns each ``metric_list`` entry of a task with its own
+   ``process_results`` into four private dicts (``_metric_fn_list`` None, ``_metric_fn_kwargs`` {},
+   ``_aggregation_list`` through ``registry.get_aggregation``, ``_higher_is_better``), which
+   ``aggregation()`` and ``higher_is_better()`` return. ``declare_metrics`` fills them after the
+   task is built (so the harness neither warns about, nor looks up, names it does not know).
+   -> test_r22_metric_list_dicts
+R23 ``VLLM._model_generate(requests, generate, sampling_params)`` runs token-id prompts (spread over
+   ``data_parallel_size`` replicas) and returns vLLM's ``RequestOutput`` per prompt, in order.
+   ``vllm_generate`` calls it for ``loglikelihood_accuracy``.
+   -> test_r23_vllm_model_generate_signature (read from the source: vLLM need not be installed)
+R24 ``lm_eval.api.registry.get_model(name)`` is the LM class of a ``--model`` name (``hf`` -> ``HFLM``),
+   built with R4's ``create_from_arg_obj(model_args, {"batch_size", "device"})``. ``create_model``
+   builds a model as the harness does, to score several runs with one loaded model.
+   -> test_r24_get_model_names_the_lm_class
+R25 What ``lm_eval run --output_path DIR --log_samples`` writes after ``simple_evaluate``: an
+   ``EvaluationTracker(output_path=DIR)`` handed to it, then ``save_results_aggregated(results=,
+   samples=)`` with the samples popped from the results, and ``save_results_samples(task_name=,
+   samples=samples[task])`` for every task of ``configs``; it prints ``utils.make_table(results)``
+   (and the ``groups`` table). ``evaluate_into`` and ``results_tables`` do the same for callers of the
+   Python API (the demo, the fine-tuning run), so their folders read as the CLI's.
+   -> test_r25_the_cli_saves_runs_as_evaluate_into_does, test_evaluate_into_writes_the_cli_files
 
 When the plugin is active (the `.pth` hook, see ``_autoload.py``, or ``lm-eval-longmem run``),
 ``activate`` applies R1-R4, R9 and R17; ``install_request_type`` runs when a task module of ours is
@@ -102,7 +139,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +172,14 @@ def activate(
     install_usage_error_hook(usage_error)
     if before_model is not None:
         install_before_model(before_model)
+
+
+def activate_here(usage_error: type[BaseException], before_model: Callable[[RunRequest], None] | None = None) -> None:
+    """`activate` on this process's `lm_eval.tasks.manager` (imported now if need be): for `lm-eval-longmem run`,
+    which runs lm_eval's command line whether or not the start-up hook is on."""
+    import lm_eval.tasks.manager as manager_module
+
+    activate(manager_module, usage_error, before_model)
 
 
 # ---------------------------------------------------------------- task discovery (R1, R2, R3)
@@ -781,3 +826,111 @@ def task_hash(records: list[dict[str, Any]]) -> str:
     from lm_eval.utils import hash_string
 
     return hash_string("".join(r["doc_hash"] + r["prompt_hash"] + r["target_hash"] for r in records))
+
+
+# ---------------------------------------------------------------- text pairs as loglikelihood encodes them (R19)
+
+
+def encode_text_pair(lm: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """(context tokens, continuation tokens) of two strings, as `TemplateLM.loglikelihood` encodes them (R19).
+
+    An empty context becomes the model's prefix token (BOS/EOS), or the continuation's first token when
+    that is the prefix; a continuation that encodes to nothing comes back empty (the caller says so).
+    """
+    if context == "":
+        cont = lm.tok_encode(continuation, add_special_tokens=False)
+        if not cont:
+            return [lm.prefix_token_id], []
+        return ([lm.prefix_token_id], cont) if lm.prefix_token_id != cont[0] else (cont[:1], cont[1:])
+    return lm._encode_pair(context, continuation)
+
+
+# ---------------------------------------------------------------- docs dealt to ranks (R20)
+
+
+def deal_docs(docs: Iterable[tuple[int, Any]], *, rank: int, limit: int | None, world_size: int) -> Iterator[tuple[int, Any]]:
+    """`(doc_id, doc)` pairs of `docs` for data-parallel rank `rank`, as `ConfigurableTask.doc_iterator` deals
+    them (R20): the first `limit` of all ranks' docs, every `world_size`-th from the `rank`-th."""
+    from lm_eval import utils
+
+    return utils.create_iterator(docs, rank=int(rank), limit=int(limit) if limit else None, world_size=int(world_size))
+
+
+# ---------------------------------------------------------------- the HF backend's window (R21)
+
+
+def default_window(config: Any, tokenizer: Any) -> int:
+    """The window `HFLM` runs a model with when no `max_length` is given (R21)."""
+    from lm_eval.models.utils import DEFAULT_MAX_LENGTH, resolve_max_length
+
+    return resolve_max_length(config, tokenizer, default=DEFAULT_MAX_LENGTH)
+
+
+def tokenizer_window(tokenizer: Any) -> int | None:
+    """The tokenizer's `model_max_length` when it states one (not transformers' "unset" value), else None (R21)."""
+    from lm_eval.models.utils import TOKENIZER_INFINITY
+
+    limit = getattr(tokenizer, "model_max_length", None)
+    return int(limit) if isinstance(limit, int) and 0 < limit < TOKENIZER_INFINITY else None
+
+
+# ---------------------------------------------------------------- metrics a task scores itself (R22)
+
+
+def declare_metrics(task: Any, metric_list: list[dict[str, Any]]) -> None:
+    """Declare `metric_list` on a built task whose own `process_results` returns those names, as
+    `ConfigurableTask.__init__` declares them for such a task (R22): aggregation by name (default "mean")
+    or a function, `higher_is_better` default True."""
+    from lm_eval.api.registry import get_aggregation
+
+    for entry in metric_list:
+        name = entry["metric"]
+        aggregation = entry.get("aggregation", "mean")
+        task._metric_fn_list[name] = None
+        task._metric_fn_kwargs[name] = {}
+        task._aggregation_list[name] = get_aggregation(aggregation) if isinstance(aggregation, str) else aggregation
+        task._higher_is_better[name] = entry.get("higher_is_better", True)
+
+
+# ---------------------------------------------------------------- vLLM's engine (R23)
+
+
+def vllm_generate(lm: Any, prompts: list[list[int]], sampling_params: Any) -> list[Any]:
+    """vLLM's `RequestOutput` of every token-id prompt, in order, through the harness's VLLM (R23)."""
+    return lm._model_generate(requests=prompts, generate=True, sampling_params=sampling_params)
+
+
+# ---------------------------------------------------------------- a model as the harness builds it (R24)
+
+
+def create_model(model: str, model_args: dict[str, Any], *, batch_size: Any, device: str | None) -> Any:
+    """The LM `--model model --model_args ...` gives, built as `simple_evaluate` builds it (R24, R4)."""
+    from lm_eval.api.registry import get_model
+
+    return get_model(model).create_from_arg_obj(model_args, {"batch_size": batch_size, "device": device})
+
+
+# ---------------------------------------------------------------- runs written as the CLI writes them (R25)
+
+
+def evaluate_into(output_path: Path | str, **simple_evaluate_kwargs: Any) -> dict[str, Any]:
+    """`lm_eval.simple_evaluate(**kwargs)` with `--log_samples`, its results and samples files written under
+    `output_path` as `lm_eval run --output_path ... --log_samples` writes them (R25); returns the results
+    (without the samples)."""
+    import lm_eval
+    from lm_eval.loggers import EvaluationTracker
+
+    tracker = EvaluationTracker(output_path=str(output_path))
+    results = lm_eval.simple_evaluate(**simple_evaluate_kwargs, log_samples=True, evaluation_tracker=tracker)
+    samples = results.pop("samples")
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task in results["configs"]:
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+    return results
+
+
+def results_tables(results: dict[str, Any]) -> str:
+    """The tables `lm_eval run` prints after a run: the tasks', then the groups' when there are any (R25)."""
+    from lm_eval.utils import make_table
+
+    return make_table(results) + ("\n" + make_table(results, "groups") if "groups" in results else "")

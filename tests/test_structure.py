@@ -149,3 +149,137 @@ def test_every_logger_is_under_the_harness_logger(module, path):
             assert str(text).startswith("lm_eval."), (
                 f"{path.name}:{node.lineno}: log under lm_eval's logger, e.g. logging.getLogger(f\"lm_eval.{{__name__}}\")"
             )
+
+
+# --- every lm_eval internal behind harness.py (issue 27, item 4) ---------------------------------------
+
+HARNESS_MODULE = f"{PACKAGE}.harness"
+PUBLIC_ENTRY_POINTS = {"lm_eval.simple_evaluate", "lm_eval.evaluator.simple_evaluate", "lm_eval.__main__.cli_evaluate"}
+"""What any module may call of lm_eval besides the task and model classes (its documented Python API and CLI)."""
+CLASS_MODULES = ("lm_eval.api.task", "lm_eval.api.instance", "lm_eval.api.registry")
+"""Modules whose classes (and, for the registry, `register_*` decorators) any module may use."""
+
+
+def allowed_lm_eval_name(dotted: str) -> bool:
+    """Whether a module outside harness.py may name `dotted` (`lm_eval.api.task.ConfigurableTask`, ...)."""
+    import importlib
+    import inspect
+
+    if dotted in PUBLIC_ENTRY_POINTS or dotted in CLASS_MODULES:  # a module's attributes are checked where used
+        return True
+    module, _, name = dotted.rpartition(".")
+    if module not in CLASS_MODULES:
+        return False
+    value = getattr(importlib.import_module(module), name, None)
+    return inspect.isclass(value) or (module == "lm_eval.api.registry" and name.startswith("register_"))
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside `if TYPE_CHECKING:` blocks: annotations that never run, so no reliance."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}:
+            inside |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return inside
+
+
+def lm_eval_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, dotted name) of every lm_eval module or attribute a module's code names at run time: what it
+    imports (`from lm_eval.x import y` -> `lm_eval.x.y`, `import lm_eval.x` -> `lm_eval.x`) and every longest
+    attribute chain on a name `import` bound to lm_eval or one of its modules (`lm_eval.simple_evaluate`)."""
+    skip = _type_checking_only(tree)
+    modules: dict[str, str] = {}  # local name -> the lm_eval module an `import` bound it to
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "lm_eval":
+                    if alias.name != "lm_eval":  # a bare `import lm_eval` names nothing until an attribute is used
+                        found.append((node.lineno, alias.name))
+                    modules[alias.asname or "lm_eval"] = alias.name if alias.asname else "lm_eval"
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "lm_eval":
+            for alias in node.names:
+                found.append((node.lineno, f"{node.module}.{alias.name}"))
+                if f"{node.module}.{alias.name}" in CLASS_MODULES:  # `from lm_eval.api import registry`
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    inner = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    for node in ast.walk(tree):
+        if id(node) in skip or id(node) in inner or not isinstance(node, ast.Attribute):
+            continue
+        chain, root = [node.attr], node.value
+        while isinstance(root, ast.Attribute):
+            chain.insert(0, root.attr)
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in modules:
+            found.append((node.lineno, ".".join([modules[root.id], *chain])))
+    return found
+
+
+def test_the_lm_eval_reader_sees_every_form():
+    source = (
+        "from typing import TYPE_CHECKING\nimport lm_eval\nimport lm_eval.tasks.manager\nfrom lm_eval import utils\n"
+        "from lm_eval.api.task import ConfigurableTask\nfrom lm_eval.models.utils import Collator as C\n"
+        "import lm_eval.api.registry as reg\nfrom lm_eval.api import instance\n"
+        "if TYPE_CHECKING:\n    from lm_eval.models.huggingface import HFLM\n"
+        "def f():\n    lm_eval.simple_evaluate()\n    lm_eval.api.registry.get_model('hf')\n    reg.register_model\n"
+        "    utils.create_iterator\n    x.lm_eval.y\n    instance.Instance\n"
+    )
+    names = sorted(name for _, name in lm_eval_names(ast.parse(source)))
+    assert names == [
+        "lm_eval.api.instance", "lm_eval.api.instance.Instance", "lm_eval.api.registry", "lm_eval.api.registry.get_model", "lm_eval.api.registry.register_model", "lm_eval.api.task.ConfigurableTask",
+        "lm_eval.models.utils.Collator", "lm_eval.simple_evaluate", "lm_eval.tasks.manager", "lm_eval.utils",
+    ]  # fmt: skip
+    assert [n for n in names if not allowed_lm_eval_name(n)] == [
+        "lm_eval.api.registry.get_model", "lm_eval.models.utils.Collator", "lm_eval.tasks.manager", "lm_eval.utils"
+    ]  # fmt: skip
+
+
+def test_lm_eval_is_reached_only_through_harness():
+    """Outside `harness.py`, a module names of lm_eval only the task, instance and registry classes (and the
+    registry's `register_*` decorators) and the public `simple_evaluate`/`cli_evaluate`; everything else it
+    needs of lm_eval is a function of `harness.py`, whose reliance is numbered and tested (CONTRIBUTING.md).
+    Imports under `if TYPE_CHECKING:` are free: they only annotate, and never run."""
+    offences = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {name}"
+        for module, path in package_modules().items()
+        if module != HARNESS_MODULE
+        for line, name in lm_eval_names(ast.parse(path.read_text(encoding="utf-8")))
+        if not allowed_lm_eval_name(name)
+    ]
+    assert not offences, "reach lm_eval through a function of harness.py (with its reliance and test):\n" + "\n".join(offences)
+
+
+def lm_eval_private_attributes() -> set[str]:
+    """The private attribute and method names (`_x`) of the harness's task and model classes, read from their source."""
+    import importlib.util
+
+    root = Path(importlib.util.find_spec("lm_eval").submodule_search_locations[0])
+    names: set[str] = set()
+    for source in ("api/task.py", "api/model.py", "api/instance.py", "models/huggingface.py", "models/vllm_causallms.py"):
+        for klass in ast.walk(ast.parse((root / source).read_text(encoding="utf-8"))):
+            if not isinstance(klass, ast.ClassDef):
+                continue
+            for node in ast.walk(klass):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                    names.add(node.attr)
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_private_attribute_of_the_harness_classes_outside_harness():
+    """Our task and backend code runs as methods of lm_eval's classes (ConfigurableTask, HFLM, VLLM): a private
+    attribute of theirs read or set anywhere but `harness.py` is a reliance no test names (and one of ours
+    with such a name would silently replace theirs)."""
+    private = lm_eval_private_attributes()
+    assert {"_encode_pair", "_metric_fn_list", "_model_generate", "_detect_batch_size"} <= private  # the reader reads them
+    offences = [
+        f"{path.relative_to(REPO_ROOT)}:{node.lineno}: .{node.attr}"
+        for module, path in package_modules().items()
+        if module != HARNESS_MODULE
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in private
+    ]
+    assert not offences, "reach lm_eval's private attributes through a function of harness.py:\n" + "\n".join(offences)

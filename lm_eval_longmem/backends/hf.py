@@ -59,13 +59,13 @@ position embeddings, and `max_length` for architectures we cannot classify.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
 from accelerate.utils import find_executable_batch_size
-from lm_eval.models.utils_hf import clear_torch_cache
 from tqdm import tqdm
 
 from lm_eval_longmem.backends.request_type import (
@@ -489,7 +489,8 @@ def _auto_batch_size(self: HFLM, longest: EncodedRequest, width: int, chunked: b
     if self.world_size > 1:
         gathered = self.all_gather(torch.tensor([batch_size], device=self.device))
         batch_size = int(gathered.min())
-    clear_torch_cache()
+    gc.collect()  # the probe's tensors, before the real batches (as the harness clears after its own probe)
+    torch.cuda.empty_cache()
     return batch_size
 
 

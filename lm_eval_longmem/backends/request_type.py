@@ -52,6 +52,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from lm_eval_longmem import harness
+
 if TYPE_CHECKING:
     from lm_eval.api.model import TemplateLM
 
@@ -145,14 +147,8 @@ def encode_request(lm: TemplateLM, args: tuple) -> EncodedRequest:
         if not isinstance(value, (str, Sequence)):
             raise TypeError(f"{OUTPUT_TYPE} {name} must be a string or a list of token ids, got {type(value).__name__}")
     if isinstance(context, str) and isinstance(continuation, str):
-        if context == "":
-            # Same as TemplateLM.loglikelihood: condition on the prefix token (BOS/EOS) instead.
-            cont = lm.tok_encode(continuation, add_special_tokens=False)
-            if not cont:
-                raise ValueError(f"{OUTPUT_TYPE}: continuation {continuation!r} encodes to no tokens")
-            ctx, cont = ([lm.prefix_token_id], cont) if lm.prefix_token_id != cont[0] else (cont[:1], cont[1:])
-        else:
-            ctx, cont = lm._encode_pair(context, continuation)
+        # As TemplateLM.loglikelihood encodes them (an empty context: the prefix token, BOS/EOS, instead).
+        ctx, cont = harness.encode_text_pair(lm, context, continuation)
     else:
         ctx = lm.tok_encode(context) if isinstance(context, str) else [int(t) for t in context]
         cont = lm.tok_encode(continuation, add_special_tokens=False) if isinstance(continuation, str) else [int(t) for t in continuation]

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval.api.instance import Instance
-from lm_eval.api.registry import get_aggregation
 
+from lm_eval_longmem import harness
 from lm_eval_longmem.backends import install
 from lm_eval_longmem.backends.request_type import BEYOND_MAX_LENGTH, OUTPUT_TYPE, TokenAccuracy, as_token_ids
 from lm_eval_longmem.common.task import LongmemTask
@@ -50,19 +50,13 @@ class LoglikelihoodAccuracyTask(LongmemTask):
         if config.setdefault("output_type", OUTPUT_TYPE) != OUTPUT_TYPE:
             raise ValueError(f"{type(self).__name__} emits {OUTPUT_TYPE} requests; remove output_type {config['output_type']!r}")
         # Our metrics are computed by process_results, not looked up in lm-eval's metric registry
-        # (which would warn and try HF `evaluate` for names it does not know): set them up here.
+        # (which would warn and try HF `evaluate` for names it does not know): declared here (harness R22).
         metric_list = config.pop("metric_list", None) or [{"metric": name} for name in DEFAULT_METRICS]
         super().__init__(data_dir=data_dir, cache_dir=cache_dir, download_mode=download_mode, config=config)
         self.config.metric_list = metric_list
         if not callable(self.config.process_results):  # a YAML `process_results: !function ...` wins
             self.config.process_results = default_scores
-        for entry in metric_list:
-            name = entry["metric"]
-            aggregation = entry.get("aggregation", "mean")
-            self._metric_fn_list[name] = None
-            self._metric_fn_kwargs[name] = {}
-            self._aggregation_list[name] = get_aggregation(aggregation) if isinstance(aggregation, str) else aggregation
-            self._higher_is_better[name] = entry.get("higher_is_better", True)
+        harness.declare_metrics(self, metric_list)
 
     def accuracy_requests(self, doc: dict) -> list[tuple[Text | None, Text]]:
         """The `(context, continuation)` pairs to score for `doc`, in the order `process_results` gets them.

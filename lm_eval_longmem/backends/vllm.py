@@ -41,9 +41,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lm_eval.models.utils import Collator
 from tqdm import tqdm
 
+from lm_eval_longmem import harness
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, encode_request
 
 if TYPE_CHECKING:
@@ -133,21 +133,24 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
                 f" {limit}: one slot is kept for the generated token). Nothing is truncated: start vLLM with"
                 " max_model_len larger (and VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 beyond the model's configured window)"
             )
-    reorder = Collator(list(range(len(encoded))), sort_fn=lambda i: -len(encoded[i].context) - len(encoded[i].continuation))
+    longest_first = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].context) - len(encoded[i].continuation))
+    size = int(self.batch_size) if self.batch_size != "auto" else 0
+    step = size or max(1, len(encoded))  # 0 ("auto"): one batch of all, which vLLM schedules itself
+    batches = [longest_first[s : s + step] for s in range(0, len(encoded), step)]
     params = _sampling_params()
-    results: list[TokenAccuracy] = []
+    answers: dict[int, TokenAccuracy] = {}
     # Counted in prompt tokens, not requests, so the rate and ETA hold although the longest requests run first.
     pbar = tqdm(
         total=sum(len(req.context) + len(req.continuation) for req in encoded), unit="tok", unit_scale=True,
         disable=disable_tqdm, desc=f"Running {OUTPUT_TYPE} requests",
     )  # fmt: skip
-    for chunk in reorder.get_batched(n=int(self.batch_size) if self.batch_size != "auto" else 0):
+    for chunk in batches:
         prompts = [encoded[i].context + encoded[i].continuation for i in chunk]
-        outputs = self._model_generate(requests=prompts, generate=True, sampling_params=params)
+        outputs = harness.vllm_generate(self, prompts, params)
         for i, prompt, output in zip(chunk, prompts, outputs, strict=True):
             answer = parse_prompt_logprobs(output.prompt_logprobs, prompt, len(encoded[i].context))
-            results.append(answer)
+            answers[i] = answer
             self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
         pbar.update(sum(len(prompt) for prompt in prompts))
     pbar.close()
-    return reorder.get_original(results)
+    return [answers[i] for i in range(len(encoded))]

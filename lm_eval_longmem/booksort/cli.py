@@ -100,17 +100,14 @@ def score_variants(
 
 
 def _select_prompt(args: argparse.Namespace) -> None:
-    import lm_eval.api.registry
-
     from lm_eval_longmem.common.model_info import default_device
+    from lm_eval_longmem.harness import create_model
 
     if args.output_path is not None:  # before any variant is scored
         check_target(args.output_path, overwrite=args.overwrite)
     metadata = {**args.model_args, **args.metadata}
     # the harness's HF backend takes "cuda" when no device is given: pick what this machine has, as lm_eval does
-    lm = lm_eval.api.registry.get_model(args.model).create_from_arg_obj(
-        args.model_args, {"batch_size": args.batch_size, "device": args.device or default_device()}
-    )
+    lm = create_model(args.model, args.model_args, batch_size=args.batch_size, device=args.device or default_device())
     authors = booksort_options(metadata).protocol == AUTHORS  # the authors' readout goes with their 13 prompts
     variants = args.variants.split(",") if args.variants else list(AUTHORS_PROMPTS if authors else VARIANTS)
     scores = score_variants(

@@ -610,15 +610,13 @@ def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: 
         pass
     if out.exists():  # an outdated evaluation under results/ of this command's folder (checked before any work)
         shutil.rmtree(out)
-    import lm_eval
-    from lm_eval.loggers import EvaluationTracker
-
     from lm_eval_longmem import task_manager
+    from lm_eval_longmem.harness import evaluate_into
 
     metadata = {**model_args, **settings.metadata}
-    tracker = EvaluationTracker(output_path=str(out))
     start = time.perf_counter()
-    results = lm_eval.simple_evaluate(
+    evaluate_into(
+        out,
         model="hf",
         model_args=model_args,
         tasks=[TASK],
@@ -626,14 +624,9 @@ def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: 
         device=settings.device,
         batch_size=settings.batch_size,
         limit=settings.limit,
-        log_samples=True,
         apply_chat_template=settings.apply_chat_template,
-        evaluation_tracker=tracker,
         metadata=metadata,
     )
-    samples = results.pop("samples")
-    tracker.save_results_aggregated(results=results, samples=samples)
-    tracker.save_results_samples(task_name=TASK, samples=samples[TASK])
     [found] = find_results_files(out)
     _write_json(done, {"key": key, "results": found.relative_to(out).as_posix()})
     say(f"evaluated {checkpoint or 'the base model'} in {time.perf_counter() - start:.0f} s")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from lm_eval_longmem import harness
 from lm_eval_longmem.common.cache import input_digest, input_files, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_flag
@@ -127,13 +128,11 @@ def claimed_window(metadata: dict[str, Any]) -> int | None:
     """The context length the backend will run the model with, in tokens (None when it cannot be told).
 
     An explicit `max_length` (hf) / `max_model_len` (vllm) model argument wins. Otherwise this is
-    exactly what lm_eval's HF backend uses (`lm_eval.models.utils.resolve_max_length`: the config's
+    exactly what lm_eval's HF backend uses (`harness.default_window`, R21: the config's
     `n_positions`, `max_position_embeddings` or `n_ctx`, else the tokenizer's `model_max_length`,
     else lm_eval's default of 2048), so a prompt we let through is never cut by the backend.
     Without a model config (a tokenizer-only name), the tokenizer's `model_max_length` if real.
     """
-    from lm_eval.models.utils import DEFAULT_MAX_LENGTH, TOKENIZER_INFINITY, resolve_max_length
-
     for key in _WINDOW_ARGS:
         if metadata.get(key) not in (None, ""):
             return int(metadata[key])
@@ -143,9 +142,8 @@ def claimed_window(metadata: dict[str, Any]) -> int | None:
         tokenizer = None
     config = load_config(metadata)
     if config is not None:
-        return resolve_max_length(config, tokenizer, default=DEFAULT_MAX_LENGTH)
-    limit = getattr(tokenizer, "model_max_length", None)
-    return int(limit) if isinstance(limit, int) and 0 < limit < TOKENIZER_INFINITY else None
+        return harness.default_window(config, tokenizer)
+    return harness.tokenizer_window(tokenizer)
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:

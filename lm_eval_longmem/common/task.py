@@ -47,7 +47,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lm_eval import utils
 from lm_eval.api.task import ConfigurableTask
 
 from lm_eval_longmem import harness
@@ -285,16 +284,14 @@ class LongmemTask(ConfigurableTask):
 
         With `--samples`, doc ids are positions in that list (the harness maps them back with
         `samples[id]`); otherwise they are dataset indices, taken in `doc_order`, and `--limit N` takes
-        the first N docs that fit.
+        the first N docs that fit. Either way they are dealt to ranks as the harness deals its own (R20).
         """
         docs = self.eval_docs
         if samples:
             chosen = ((pos, docs[i]) for pos, i in enumerate(samples) if not self._reason(i, docs[i]))
-            return utils.create_iterator(chosen, rank=int(rank), limit=None, world_size=int(world_size))
+            return harness.deal_docs(chosen, rank=rank, limit=None, world_size=world_size)
         running = ((i, docs[i]) for i in self.doc_order if not self._reason(i, docs[i]))
-        return utils.create_iterator(
-            running, rank=int(rank), limit=int(limit) if limit else None, world_size=int(world_size)
-        )
+        return harness.deal_docs(running, rank=rank, limit=limit, world_size=world_size)
 
     def build_all_requests(self, *, limit: int | None = None, samples: list[int] | None = None, **kwargs: Any) -> None:
         self._render_kwargs = {key: kwargs.get(key) for key in _RENDER_KEYS if key in kwargs}
