@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from lm_eval_longmem.babilong.report import Cell, effective_context, format_report, mean_interval, read_cells, read_length_means
+from lm_eval_longmem.babilong.summary import Cell, effective_context, mean_interval
+from lm_eval_longmem.readers.babilong import format_report, read_cells, read_length_means
 from lm_eval_longmem.babilong.task import cells_from_items
 from lm_eval_longmem.cli import main
 from lm_eval_longmem.common.stats import Interval
