@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.evaluations import evaluation
 from lm_eval_longmem.plots import booksort as booksort_plot
 from lm_eval_longmem.plots import booksort_finetune as finetune_plot
 from lm_eval_longmem.readers import booksort_finetune
@@ -66,7 +67,8 @@ def booksort_rows(run: Run) -> dict[str, dict[str, Any]]:
 def booksort_headline_task(run: Run) -> str | None:
     """The in-context Book-SORT task (the paper's headline condition), else the first Book-SORT task."""
     tasks = list(booksort_rows(run))
-    return "booksort_in_context" if "booksort_in_context" in tasks else (tasks[0] if tasks else None)
+    headline = evaluation("booksort").headline.task
+    return headline if headline in tasks else (tasks[0] if tasks else None)
 
 
 class AnswerBias(NamedTuple):
