@@ -11,7 +11,7 @@ text, and simulated bAbI facts for BABILong. Steps:
    (exactly what `lm_eval --output_path DIR/results --log_samples` writes), with the model's chat
    template applied when it has one (an instruct model answers in its own format; `--no_chat_template`
    and `--apply_chat_template` decide otherwise);
-4. the report (`report.py`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`, and the headline as
+4. the report (`report/`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`, and the headline as
    sentences a researcher can quote (`headline_sentences`), with the number of samples behind each.
 
 The sizes (`SIZES`) are demo options, not task defaults: `small` spends a budget of under 10 minutes
