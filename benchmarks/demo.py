@@ -48,9 +48,9 @@ def half(low: float | None, high: float | None) -> float:
 
 def intervals(results_dir: Path) -> list[tuple[str, str, int | None, float, float, float | None]]:
     """(evaluation, cell, n, estimate, half-width, target) of every interval the demo promises."""
-    from lm_eval_longmem.babilong import report as babilong_report
-    from lm_eval_longmem.common.results import find_results_file, load_run
-    from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
+    from lm_eval_longmem.readers import babilong as babilong_report
+    from lm_eval_longmem.readers.results import find_results_file, load_run
+    from lm_eval_longmem.readers.forgetting_curve import forgetting_curve_task, stored_summary
 
     run = load_run(find_results_file(results_dir))
     rows = []

@@ -13,7 +13,7 @@ Subcommands:
   booksort build | select-prompt  build Book-SORT from books; pick a prompt variant
   babilong score FILE.csv         rescore a BABILong predictions file
   babilong report RESULTS         task x length table, qa1-qa5 means, effective context
-Each evaluation adds its own subcommands in `lm_eval_longmem/<evaluation>/cli.py`. Flags are spelled
+Each evaluation adds its own subcommands in `lm_eval_longmem/commands/<evaluation>.py` (`common/evaluations.py`). Flags are spelled
 as lm_eval spells them (`common/flags.py`); former spellings such as `--out` still work, with a notice.
 Every command that writes checks its `--output_path` before any work (`common.cache.check_target`):
 it replaces a file (or a folder it wrote) only with `--overwrite`, and never anything else.
@@ -22,20 +22,14 @@ it replaces a file (or a folder it wrote) only with `--overwrite`, and never any
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import textwrap
 from pathlib import Path
 
 from lm_eval_longmem.common.errors import UsageError, report_error
+from lm_eval_longmem.common.evaluations import EVALUATIONS, load
 from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
-
-_EVALUATION_CLIS = (
-    "lm_eval_longmem.forgetting_curve.cli",
-    "lm_eval_longmem.booksort.cli",
-    "lm_eval_longmem.babilong.cli",
-)
 
 EPILOG = textwrap.dedent(
     """\
@@ -80,7 +74,7 @@ def _plot(args: argparse.Namespace) -> None:
 
 def _report(args: argparse.Namespace) -> None:
     from lm_eval_longmem.babilong.reference import read_reference
-    from lm_eval_longmem.common.results import ResultsFileError, find_results_files, load_run
+    from lm_eval_longmem.readers.results import ResultsFileError, find_results_files, load_run
     from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
 
     check_report_targets(args.output_path, overwrite=args.overwrite)  # before reading or drawing anything
@@ -103,7 +97,7 @@ def _report(args: argparse.Namespace) -> None:
 
 def _demo(args: argparse.Namespace) -> None:
     from lm_eval_longmem.common.embedded import EmbeddedMissing
-    from lm_eval_longmem.demo import run_demo
+    from lm_eval_longmem.commands.demo import run_demo
 
     try:
         run_demo(
@@ -124,7 +118,7 @@ def _embedded(args: argparse.Namespace) -> None:
 
 
 def _merge(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.merge import coverage_lines, merge_shards
+    from lm_eval_longmem.commands.merge import coverage_lines, merge_shards
 
     merged = merge_shards(args.shards, args.output_path, include_path=args.include_path)
     print(merged.results)
@@ -134,7 +128,7 @@ def _merge(args: argparse.Namespace) -> None:
 
 def _shard(args: argparse.Namespace) -> None:
     from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
-    from lm_eval_longmem.merge import shard_samples
+    from lm_eval_longmem.commands.merge import shard_samples
 
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     check_folder(args.output_path)
@@ -268,8 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_shard(sub)
     _add_merge(sub)
-    for module_name in _EVALUATION_CLIS:
-        importlib.import_module(module_name).add_commands(sub)
+    for entry in EVALUATIONS:
+        load(entry.commands).add_commands(sub)
     return parser
 
 

@@ -16,20 +16,14 @@ Nothing here is imported until a run asks for one of our tasks.
 
 from __future__ import annotations
 
-import importlib
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.common.errors import UsageError
-
-_DATA_MODULES = {
-    "forgetting_curve": "lm_eval_longmem.forgetting_curve.data",
-    "booksort": "lm_eval_longmem.booksort.data",
-    "babilong": "lm_eval_longmem.babilong.data",
-}
-"""Each evaluation (its folder under task_configs/) -> the module whose `source_problems(metadata)` checks it."""
+from lm_eval_longmem.common.evaluations import evaluation as evaluation_entry
+from lm_eval_longmem.common.evaluations import load
 
 _NAME_LINE = re.compile(r"^(?:task|group):\s*([A-Za-z0-9_]+)\s*$", re.MULTILINE)
 
@@ -90,7 +84,7 @@ def run_problems(run: Any) -> list[str]:
     problems = model_problems(run.metadata)
     for evaluation in evaluations:
         try:
-            problems += importlib.import_module(_DATA_MODULES[evaluation]).source_problems(run.metadata)
+            problems += load(evaluation_entry(evaluation).data).source_problems(run.metadata)
         except UsageError as err:  # a bad option (its message names the key): reported with the rest
             problems.append(str(err))
     return problems

@@ -21,7 +21,7 @@ import pytest
 from kit import build_booksort, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.common.cache import sha256_hex
-from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.readers.results import skip_reasons
 
 pytestmark = pytest.mark.long
 

@@ -59,10 +59,11 @@ def reader_outputs(results: Path, dest: Path) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lm_eval_longmem.babilong.report import format_report
-    from lm_eval_longmem.common.results import load_runs, read_json
+    from lm_eval_longmem.readers.babilong import format_report
+    from lm_eval_longmem.readers.results import load_runs, read_json
     from lm_eval_longmem.plots import plot_results
-    from lm_eval_longmem.report import build_report, render_markdown
+    from lm_eval_longmem.report import build_report
+    from lm_eval_longmem.report.render import render_markdown
 
     figures: dict[str, list] = {}
     report = build_report(load_runs([results]))

@@ -110,6 +110,16 @@ def test_moved_inputs_outputs_scores_and_metrics_are_each_caught(stored):
         assert list(diff.moved) == ["forgetting_curve"] and words in " ".join(diff.moved["forgetting_curve"]), (words, diff)
 
 
+def test_the_recorded_evaluation_is_accepted_when_the_reference_predates_it_and_compared_once_stored(stored):
+    def label(name):
+        return lambda task: task["longmem"].update(evaluation=name)
+
+    before = edited(stored, "forgetting_curve", lambda task: task["longmem"].pop("evaluation", None))
+    assert not compare(before, edited(before, "forgetting_curve", label("forgetting_curve")))
+    recorded = edited(stored, "forgetting_curve", label("forgetting_curve"))
+    assert "forgetting_curve" in compare(recorded, edited(recorded, "forgetting_curve", label("booksort"))).moved
+
+
 def test_floating_point_noise_passes_and_one_near_tie_is_tolerated(stored):
     def noise(task):
         for doc in task["docs"]:

@@ -4,8 +4,11 @@ Two import graphs, both built from every `import` statement of the package, func
 included (a lazy import is still a dependency):
 - modules: `lm_eval_longmem.common.task` -> `lm_eval_longmem.harness`, ...; no cycle allowed;
 - parts: each top-level module or subpackage (`harness`, `common`, `backends`, `babilong`, `cli`, ...);
-  no cycle allowed either, so the layering CONTRIBUTING.md states holds (`paths` <- `harness` <-
-  `common` <- `backends` <- evaluations <- `plots` <- `report` <- `demo` <- `cli`).
+  no cycle allowed either, and every part imports only parts of layers below its own (`LAYERS`, the
+  layering CONTRIBUTING.md states): evaluations never import `readers/`, `plots/`, `report/` or
+  `commands/`, nor one another.
+The list of evaluations is written once (`common/evaluations.py`): no other module of the package holds
+a literal collection of their names.
 """
 
 from __future__ import annotations
@@ -16,7 +19,24 @@ from pathlib import Path
 import pytest
 from kit import REPO_ROOT
 
+from lm_eval_longmem.common.evaluations import NAMES
+
 PACKAGE = "lm_eval_longmem"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("paths",),
+    ("harness",),
+    ("common",),
+    ("backends",),
+    NAMES,  # the evaluations: each imports none of the others
+    ("preflight", "plan"),
+    ("__init__", "_autoload", "readers"),  # the Python API and start-up hook; the readers of results files
+    ("plots",),
+    ("report",),
+    ("commands",),
+    ("cli",),
+)
+"""Every part of the package, bottom layer first; a part imports only its own part and parts of lower layers."""
 
 
 def package_modules() -> dict[str, Path]:
@@ -121,8 +141,48 @@ def test_no_import_cycle_among_modules():
 
 def test_no_import_cycle_among_the_package_parts():
     graph = part_graph()
-    assert {"harness", "common", "backends", "cli", "demo"} <= set(graph)
+    assert {"harness", "common", "backends", "readers", "plots", "report", "commands", "cli"} <= set(graph)
     assert find_cycle(graph) is None
+
+
+def layer_violations(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import of a part by a part of the same or a lower layer ("babilong -> readers"), and every part no layer holds."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    found = [f"{part} is in no layer of LAYERS" for part in sorted(graph) if part not in rank]
+    found += [f"{part} -> {target}" for part, targets in sorted(graph.items()) for target in sorted(targets)
+              if part in rank and target in rank and rank[target] >= rank[part]]  # fmt: skip
+    return found
+
+
+def test_the_layer_check_finds_upward_and_sideways_imports():
+    layers = (("common",), ("a", "b"), ("readers",))
+    assert layer_violations({"common": set(), "a": {"common"}, "readers": {"a", "common"}}, layers) == []
+    assert layer_violations({"a": {"readers"}, "b": {"a"}, "new": set()}, layers) == ["new is in no layer of LAYERS", "a -> readers", "b -> a"]
+
+
+def test_every_part_imports_only_layers_below_its_own():
+    """Evaluations never import `readers/`, `plots/`, `report/` or `commands/` (nor one another); readers
+    never import figures or the report; nothing below `cli` imports it."""
+    assert layer_violations(part_graph(), LAYERS) == []
+
+
+def test_the_evaluations_are_listed_in_the_registry_only():
+    """No module but `common/evaluations.py` holds a literal tuple, list, set or dict of two or more evaluation names."""
+    found = []
+    for module, path in package_modules().items():
+        if module == f"{PACKAGE}.common.evaluations":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None) if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else None
+            names = {item.value for item in items or () if isinstance(item, ast.Constant) and item.value in NAMES}
+            if len(names) >= 2:
+                found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {sorted(names)}")
+    assert found == []
+
+
+def test_the_registry_imports_nothing_of_ours():
+    """It names the modules of the layers above by dotted path, so it sits in `common/` without importing upward."""
+    assert module_graph()[f"{PACKAGE}.common.evaluations"] == set()
 
 
 def test_harness_is_the_bottom_layer():

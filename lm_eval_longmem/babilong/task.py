@@ -12,7 +12,7 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
   which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`corrected_check.ABSTENTIONS`);
 * `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length (tokens) up
   to which the task's accuracy stays at or above 85% (the paper's "satisfactory"), null if not
-  even the shortest; see `report.effective_context`.
+  even the shortest; see `summary.effective_context`.
 
 LEN is the length in tokens (`acc@qa1_4096`; "0k" is 0), as for every metric name of ours
 (`common/metric_names.py`); the authors' names of the lengths ("4k") are in the results'
@@ -35,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.babilong import data, report, retrieval
+from lm_eval_longmem.babilong import data, retrieval, summary
 from lm_eval_longmem.babilong.corrected_check import check
 from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
@@ -74,8 +74,8 @@ def recall_mean(length: int, bound: int) -> Callable[[Sequence[Any]], float | No
     return fn
 
 
-def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
-    """`report.Cell`s (Wilson intervals) from the docs' [qa, length, acc, acc_corrected, recall, abstained] items.
+def cells_from_items(items: Sequence[Sequence[Any]]) -> list[summary.Cell]:
+    """`summary.Cell`s (Wilson intervals) from the docs' [qa, length, acc, acc_corrected, recall, abstained] items.
 
     The last two may be missing (items of older callers): the cell then has no abstention share.
     """
@@ -87,8 +87,8 @@ def cells_from_items(items: Sequence[Sequence[Any]]) -> list[report.Cell]:
         n = len(rows)
         acc, corrected = (proportion_interval(round(math.fsum(r[k] for r in rows)), n) for k in (0, 1))
         abstained = proportion_interval(round(math.fsum(r[3] for r in rows)), n) if all(len(r) > 3 for r in rows) else None
-        cells.append(report.Cell(qa, length, n, acc, corrected, abstained))
-    return report.ordered(cells)
+        cells.append(summary.Cell(qa, length, n, acc, corrected, abstained))
+    return summary.ordered(cells)
 
 
 class BabilongTask(LongmemTask):
@@ -167,9 +167,9 @@ class BabilongTask(LongmemTask):
         lengths = list(dict.fromkeys(int(length) for _, length in parts))
         tasks = list(dict.fromkeys(qa for qa, _ in parts))
 
-        grouped: dict[int, list[report.Cell]] = {}
+        grouped: dict[int, list[summary.Cell]] = {}
 
-        def cells_of(items: Sequence[Any]) -> list[report.Cell]:
+        def cells_of(items: Sequence[Any]) -> list[summary.Cell]:
             """The cells of the docs' items, grouped once for all summaries of one aggregation (same list)."""
             if id(items) not in grouped:
                 grouped.clear()
@@ -179,13 +179,13 @@ class BabilongTask(LongmemTask):
         def mean_of(check_name: str, bound: int, length: int | None) -> Callable[[Sequence[Any]], float]:
             def fn(items: Sequence[Any]) -> float:
                 cells = [c for c in cells_of(items) if length is None or c.length == length]
-                return report.mean_interval(cells, check_name)[bound]
+                return summary.mean_interval(cells, check_name)[bound]
 
             return fn
 
         def effective(check_name: str, qa: str) -> Callable[[Sequence[Any]], int | None]:
             def fn(items: Sequence[Any]) -> int | None:
-                return report.effective_context(cells_of(items), metric=check_name).get(qa)
+                return summary.effective_context(cells_of(items), metric=check_name).get(qa)
 
             return fn
 

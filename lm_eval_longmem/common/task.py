@@ -53,6 +53,7 @@ from lm_eval_longmem import harness
 from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.evaluations import evaluation_of_class
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_digest, model_window
 from lm_eval_longmem.common.options import declared, parse_options
@@ -569,9 +570,13 @@ class LongmemTask(ConfigurableTask):
 
         `skip_reasons`: {cell: {reason: count}} of the docs skipped (never truncated);
         `docs_per_cell`: {cell: docs scored}; `sweep_cells`: the cells of the whole dataset
-        (`sweep_cells`); evaluations add their own (BABILong: length names).
+        (`sweep_cells`); `evaluation`: which of `common.evaluations.EVALUATIONS` the task belongs to
+        (absent for a task class no entry names), so readers never guess it from metric names;
+        evaluations add their own (BABILong: length names).
         """
-        return {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
+        facts = {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
+        entry = evaluation_of_class(type(self))
+        return facts | ({"evaluation": entry.name} if entry else {})
 
     def dump_config(self) -> dict[str, Any]:
         """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts.

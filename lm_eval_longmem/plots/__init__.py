@@ -1,22 +1,22 @@
 """Figures from results files: `lm-eval-longmem plot RESULTS` calls every plotter that applies.
 
 Figures read result files only, never a model, so they work on runs made elsewhere (e.g. on a
-GPU cluster). Each evaluation's figure lives in `plots/<evaluation>.py` with two functions:
+GPU cluster). Each evaluation's figure lives in the module its entry of `common/evaluations.py` names
+(`plots/<evaluation>.py`), with two functions:
 `can_plot(results) -> bool` and `plot(results, out_prefix, formats) -> list[Path]`, where `results` is
 the parsed JSON file: an lm_eval results dict, or the list the original forgetting-curve tool writes.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from lm_eval_longmem.common.cache import check_folder, check_target
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.results import find_results_file, read_json
+from lm_eval_longmem.common.evaluations import EVALUATIONS, NAMES, load
+from lm_eval_longmem.readers.results import find_results_file, read_json
 
-PLOTTERS = ("forgetting_curve", "booksort", "babilong")
-__all__ = ["PLOTTERS", "find_results_file", "plot_results"]
+__all__ = ["find_results_file", "plot_results"]
 
 
 def plot_results(
@@ -42,18 +42,18 @@ def plot_results(
     if isinstance(results, dict):  # an lm_eval results file (the original forgetting-curve tool writes a list)
         results.setdefault("_source_path", str(results_file))
     prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")
-    modules = [module for name in PLOTTERS if (module := importlib.import_module(f"lm_eval_longmem.plots.{name}")).can_plot(results)]
-    if not modules:
+    plotters = [(entry.name, module) for entry in EVALUATIONS if (module := load(entry.plotter)).can_plot(results)]
+    if not plotters:
         raise ValueError(
-            f"{results_file} holds no forgetting_curve, booksort or babilong results to plot "
+            f"{results_file} holds no {', '.join(NAMES[:-1])} or {NAMES[-1]} results to plot "
             "(run the tasks with lm_eval first, or pass an original forgetting-curve result file)"
         )
     check_folder(prefix.parent)
-    for module in modules:
+    for name, _ in plotters:
         for fmt in formats:
-            check_target(Path(f"{prefix}_{module.__name__.rsplit('.', 1)[-1]}.{fmt}"), overwrite=overwrite)
+            check_target(Path(f"{prefix}_{name}.{fmt}"), overwrite=overwrite)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for module in modules:
+    for _, module in plotters:
         written += module.plot(results, prefix, formats)
     return written

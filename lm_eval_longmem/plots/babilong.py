@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.babilong.report import babilong_task, length_names, read_cells, read_effective_context, read_length_means
+from lm_eval_longmem.readers.babilong import babilong_task, length_names, read_cells, read_effective_context, read_length_means
 
 
 def _model_name(results: dict) -> str:

@@ -19,42 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.results import task_metrics
+from lm_eval_longmem.readers.booksort import booksort_tasks, distance_bins, excerpt_lengths
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CHANCE = 0.5
 PAPER_BIN_LENGTH = 2500
-
-
-def _factor(part: str, tag: str) -> int | None:
-    """The number of a factor part (`LE250` -> 250 for tag "LE"), None for another part."""
-    rest = part[len(tag) :] if part.startswith(tag) else ""
-    return int(rest) if rest.isdigit() else None
-
-
-def excerpt_lengths(row: dict[str, Any]) -> list[int]:
-    """L_E (words) of every `acc@LE<words>` cell of a metric row (canonical names), ascending."""
-    return sorted({n for c in metric_names.cells_of(row, "acc") if len(c) == 1 and (n := _factor(c[0], "LE")) is not None})
-
-
-def distance_bins(row: dict[str, Any], excerpt_length: int | None = None) -> list[int]:
-    """Distance bins of the `acc@bin<k>` cells, or of the `acc@LE<words>_bin<k>` cells at `excerpt_length`."""
-    found = set()
-    for c in metric_names.cells_of(row, "acc"):
-        if excerpt_length is None and len(c) == 1 and (k := _factor(c[0], "bin")) is not None:
-            found.add(k)
-        elif excerpt_length is not None and len(c) == 2 and _factor(c[0], "LE") == excerpt_length and (k := _factor(c[1], "bin")) is not None:
-            found.add(k)
-    return sorted(found)
-
-
-def booksort_tasks(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The metric rows (canonical names, no filter suffix) of every Book-SORT task in an lm_eval results dict."""
-    per_task = (results.get("results") or {}) if isinstance(results, dict) else {}
-    rows = {name: task_metrics(results, name) for name in per_task}
-    return {name: row for name, row in rows.items() if excerpt_lengths(row)}
 
 
 def can_plot(results: Any) -> bool:

@@ -23,16 +23,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.common.results import task_metrics
-from lm_eval_longmem.forgetting_curve.analysis import (
-    Summary,
-    curve_from_data,
-    forgetting_curve_task,
-    holds,
-    is_reference,
-    stored_summary,
-    summarize,
-)
+from lm_eval_longmem.readers.results import task_metrics
+from lm_eval_longmem.forgetting_curve.analysis import Summary, holds, summarize
+from lm_eval_longmem.readers.forgetting_curve import curve_from_data, forgetting_curve_task, is_reference, stored_summary
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -13,7 +13,7 @@ from kit import read_results, run_lm_eval
 
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.common.cache import sha256_hex
-from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.readers.results import skip_reasons
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def test_switches_drop_prompt_parts(smollm2_dir, books, cache):
 def test_cells_and_means_on_degenerate_docs(docs):
     """Issue 26: a cell (Wilson) and the mean over cells (Wilson on the effective size) from one doc on:
     inside [0, 1], never of zero width, whether the docs agree or not."""
-    from lm_eval_longmem.babilong.report import Cell, mean_interval
+    from lm_eval_longmem.babilong.summary import Cell, mean_interval
     from lm_eval_longmem.babilong.task import CHECKS, RECALL
     from lm_eval_longmem.common.metric_names import score_spec
     from lm_eval_longmem.common.stats import proportion_interval

@@ -21,7 +21,7 @@ from lm_eval.api.instance import Instance
 
 from kit import build_booksort, read_results, run_lm_eval
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, encode_request
-from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.readers.results import skip_reasons
 
 pytestmark = [
     pytest.mark.vllm,

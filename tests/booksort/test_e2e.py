@@ -6,7 +6,7 @@ import pytest
 from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.booksort.task import calibrated_correct
-from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.plots import plot_results
 
 CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book0", "LE250_bin0", "LE250_bin3"]

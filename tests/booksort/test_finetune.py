@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from lm_eval_longmem.booksort import finetune as ft
+from lm_eval_longmem.commands import booksort_finetune as command
+from lm_eval_longmem.readers import booksort_finetune as reader
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.instructions import conversation, generated_instructions, load_instructions
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import declared
-from lm_eval_longmem.common.results import load_run
+from lm_eval_longmem.readers.results import load_run
 from lm_eval_longmem.paths import task_configs_dir
 
 # --- book chunks ---------------------------------------------------------------------------------
@@ -236,7 +238,7 @@ def tiny_metadata(data: Path, **extra) -> dict:
 
 
 def _run(model, data, out, said, **extra):
-    return ft.run_finetune(
+    return command.run_finetune(
         {"pretrained": str(model), "dtype": "float32"}, tiny_metadata(data, **extra), out, device="cpu", limit=12, say=said.append
     )
 
@@ -253,15 +255,15 @@ def test_every_checkpoint_of_both_arms_is_evaluated_through_the_harness(first_ru
     assert [(r["arm"], r["epoch"]) for r in summary["rows"]] == [("base", 0), ("book", 1), ("control", 1), ("book", 2), ("control", 2)]
     for row in summary["rows"]:
         run = load_run(out / row["results"])  # an ordinary lm_eval results file, named relative to the output folder
-        assert ft.summary_of(run.path) == out / ft.SUMMARY
-        assert run.n_samples(ft.TASK) == row["trials"] == 12
+        assert reader.summary_of(run.path) == out / reader.SUMMARY
+        assert run.n_samples(reader.TASK) == row["trials"] == 12
         assert 0.0 <= row["acc_ci_low"] <= row["acc"] <= row["acc_ci_high"] <= 1.0
         peft = run.model_args.get("peft")
         assert (peft is None) if row["arm"] == "base" else peft.endswith(f"checkpoints/{row['arm']}/epoch-{row['epoch']}")
     assert [t["epoch"] for t in summary["epoch_matched"]] == [1, 2]
     assert all(t["pairs"] == 12 and 0.0 <= t["p_value"] <= 1.0 for t in summary["epoch_matched"])
     assert summary["data"]["book_chunks"] == 6 and summary["data"]["instructions"] == 6
-    assert json.loads((out / ft.SUMMARY).read_text()) == json.loads(json.dumps(summary))
+    assert json.loads((out / reader.SUMMARY).read_text()) == json.loads(json.dumps(summary))
     assert "| 2 |" in (out / "booksort_finetune.md").read_text()
     assert sum("trained in" in line for line in said) == 4
 
@@ -342,7 +344,7 @@ def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(t
     with pytest.raises(UsageError, match=r"epoch-1 was trained with other settings, base model \(its files changed\) or data .*pass --overwrite"):
         _run(model, one_play, out, [], booksort_finetune_epochs=1)
     said: list[str] = []
-    again = ft.run_finetune(
+    again = command.run_finetune(
         {"pretrained": str(model), "dtype": "float32"}, tiny_metadata(one_play, booksort_finetune_epochs=1), out,
         device="cpu", limit=12, say=said.append, overwrite=True,
     )  # fmt: skip
@@ -367,7 +369,7 @@ def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tm
 @pytest.mark.slow
 def test_smollm2_one_play_end_to_end(smollm2_dir, one_play, tmp_path):
     """SmolLM2-135M-Instruct with its chat template: both arms, one epoch, through the command line's function."""
-    summary = ft.run_finetune(
+    summary = command.run_finetune(
         {"pretrained": str(smollm2_dir), "dtype": "float32"},
         {"booksort_data": str(one_play), "booksort_finetune_epochs": 1, "booksort_finetune_chunk_words": 60,
          "booksort_finetune_chunks": 4, "booksort_finetune_instruction_samples": 4, "booksort_finetune_batch_size": 4},
@@ -386,23 +388,23 @@ def test_smollm2_one_play_end_to_end(smollm2_dir, one_play, tmp_path):
 
 def test_summary_reader_names_a_damaged_file(first_run, tmp_path):
     out, _, _ = first_run
-    assert ft.read_summary(out / ft.SUMMARY) == json.loads((out / ft.SUMMARY).read_text())
-    bad = tmp_path / ft.SUMMARY
+    assert reader.read_summary(out / reader.SUMMARY) == json.loads((out / reader.SUMMARY).read_text())
+    bad = tmp_path / reader.SUMMARY
     bad.write_text('{"model": "m", "rows": [{"arm": "book"}], "epoch_matched": []}')
     with pytest.raises(UsageError, match="not a summary of `lm-eval-longmem booksort finetune`"):
-        ft.read_summary(bad)
+        reader.read_summary(bad)
     other = tmp_path / "copy" / "elsewhere" / "results_x.json"
     other.parent.mkdir(parents=True)
     other.write_text("{}")
-    (tmp_path / "copy" / ft.SUMMARY).write_text((out / ft.SUMMARY).read_text())
-    assert ft.summary_of(other) is None  # a summary above it that does not name it
+    (tmp_path / "copy" / reader.SUMMARY).write_text((out / reader.SUMMARY).read_text())
+    assert reader.summary_of(other) is None  # a summary above it that does not name it
 
 
 def test_figure_draws_both_arms_by_epoch(first_run):
     from lm_eval_longmem.plots.booksort_finetune import figure
 
     out, _, _ = first_run
-    summary = ft.read_summary(out / ft.SUMMARY)
+    summary = reader.read_summary(out / reader.SUMMARY)
     acc_ax, loss_ax = figure(summary).axes
     lines = {line.get_label(): list(line.get_xdata()) for line in acc_ax.get_lines()}
     epochs = list(range(summary["options"]["epochs"] + 1))
@@ -413,18 +415,18 @@ def test_figure_draws_both_arms_by_epoch(first_run):
 def test_report_shows_the_run_in_its_own_section(first_run, tmp_path):
     """`lm-eval-longmem report FOLDER` on a finetune output: one section with the table and figure,
     and the checkpoints are not listed as separate models in the other sections."""
-    from lm_eval_longmem.common.results import load_runs
+    from lm_eval_longmem.readers.results import load_runs
     from lm_eval_longmem.report import headline_lines, write_report
 
     out, _, _ = first_run
     runs = load_runs([out])
-    summary = ft.read_summary(out / ft.SUMMARY)
+    summary = reader.read_summary(out / reader.SUMMARY)
     assert len(runs) == len(summary["rows"])
     written = write_report(runs, tmp_path)
     text = written.markdown.read_text()
     assert "## Book-SORT fine-tuned memory" in text and "## Book-SORT\n" not in text and "## Headline numbers" not in text
-    for row in ft.summary_table(summary):
+    for row in reader.summary_table(summary):
         assert "| " + " | ".join(row) + " |" in text
-    assert ft.verdict(summary) in text
+    assert reader.verdict(summary) in text
     assert any(p.name.startswith("booksort_finetune_") and p.suffix == ".png" for p in written.figures)
     assert headline_lines(runs) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lm_eval_longmem.plots import booksort
+from lm_eval_longmem.readers.booksort import booksort_tasks
 
 
 def _row(cells: dict[str, float], scores=("acc",)) -> dict[str, float]:
@@ -32,7 +33,7 @@ def test_plot_writes_both_panels(tmp_path):
         }
     }
     assert booksort.can_plot(results)
-    assert set(booksort.booksort_tasks(results)) == {"booksort_in_context", "booksort_memoryless"}
+    assert set(booksort_tasks(results)) == {"booksort_in_context", "booksort_memoryless"}
     written = booksort.plot(results, tmp_path / "run", formats=("png", "svg"))
     assert written == [tmp_path / "run_booksort.png", tmp_path / "run_booksort.svg"]
     assert all(p.stat().st_size > 5_000 for p in written)
@@ -47,8 +48,8 @@ def test_calibrated_accuracy_is_drawn_beside_accuracy():
     import matplotlib.pyplot as plt
 
     tasks = {
-        "in-context": booksort.booksort_tasks({"results": {"t": _row({"LE250": 0.5, "LE2500": 0.5, "LE2500_bin0": 0.5}, ("acc", "acc_calibrated"))}})["t"],
-        "generated": booksort.booksort_tasks({"results": {"t": _row({"LE250": 0.4, "LE2500": 0.6, "LE2500_bin0": 0.5})}})["t"],
+        "in-context": booksort_tasks({"results": {"t": _row({"LE250": 0.5, "LE2500": 0.5, "LE2500_bin0": 0.5}, ("acc", "acc_calibrated"))}})["t"],
+        "generated": booksort_tasks({"results": {"t": _row({"LE250": 0.4, "LE2500": 0.6, "LE2500_bin0": 0.5})}})["t"],
     }
     fig = booksort.figure(tasks)
     ax_a, ax_b = fig.axes

@@ -15,7 +15,7 @@ from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
 from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, calibrated_correct, parse_label
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import proportion_interval
-from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.common.task import cell_interval
 from lm_eval_longmem.paths import task_configs_dir
 

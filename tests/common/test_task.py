@@ -165,6 +165,7 @@ def test_per_cell_metrics_are_computed_at_aggregation(caplog):
     assert row["acc_all,none"] == sum(r[0] for _, r in docs) / 480 and row["skipped,none"] == 2
     assert {key.split(",")[0] for key in row} == set(task.higher_is_better())  # a direction for every metric
     assert task.docs_per_cell["qa2_1024"] == 2 and task.result_facts()["skip_reasons"] == {"qa9_0": {"too long": 2}}
+    assert "evaluation" not in task.result_facts()  # a task class no entry of common/evaluations.py names
 
 
 def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():

@@ -13,14 +13,13 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     CurvePoint,
     curve_from_points,
     holds,
-    load_curve,
     memory_interval,
     memory_length,
-    read_results,
     scored_tokens,
     summarize,
     summary_json,
 )
+from lm_eval_longmem.readers.forgetting_curve import load_curve, read_results
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,10 @@ import pytest
 
 from kit import build_tiny_llama, read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.common.results import skip_reasons
+from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.common.stats import log_mean_interval, share_interval
-from lm_eval_longmem.forgetting_curve.analysis import load_curve, summarize
+from lm_eval_longmem.forgetting_curve.analysis import summarize
+from lm_eval_longmem.readers.forgetting_curve import load_curve
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_LENGTHS = (16, 32, 64)

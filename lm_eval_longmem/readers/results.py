@@ -23,10 +23,10 @@ from typing import Any
 
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.evaluations import NAMES
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 
 RESULTS_GLOB = "results_*.json"
-EVALUATIONS = ("forgetting_curve", "booksort", "babilong")
 
 
 class ResultsFileError(UsageError):
@@ -189,18 +189,29 @@ def skip_reasons(results: dict[str, Any], task: str) -> dict[str, dict[str, int]
 
 
 def evaluation_of(results: dict[str, Any], task: str) -> str | None:
-    """Which of our evaluations `task` of a results dict is, from what it reports, else None.
+    """Which of our evaluations (`common.evaluations.NAMES`) `task` of a results dict is, else None.
 
-    A task of ours stores its facts in `configs.<task>.longmem`; older files are recognised by
-    their metric names (`copy_acc@L`; Book-SORT's `acc@LE<words>`; BABILong's `acc@qaN_LEN`). A
-    group (`booksort`) is ours when all its tasks are ours. A harness task whose name merely
-    starts like ours (`babilong_qa1`) is not.
+    A task of ours records it in its facts (`configs.<task>.longmem.evaluation`). A group
+    (`booksort`) is ours when all its tasks are of one evaluation. A harness task whose name merely
+    starts like ours (`babilong_qa1`) is not. Files written before tasks recorded it are recognised
+    by their metric names (`guessed_evaluation`).
     """
     groups = results.get("group_subtasks")
     subtasks = groups.get(task) if isinstance(groups, dict) else None
     if isinstance(subtasks, list) and subtasks:
         kinds = {evaluation_of(results, sub) for sub in subtasks}
         return kinds.pop() if len(kinds) == 1 and None not in kinds else None
+    recorded = facts(results, task).get("evaluation")
+    if recorded is not None:
+        return recorded if recorded in NAMES else None
+    return guessed_evaluation(results, task)
+
+
+def guessed_evaluation(results: dict[str, Any], task: str) -> str | None:
+    """The evaluation of a task in a file written before tasks recorded theirs (lm-eval-longmem before
+    issue 27), from its metric names: `copy_acc@L` (the forgetting curve), `acc@LE<words>` (Book-SORT),
+    `acc@qaN_LEN` (BABILong). The one place a result's evaluation is guessed; never used for a file
+    whose task recorded it."""
     names = [parsed for key in task_metrics(results, task) if (parsed := metric_names.parse(key))]
     if any(n.score == "copy_acc" and n.cell for n in names):
         return "forgetting_curve"

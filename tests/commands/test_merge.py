@@ -17,7 +17,7 @@ import pytest
 
 from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
 from lm_eval_longmem import cli
-from lm_eval_longmem.common.results import load_run
+from lm_eval_longmem.readers.results import load_run
 
 TASKS = ("forgetting_curve", "booksort_in_context", "babilong")
 ONE_RUN = {"forgetting_curve": list(range(9)), "booksort_in_context": list(range(7)), "babilong": list(range(6))}

@@ -36,14 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem import harness
-from lm_eval_longmem.babilong.task import BabilongTask
-from lm_eval_longmem.booksort.task import BooksortTask
 from lm_eval_longmem.common.cache import atomic_write, check_folder
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.evaluations import EVALUATIONS, load
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
-from lm_eval_longmem.common.results import Run, load_runs, skip_reasons
+from lm_eval_longmem.readers.results import Run, load_runs, skip_reasons
 from lm_eval_longmem.common.task import LongmemTask
-from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
 
 MAY_DIFFER = ("batch_size", "batch_sizes", "device", "use_cache")
 """Keys of a results file's `config` that may differ between shards: they change no number."""
@@ -188,7 +186,7 @@ def load_names(data: dict[str, Any], leaves: list[str]) -> list[str]:
 
 def run_metadata(data: dict[str, Any], leaves: list[str]) -> dict[str, Any]:
     """The run's metadata (`--model_args` merged with `--metadata`), as recorded in its task configs."""
-    recorded = {key for cls in (ForgettingCurveTask, BooksortTask, BabilongTask) for key in cls.RECORDED_METADATA}
+    recorded = {key for entry in EVALUATIONS for key in load(entry.task_class).RECORDED_METADATA}
     metadata = (data["configs"][leaves[0]] or {}).get("metadata") or {}
     return {k: v for k, v in metadata.items() if k not in HARNESS_METADATA and k not in recorded}
 

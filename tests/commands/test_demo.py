@@ -12,7 +12,7 @@ import sys
 import pytest
 from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.demo import SIZES, build_booksort_data, harness_metadata, run_harness
+from lm_eval_longmem.commands.demo import SIZES, build_booksort_data, harness_metadata, run_harness
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 RUNNABLE_TASKS = "forgetting_curve,booksort,babilong"
@@ -167,8 +167,8 @@ def _results_file(tmp_path, booksort_extra=None):
 
 
 def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
-    from lm_eval_longmem.common.results import load_run
-    from lm_eval_longmem.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
+    from lm_eval_longmem.commands.demo import headline_sentences
 
     fc, babilong, booksort = headline_sentences(load_run(_results_file(tmp_path)))
     assert fc == (
@@ -184,8 +184,8 @@ def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
 
 
 def test_the_booksort_headline_is_the_bias_corrected_accuracy_when_the_run_has_it(tmp_path):
-    from lm_eval_longmem.common.results import load_run
-    from lm_eval_longmem.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
+    from lm_eval_longmem.commands.demo import headline_sentences
 
     extra = {"acc_calibrated,none": 0.625, "acc_calibrated_ci_low,none": 0.5, "acc_calibrated_ci_high,none": 0.74}
     booksort = headline_sentences(load_run(_results_file(tmp_path, extra)))[-1]
@@ -198,7 +198,7 @@ def test_the_booksort_headline_is_the_bias_corrected_accuracy_when_the_run_has_i
 def test_the_chat_template_is_applied_when_the_tokenizer_has_one(tiny_llama_dir, tmp_path):
     import shutil
 
-    from lm_eval_longmem.demo import has_chat_template
+    from lm_eval_longmem.commands.demo import has_chat_template
 
     assert not has_chat_template({"pretrained": str(tiny_llama_dir)})
     chat = shutil.copytree(tiny_llama_dir, tmp_path / "tiny-chat")

@@ -11,7 +11,7 @@ text, and simulated bAbI facts for BABILong. Steps:
    (exactly what `lm_eval --output_path DIR/results --log_samples` writes), with the model's chat
    template applied when it has one (an instruct model answers in its own format; `--no_chat_template`
    and `--apply_chat_template` decide otherwise);
-4. the report (`report.py`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`, and the headline as
+4. the report (`report/`): `DIR/report.md`, `DIR/report.html`, `DIR/figures/`, and the headline as
    sentences a researcher can quote (`headline_sentences`), with the number of samples behind each.
 
 The sizes (`SIZES`) are demo options, not task defaults: `small` spends a budget of under 10 minutes
@@ -31,12 +31,13 @@ from typing import Any
 
 from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+from lm_eval_longmem.common.evaluations import NAMES
 from lm_eval_longmem.common.flags import args_string
 from lm_eval_longmem.common.model_info import default_device
-from lm_eval_longmem.common.results import find_results_file, load_run
+from lm_eval_longmem.readers.results import find_results_file, load_run
 from lm_eval_longmem.common.text import book_files
 
-TASKS = ("forgetting_curve", "booksort", "babilong")
+TASKS = NAMES
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,7 @@ def _span(values: list[float]) -> str:
 
 def forgetting_curve_sentence(run: Any) -> str | None:
     """What the forgetting curve says, from the stored per-length statistics and memory lengths."""
-    from lm_eval_longmem.forgetting_curve.analysis import forgetting_curve_task, stored_summary
+    from lm_eval_longmem.readers.forgetting_curve import forgetting_curve_task, stored_summary
 
     task = forgetting_curve_task(run.data)
     if task is None:
@@ -300,7 +301,7 @@ def forgetting_curve_sentence(run: Any) -> str | None:
 
 def babilong_sentence(run: Any) -> str | None:
     """BABILong's headline: accuracy over every cell, and per length, with questions per cell."""
-    from lm_eval_longmem.babilong import report as babilong_report
+    from lm_eval_longmem.readers import babilong as babilong_report
 
     task = babilong_report.babilong_task(run.data)
     cells = babilong_report.read_cells(run.data) if task else []
@@ -324,7 +325,7 @@ def babilong_sentence(run: Any) -> str | None:
 
 def booksort_sentence(run: Any) -> str | None:
     """Book-SORT's headline: the answer-bias-corrected accuracy where the run has it, else accuracy and answer bias."""
-    from lm_eval_longmem.report import booksort_headline_task
+    from lm_eval_longmem.report.booksort import booksort_headline_task
 
     task = booksort_headline_task(run)
     if task is None:

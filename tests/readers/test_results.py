@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lm_eval_longmem.common.results import (
+from lm_eval_longmem.readers.results import (
     ResultsFileError,
     find_results_file,
     find_results_files,

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from lm_eval_longmem.babilong.report import Cell, effective_context, format_report, mean_interval, read_cells, read_length_means
+from lm_eval_longmem.babilong.summary import effective_context, mean_interval
 from lm_eval_longmem.babilong.task import cells_from_items
 from lm_eval_longmem.cli import main
 from lm_eval_longmem.common.stats import Interval
+from lm_eval_longmem.readers.babilong import format_report, read_cells, read_length_means
 
 ACC = {  # (task, length) -> accuracy
     ("qa1", "0k"): 1.0, ("qa1", "4k"): 0.9, ("qa1", "8k"): 0.8, ("qa1", "16k"): 0.9,
@@ -96,16 +97,6 @@ def test_abstention_share_per_cell_and_in_the_report():
     line = "the corrected reader abstained (kept acc's verdict) on 12.5% of answers [10.0, 15.0]"
     assert line in format_report(results, metric="acc_corrected")
     assert line not in format_report(results) and "abstained" not in format_report(_results(), metric="acc_corrected")
-
-
-def test_mean_interval_does_not_collapse_with_two_docs():
-    # defect 9: every qa1-qa5 cell 0 of 2 right printed the interval [0.0, 0.0]
-    zero = Interval(0.0, 0.0, 0.0)
-    cells = [Cell(qa, 0, 2, zero, Interval(1.0, 1.0, 1.0)) for qa in ("qa1", "qa2", "qa3", "qa4", "qa5")]
-    acc = mean_interval(cells, "acc")
-    assert acc.estimate == 0.0 == acc.low < acc.high
-    corrected = mean_interval(cells, "acc_corrected")
-    assert corrected.estimate == 1.0 == corrected.high > corrected.low
 
 
 def test_text_report_and_cli(tmp_path, capsys):

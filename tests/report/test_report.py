@@ -15,8 +15,10 @@ from matplotlib.patches import Rectangle
 
 from kit import build_booksort, build_uniform_model, read_results, run_lm_eval
 
-from lm_eval_longmem.common.results import load_runs
-from lm_eval_longmem.report import FigureBlock, Table, build_report, render_markdown, write_report
+from lm_eval_longmem.readers.results import load_runs
+from lm_eval_longmem.report import build_report, write_report
+from lm_eval_longmem.report.blocks import FigureBlock, Table
+from lm_eval_longmem.report.render import render_markdown
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 LENGTHS = (64, 128, 256, 512, 1024)
@@ -337,6 +339,12 @@ def uniform_run(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
                  "--tasks", "forgetting_curve,booksort_in_context", "--limit", "3", "--batch_size", "2",
                  "--metadata", json.dumps(metadata)], out)  # fmt: skip
     return read_results(out), write_report(load_runs([out]), work / "report")
+
+
+def test_a_real_run_records_each_task_s_evaluation(uniform_run):
+    results, _ = uniform_run
+    assert {task: results["configs"][task]["longmem"]["evaluation"] for task in ("forgetting_curve", "booksort_in_context")} == {
+        "forgetting_curve": "forgetting_curve", "booksort_in_context": "booksort"}  # fmt: skip
 
 
 def test_html_report_renders_markdown(uniform_run):

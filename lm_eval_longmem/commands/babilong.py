@@ -19,7 +19,7 @@ from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
 from lm_eval_longmem.common.cache import check_target
 from lm_eval_longmem.common.errors import UsageError, report_error
 from lm_eval_longmem.common.flags import add_flag, add_output_flags, number
-from lm_eval_longmem.common.results import find_results_file, load_run
+from lm_eval_longmem.readers.results import find_results_file, load_run
 
 EPILOG = textwrap.dedent(
     """\
@@ -171,7 +171,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.babilong.report import format_report
+    from lm_eval_longmem.readers.babilong import format_report
 
     results = load_run(find_results_file(args.results)).data
     print(format_report(results, threshold=args.threshold, metric=args.metric))

@@ -203,7 +203,8 @@ FINETUNE_EPILOG = textwrap.dedent(
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.booksort.finetune import render_markdown, run_finetune
+    from lm_eval_longmem.commands.booksort_finetune import run_finetune
+    from lm_eval_longmem.readers.booksort_finetune import render_markdown
 
     summary = run_finetune(
         args.model_args,

@@ -1,0 +1,290 @@
+"""`lm-eval-longmem report RESULTS... [--output_path DIR]`: one Markdown summary and one self-contained HTML page
+comparing every run (model) in the given results files or folders.
+
+The report leads with one headline number per evaluation (what a leaderboard reads; all higher
+is better):
+
+    forgetting_curve -> fine_memory_length   (tokens copied > 99% right; coarse_memory_length beside it)
+    booksort         -> acc                  (in-context Sequence Order Recall accuracy, chance 0.5)
+    babilong         -> acc                  (mean over every bAbI task x length that ran)
+
+then gives, per evaluation, its figures and a table per model, and lists every other harness
+task of the same files with its main metric, so our tasks can be compared with others run
+alongside. Figures are written as PNG (for the page) and PDF (for a paper) under `DIR/figures/`;
+the HTML page embeds the PNGs, so it can be mailed or archived as one file.
+
+The package: `blocks.py` (the document model and cell formatting), `render.py` (Markdown and HTML),
+one module per evaluation (named by its entry of `common/evaluations.py`: its sections, its headline
+cells) and this module, which builds the sections that concern every evaluation (what the numbers rest
+on, the headline table, skips, other harness tasks, runs) and writes the files. An evaluation's module
+has `POSITION` (where its sections stand), `HEADLINE_HEADER`, `headline_cells(run)`,
+`headline_line(cells)` and `sections(runs, labels, references)`; optionally `headline_notes(run)`,
+`headline_flags(runs, labels)`, `cell_label(run, cell)`, `is_auxiliary(run)` (a run shown only in its
+own closing section) and `closing_sections(runs, labels)` (after the other harness tasks, over every run).
+
+Every metric name is read through `common/metric_names.py`, and the summaries the tasks stored
+(memory lengths and their intervals, per-length intervals, effective context, skip reasons) are
+shown as stored, never recomputed.
+
+A report says what its numbers rest on (`coverage_notes`): a partial merge (docs in no shard,
+`configs.<task>.longmem.merge.docs_missing`), skipped docs, and cells of the sweep no doc ran at
+(`configs.<task>.longmem.sweep_cells`, e.g. a length of the forgetting curve) are listed in the
+first section and in the headline table's "rests on" column, and the forgetting-curve table marks
+every length of the sweep without docs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
+
+from lm_eval_longmem.babilong.reference import Reference
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
+from lm_eval_longmem.common.evaluations import EVALUATIONS, evaluation, load
+from lm_eval_longmem.readers.results import Run, run_labels
+from lm_eval_longmem.report.blocks import Report, ReportFiles, Section, Table, absent_cells, is_ours, number, pyplot
+from lm_eval_longmem.report.render import figure_png, render_html, render_markdown
+
+
+def evaluation_modules() -> list[ModuleType]:
+    """Each evaluation's report module, in the registry's order (the headline table's columns)."""
+    return [load(entry.report) for entry in EVALUATIONS]
+
+
+def _cell_label(run: Run, task: str) -> Callable[[str], str]:
+    """How the report names a cell of `task` (its evaluation's `cell_label`, else the cell as stored)."""
+    name = run.evaluation(task)
+    module = load(evaluation(name).report) if name else None
+    label = getattr(module, "cell_label", None)
+    return (lambda cell: label(run, cell)) if label else str
+
+
+def _is_auxiliary(run: Run) -> bool:
+    return any(module.is_auxiliary(run) for module in evaluation_modules() if hasattr(module, "is_auxiliary"))
+
+
+def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    section = Section("Headline numbers")
+    section.blocks.append(
+        "One number per evaluation, higher is better for all: "
+        + "; ".join(f"`{e.name}` -> `{e.headline.metric}` ({e.headline.meaning})" for e in EVALUATIONS)
+        + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
+        "`>L`: still holding at the longest length tested (censored)."
+    )
+    modules = evaluation_modules()
+    header = ["model"] + [name for module in modules for name in module.HEADLINE_HEADER] + ["rests on"]
+    rows = [[label] + [cell for module in modules for cell in module.headline_cells(run)] + [_rests_on(run)]
+            for run, label in zip(runs, labels)]  # fmt: skip
+    section.blocks.append(Table(header, rows))
+    for module in modules:
+        if hasattr(module, "headline_flags"):
+            section.blocks.extend(module.headline_flags(runs, labels))
+    return section
+
+class CoverageNote(NamedTuple):
+    """One thing a run's numbers do not rest on."""
+
+    task: str
+    short: str
+    """For a table cell: "PARTIAL: 5 of 9 docs in no shard"."""
+    text: str
+    """For the report's first section: the same, with where it is recorded."""
+
+
+def coverage_notes(run: Run) -> list[CoverageNote]:
+    """What `run`'s numbers for each of our tasks leave out: docs a partial merge has in no shard, docs
+    skipped (too long for the window, never truncated), cells of the sweep that no doc ran at."""
+    notes = []
+    for task in run.tasks:
+        if not is_ours(run, task) or run.evaluation(task) is None:
+            continue
+        facts = run.facts(task)
+        total = ((run.data.get("n-samples") or {}).get(task) or {}).get("original")
+        missing = number((facts.get("merge") or {}).get("docs_missing"))
+        if missing:
+            of = f" of {int(total)}" if isinstance(total, (int, float)) else ""
+            notes.append(CoverageNote(
+                task, f"{task} PARTIAL: {int(missing)}{of} docs in no shard",
+                f"`{task}` is a PARTIAL merge: {int(missing)}{of} docs of the sweep are in no shard "
+                f"(`configs.{task}.{metric_names.CONFIG_KEY}.merge.docs_missing`); its numbers rest on the other docs only.",
+            ))  # fmt: skip
+        skipped = number(run.metrics(task).get("skipped"))
+        if skipped:
+            notes.append(CoverageNote(
+                task, f"{task}: {int(skipped)} docs skipped",
+                f"`{task}`: {int(skipped)} docs were skipped (too long for the model's window, never truncated); "
+                "see the skipped section for the reasons per cell.",
+            ))  # fmt: skip
+        absent = absent_cells(run, task)
+        if absent:
+            shown = ", ".join(map(_cell_label(run, task), absent))
+            notes.append(CoverageNote(
+                task, f"{task}: no doc at {shown}",
+                f"`{task}`: no doc ran at {shown} of its sweep (neither scored nor skipped: outside `--limit`/`--samples`, "
+                "or in no shard of a merge), so those cells have no numbers.",
+            ))  # fmt: skip
+    return notes
+
+
+def _rests_on(run: Run) -> str:
+    """The headline table's "rests on" cell: the run's gaps, "every doc" when it has none, "-" without tasks of ours."""
+    if not any(is_ours(run, task) for task in run.tasks):
+        return "-"
+    return "; ".join(note.short for note in coverage_notes(run)) or "every doc of every task"
+
+
+def _coverage_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    """The report's first section when any run leaves something out: what each run's numbers rest on."""
+    lines = [f"**{label}**: {note.text}" for run, label in zip(runs, labels) for note in coverage_notes(run)]
+    if not lines:
+        return None
+    section = Section("What these numbers rest on")
+    section.blocks.append("Read every number below with these gaps in mind (each also shows in the headline table's \"rests on\" column).")
+    section.blocks.extend(lines)
+    return section
+
+
+def main_metric(run: Run, task: str) -> tuple[str, float, float | None, bool | None] | None:
+    """(metric, value, stderr, higher_is_better) of a harness task: the first metric its results declare in
+    `higher_is_better`, else its first numeric one."""
+    metrics = run.metrics(task)
+    declared = (run.data.get("higher_is_better") or {}).get(task) or {}
+    candidates = [m for m in declared if number(metrics.get(m)) is not None]
+    candidates += [m for m, v in metrics.items() if number(v) is not None and not m.endswith("_stderr") and m not in candidates]
+    if not candidates:
+        return None
+    name = candidates[0]
+    return name, float(metrics[name]), number(metrics.get(f"{name}_stderr")), declared.get(name)
+
+
+def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    rows = []
+    for run, label in zip(runs, labels):
+        for task in run.tasks:
+            skipped = number(run.metrics(task).get("skipped"))
+            if is_ours(run, task) and skipped:
+                reasons = run.skip_reasons(task)
+                label_of = _cell_label(run, task)
+                detail = "; ".join(f"{label_of(cell)}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
+                rows.append([label, task, str(int(skipped)), detail or "-"])
+    if not rows:
+        return None
+    section = Section("Skipped (never truncated)")
+    section.blocks.append("Docs or lengths left out because they do not fit the model's window, per task and reason.")
+    section.blocks.append(Table(["model", "task", "skipped", "reasons"], rows))
+    return section
+
+
+def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
+    rows = []
+    for run, label in zip(runs, labels):
+        for task in run.tasks:
+            if is_ours(run, task):
+                continue
+            main = main_metric(run, task)
+            if main is None:
+                continue
+            name, value, stderr, higher = main
+            direction = {True: "higher", False: "lower"}.get(higher, "?")
+            rows.append([label, task, name, f"{value:.4g}", "-" if stderr is None else f"{stderr:.2g}", direction])
+    if not rows:
+        return None
+    section = Section("Other harness tasks in the same runs")
+    section.blocks.append("Main metric of every other task in the results files (the first one its results declare).")
+    section.blocks.append(Table(["model", "task", "metric", "value", "stderr", "better"], rows))
+    return section
+
+
+def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    section = Section("Runs")
+    rows = [[label, str(run.data.get("config", {}).get("model") or "-"), ", ".join(f"{k}={v}" for k, v in run.model_args.items()),
+             str(run.path)] for run, label in zip(runs, labels)]  # fmt: skip
+    section.blocks.append(Table(["model", "backend", "model_args", "results file"], rows))
+    return section
+
+
+def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
+    """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
+    labels = run_labels(runs)
+    # a run an evaluation shows only in its own closing section (a `booksort finetune` checkpoint) is not a model here
+    plain = [(run, label) for run, label in zip(runs, labels) if not _is_auxiliary(run)]
+    own, own_labels = [run for run, _ in plain], [label for _, label in plain]
+    coverage = _coverage_section(own, own_labels)
+    sections = [coverage] if coverage else []
+    sections += [_headline_section(own, own_labels)] if own or not runs else []
+    references = {"babilong": babilong_references}
+    for entry in sorted(EVALUATIONS, key=lambda entry: load(entry.report).POSITION):
+        sections += load(entry.report).sections(own, own_labels, references.get(entry.name, ()))
+    for make in (_skips_section, _other_tasks_section):
+        section = make(own, own_labels)
+        if section is not None:
+            sections.append(section)
+    for module in evaluation_modules():
+        if hasattr(module, "closing_sections"):
+            sections += module.closing_sections(runs, labels)
+    sections.append(_runs_section(runs, labels))
+    return Report(list(runs), labels, sections)
+
+REPORT_FILES = ("report.md", "report.html")
+
+
+def check_report_targets(out_dir: Path, *, overwrite: bool, figures: Sequence[str] = ()) -> None:
+    """Refuse, before anything is written, a report folder whose files would replace what is not a report
+    (`common.cache.check_target`): `report.md`, `report.html` and `figures/<name>.png|.pdf` are replaced
+    only with `overwrite`; a folder or link at any of those names never. Other files are left alone."""
+    out_dir = Path(out_dir)
+    check_folder(out_dir)
+    check_folder(out_dir / "figures")
+    for name in REPORT_FILES:
+        check_target(out_dir / name, overwrite=overwrite)
+    for name in figures:
+        for suffix in (".png", ".pdf"):
+            check_target(out_dir / "figures" / f"{name}{suffix}", overwrite=overwrite)
+
+
+def write_report(
+    runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = (), *, overwrite: bool = False
+) -> ReportFiles:
+    """Write `report.md`, `report.html` and `figures/` for `runs` (see `readers.results.load_runs`) into `out_dir`.
+
+    Every file is checked before the first is written (`check_report_targets`) and each is written
+    atomically.
+    """
+    report = build_report(runs, babilong_references)
+    out_dir = Path(out_dir)
+    check_report_targets(out_dir, overwrite=overwrite, figures=[block.name for block in report.figures()])
+    plt = pyplot()
+    pngs: dict[str, bytes] = {}
+    written = []
+    for block in report.figures():
+        pngs[block.name] = figure_png(block.figure)
+        png = out_dir / "figures" / f"{block.name}.png"
+        atomic_write(png, lambda tmp, data=pngs[block.name]: tmp.write_bytes(data))
+        pdf = png.with_suffix(".pdf")
+        atomic_write(pdf, lambda tmp, fig=block.figure: fig.savefig(tmp, format="pdf", bbox_inches="tight"))
+        written += [png, pdf]
+        plt.close(block.figure)
+    markdown = out_dir / "report.md"
+    atomic_write(markdown, lambda tmp: tmp.write_text(render_markdown(report), encoding="utf-8"))
+    page = out_dir / "report.html"
+    atomic_write(page, lambda tmp: tmp.write_text(render_html(report, pngs), encoding="utf-8"))
+    return ReportFiles(markdown, page, written)
+
+
+def headline_lines(runs: Sequence[Run]) -> list[str]:
+    """One line per run with its headline numbers, for a terminal (a run an evaluation shows only in its own
+    section, such as a `booksort finetune` checkpoint, has none)."""
+    runs = [run for run in runs if not _is_auxiliary(run)]
+    labels = run_labels(runs)
+    modules = evaluation_modules()
+    lines = []
+    for run, label in zip(runs, labels):
+        line = f"{label}: " + ", ".join(module.headline_line(module.headline_cells(run)) for module in modules)
+        line += "".join(module.headline_notes(run) for module in modules if hasattr(module, "headline_notes"))
+        if coverage_notes(run):
+            line += f" [rests on: {_rests_on(run)}]"
+        lines.append(line)
+    return lines

@@ -1,0 +1,118 @@
+"""The report's document model (tables, figures, paragraphs in sections; rendered by `render.py`) and the
+formatting of its cells, shared by every section builder."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.readers.results import Run
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+RUN_COLORS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class FigureBlock:
+    name: str
+    """File stem under `figures/`."""
+    caption: str
+    figure: Figure
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[str | Table | FigureBlock] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    runs: list[Run]
+    labels: list[str]
+    sections: list[Section]
+
+    def figures(self) -> list[FigureBlock]:
+        return [b for s in self.sections for b in s.blocks if isinstance(b, FigureBlock)]
+
+
+class ReportFiles(NamedTuple):
+    markdown: Path
+    html: Path
+    figures: list[Path]
+
+def number(value: Any) -> float | None:
+    return None if isinstance(value, bool) else metric_names.number(value)
+
+
+def pct(value: Any, low: Any = None, high: Any = None) -> str:
+    """`62.5 [55.1, 69.4]` (percent) or `-` when absent."""
+    v = number(value)
+    if v is None:
+        return "-"
+    lo, hi = number(low), number(high)
+    return f"{100 * v:.1f}" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else "")
+
+
+def no_interval_note(n: int | None) -> str:
+    """How a table shows a value stored without an interval: one sample, or samples that all agree."""
+    return " (n=1)" if n == 1 else " (all equal)" if n else " (no interval)"
+
+
+def estimate(value: Any, low: Any, high: Any, n: int | None, scale: float = 1.0, digits: int = 1) -> str:
+    """`96.5 [94.3, 98.6]`, or the value with `no_interval_note` when its bounds are null; `-` when absent."""
+    v = number(value)
+    if v is None:
+        return "-"
+    lo, hi = number(low), number(high)
+    text = f"{scale * v:.{digits}f}"
+    return text + (f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]" if lo is not None and hi is not None else no_interval_note(n))
+
+
+def tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None) -> str:
+    """`512 [256, 1024]`, `>2048` when censored, `-` when absent."""
+    v = number(value)
+    if v is None:
+        return "-"
+    text = (">" if censored is True or number(censored) == 1 else "") + str(int(v))
+    lo, hi = number(low), number(high)
+    return text + (f" [{int(lo)}, {int(hi)}]" if lo is not None and hi is not None else "")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
+    return tuple(metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def is_ours(run: Run, task: str) -> bool:
+    """True for our tasks and groups (`Run.evaluation`); the harness's own `babilong_qa1` is not ours."""
+    return run.evaluation(task) is not None
+
+
+def absent_cells(run: Run, task: str) -> list[str]:
+    """Cells of `task`'s sweep (`sweep_cells`, when the run stored them) that no doc was scored or skipped in."""
+    facts = run.facts(task)
+    seen = set(facts.get("docs_per_cell") or {}) | set(run.skip_reasons(task))
+    return [c for c in facts.get("sweep_cells") or [] if c not in seen]
