@@ -275,10 +275,10 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
         bl = babilong_metrics(run) or {}
         rows.append([
             label,
-            _tokens(fc.get("fine_memory_length"), fc.get("fine_memory_censored"), fc.get("fine_memory_length_low"), fc.get("fine_memory_length_high")),
-            _tokens(fc.get("coarse_memory_length"), fc.get("coarse_memory_censored"), fc.get("coarse_memory_length_low"), fc.get("coarse_memory_length_high")),
-            _pct(bs.get("acc"), bs.get("acc_ci_low"), bs.get("acc_ci_high")),
-            _pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high")),
+            _tokens(*_memory_of(fc, "fine")),
+            _tokens(*_memory_of(fc, "coarse")),
+            _pct(*_interval_of(bs, "acc")),
+            _pct(*_interval_of(bl, "acc")),
             _rests_on(run),
         ])  # fmt: skip
     section.blocks.append(Table(header, rows))
@@ -393,7 +393,7 @@ def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
                 f"({_pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
             )
             if _number(metrics.get("acc_calibrated")) is not None:
-                calibrated = _pct(metrics.get("acc_calibrated"), metrics.get("acc_calibrated_ci_low"), metrics.get("acc_calibrated_ci_high"))
+                calibrated = _pct(*_interval_of(metrics, "acc_calibrated"))
                 flag += f" With the bias removed (`acc_calibrated`, from the log-odds of the two labels): {calibrated}%."
             flags.append(flag)
     return flags
@@ -419,8 +419,8 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
         metrics = run.metrics(task)
         rows.append([
             label,
-            _tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
-            _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+            _tokens(*_memory_of(metrics, "fine")),
+            _tokens(*_memory_of(metrics, "coarse")),
             format_length(summary.claimed) if summary.claimed else "-",
             _lengths_tested(run, task, [s.length for s in summary.per_length]),
             str(summary.per_length[0].n) if summary.per_length and summary.per_length[0].n else "-",
@@ -513,8 +513,8 @@ def _forgetting_curve_sources_section(runs: Sequence[Run], labels: Sequence[str]
             curves.append(fc_plot.SourcedCurve(copy, prefix, stored_summary(run.data, path=run.path)))
             rows.append([
                 label, copy, prefix,
-                _tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
-                _tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+                _tokens(*_memory_of(metrics, "fine")),
+                _tokens(*_memory_of(metrics, "coarse")),
             ])  # fmt: skip
         model = members[0][1].model
         section.blocks.append(Table(["run", "S from", "I from", "fine_memory_length", "coarse_memory_length"], rows))
@@ -538,10 +538,10 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             lines[name] = row
             metrics = run.metrics(task)
             rows.append(
-                [name, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-                + [_pct(metrics.get("pct_A"), metrics.get("pct_A_ci_low"), metrics.get("pct_A_ci_high"))]
+                [name, _pct(*_interval_of(metrics, "acc"))]
+                + [_pct(*_interval_of(metrics, "pct_A"))]
                 + ([_pct(*_interval_of(metrics, "acc_calibrated"))] if calibrated else [])
-                + [_pct(*(metrics.get(metric_names.name("acc", f"LE{le}", stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for le in lengths]
+                + [_pct(*_interval_of(metrics, "acc", metric_names.factor("LE", le))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:
@@ -603,11 +603,11 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     for run, label, metrics in found:
         effective = babilong_report.read_effective_context(run.data)
         rows.append(
-            [label, _pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-            + [_pct(*(metrics.get(metric_names.name("acc", ln, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for ln in lengths]
+            [label, _pct(*_interval_of(metrics, "acc"))]
+            + [_pct(*_interval_of(metrics, "acc", ln)) for ln in lengths]
             + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
-    header = ["model", "acc"] + [f"acc@{names.get(ln, length_name(ln))}" for ln in lengths] + ["effective context", "questions per cell"]
+    header = ["model", "acc"] + [metric_names.name("acc", names.get(ln, length_name(ln))) for ln in lengths] + ["effective context", "questions per cell"]
     section.blocks.append(Table(header, rows))
     for run, label, _ in found:
         section.blocks.append(FigureBlock(f"babilong_{_slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(run.data, label)))
@@ -634,8 +634,15 @@ def babilong_condition(run: Run) -> str:
     return str(run.facts(BABILONG_TASK).get("condition") or "in-context")
 
 
-def _interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
-    return tuple(metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+def _interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, ...]:
+    """(mean, low, high) of `score` over the cell of `parts` (none: the whole run) in canonical metrics."""
+    return tuple(metrics.get(key) for key in metric_names.with_interval(score, *parts))
+
+
+def _memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:
+    """(length, censored, low, high) of the forgetting curve's memory length under `criterion`, for `_tokens`."""
+    length, low, high = (metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL)
+    return length, metrics.get(metric_names.memory_censored(criterion)), low, high
 
 
 def _babilong_conditions_section(

@@ -221,3 +221,25 @@ class RecordingBar:
 
     def close(self):
         pass
+
+
+def aggregate_logged(task, payloads: list[dict], *, positional: bool = False) -> tuple[dict, set]:
+    """(results row, names `higher_is_better` gives) of our task from its docs' payloads, gathered as the harness
+    does; `positional`: each summary item as the positional list that files logged before items were named."""
+    from lm_eval_longmem.common.metric_names import SUMMARY_KEY
+
+    if positional:
+        payloads = [p | {SUMMARY_KEY: list(p[SUMMARY_KEY].values())} for p in payloads]
+    raw = {(key, "none"): [p[key] for p in payloads] for key in payloads[0]}
+    row, count = task.aggregate_payloads(raw, None)
+    assert count == len(payloads)
+    return row, set(task.higher_is_better())
+
+
+def check_summary_schema(task, payloads: list[dict]) -> dict:
+    """The task's row from named items equals the row from old positional ones, and every metric of it
+    (summaries included) has a direction and no direction lacks its metric; returns the row."""
+    row, directions = aggregate_logged(task, payloads)
+    assert aggregate_logged(task, payloads, positional=True)[0] == row
+    assert {key.split(",")[0] for key in row} == directions
+    return row

@@ -30,7 +30,7 @@ ABSTAINED = "corrected_abstained"
 """Share of answers the corrected reader did not read with confidence (`acc_corrected` kept `acc` there)."""
 DEFAULT_THRESHOLD = 0.85
 """The paper's "satisfactory" accuracy (section 3.1)."""
-EFFECTIVE = {"acc": "effective_context", "acc_corrected": "effective_context_corrected"}
+EFFECTIVE = metric_names.EFFECTIVE_CONTEXT
 """The summary metric holding each check's effective context (at `DEFAULT_THRESHOLD`)."""
 
 
@@ -76,11 +76,11 @@ def babilong_task(results: dict[str, Any]) -> str | None:
 
 
 def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interval:
-    def get(stat: str) -> float:
-        value = metric_names.number(metrics.get(metric_names.name(score, *parts, stat=stat)))
+    def get(key: str) -> float:
+        value = metric_names.number(metrics.get(key))
         return math.nan if value is None else value
 
-    return Interval(get(""), get("_ci_low"), get("_ci_high"))
+    return Interval(*(get(key) for key in metric_names.with_interval(score, *parts)))
 
 
 def read_cells(results: dict[str, Any]) -> list[Cell]:

@@ -49,6 +49,8 @@ from lm_eval_longmem.common.results import (
 from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test, share_interval
 
 Criterion = Literal["fine", "coarse"]
+CRITERIA: tuple[Criterion, ...] = ("fine", "coarse")
+"""The two memory lengths, in the order results report them."""
 FINE_THRESHOLD = 0.99
 """Fine-grained memory: mean copy accuracy strictly above this."""
 COARSE_MARGIN = 0.01
@@ -258,7 +260,7 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
                 )
             )
     found = {}
-    for criterion in ("fine", "coarse"):
+    for criterion in CRITERIA:
         value, censored = curve_memory(curve, criterion)
         if not curve.per_sample and f"{criterion}_length" in curve.reported:  # as the run computed it from its samples
             value, censored = curve.reported[f"{criterion}_length"], curve.reported[f"{criterion}_censored"]
@@ -401,19 +403,16 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
         copy[L] = np.array([number(COPY, L)])
         lm[L] = np.array([number(LM, L)])
         intervals[L] = tuple(
-            Interval(number(score, L), number(score, L, stat="_ci_low"), number(score, L, stat="_ci_high"))
-            for score in (COPY, LM)
+            Interval(*(number(score, L, stat=stat) for stat in metric_names.MEAN_AND_INTERVAL)) for score in (COPY, LM)
         )
     skipped = tuple(sorted(int(cell) for cell in skip_reasons(results, task)))
-    claimed = metric_names.number(metrics.get("claimed_length"))
+    claimed = metric_names.number(metrics.get(metric_names.CLAIMED_LENGTH))
     reported: dict[str, Any] = {}
-    for criterion in ("fine", "coarse"):
-        length = metric_names.number(metrics.get(f"{criterion}_memory_length"))
+    for criterion in CRITERIA:
+        length, low, high = (metric_names.number(metrics.get(metric_names.memory_length(criterion, stat))) for stat in metric_names.MEAN_AND_INTERVAL)
         if length is not None:
             reported[f"{criterion}_length"] = int(length)
-            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(f"{criterion}_memory_censored")))
-        low = metric_names.number(metrics.get(f"{criterion}_memory_length_low"))
-        high = metric_names.number(metrics.get(f"{criterion}_memory_length_high"))
+            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(metric_names.memory_censored(criterion))))
         if low is not None and high is not None:
             reported[f"{criterion}_interval"] = (int(low), int(high))
     counts = {int(cell): int(n) for cell, n in (facts(results, task).get("docs_per_cell") or {}).items() if str(cell).isdigit()}
