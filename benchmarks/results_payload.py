@@ -46,7 +46,7 @@ def synthetic_task() -> BabilongTask:
     task.cells = [cell(qa, length) for qa in ALL_TASKS for length in LENGTHS]
     task.skips = {}
     task._config = SimpleNamespace(metadata={})  # default options (in-context: no retrieval summaries)
-    task.score = lambda doc, results: {"acc": results[0], "acc_corrected": results[0]}  # instance attribute: no model
+    task.score = lambda doc, results: {"acc": results[0], "acc_corrected": results[0], "corrected_abstained": 0.0}  # no model
     return task
 
 
@@ -90,7 +90,7 @@ def old_statistic(suffix: str, values: list[float]) -> float:
 
 def run_before(per_cell: int) -> tuple[int, dict[str, Any]]:
     task = synthetic_task()
-    names, summaries = old_names(task), task.summaries()
+    names, summaries = old_names(task), task.summary_directions()
     raw: dict[tuple[str, str], list[Any]] = defaultdict(list)
     first = None
     for doc, results in docs(per_cell):
@@ -98,12 +98,13 @@ def run_before(per_cell: int) -> tuple[int, dict[str, Any]]:
         first = first or payload
         for key, value in payload.items():
             raw[key, FILTER].append(value)
-    row = {}
+    row, summarized = {}, None
     for (key, _), items in raw.items():
         if key in names:
             row[key] = old_statistic(names[key][2], [v for v in items if v is not None])
         elif key in summaries:
-            row[key] = summaries[key][0](items)
+            summarized = summarized or task.summarize(items)  # the old summaries shared one grouping of the items
+            row[key] = summarized[key]
     return len(raw), first
 
 

@@ -171,7 +171,8 @@ def read_results(out_dir: Path) -> dict:
 def check_intervals(results: dict) -> None:
     """Every interval of every task in a results dict respects its metric (issue 26): `_ci_low`/`_ci_high`
     are both null (no interval: one sample) or low <= value <= high inside the metric's range, [1, inf)
-    for a perplexity (`*_ppl`), [0, 1] for every other score (accuracies, shares, answer bias)."""
+    for a perplexity (`*_ppl`), [0, 1] for every other score (accuracies, shares, answer bias); a memory
+    length's bootstrap bounds (read as `_ci_low`/`_ci_high` whatever the file's spelling) are ordered tokens."""
     from lm_eval_longmem.common import metric_names
 
     for task, row in (results.get("results") or {}).items():
@@ -184,6 +185,9 @@ def check_intervals(results: dict) -> None:
             value, high = metrics.get(str(base)), metrics.get(str(parsed._replace(stat="_ci_high")))
             if low is None or high is None:
                 assert low is None and high is None, (task, key, low, high)
+                continue
+            if parsed.score.endswith("_memory_length"):  # tokens, a percentile bootstrap: ordered bounds, not around the value
+                assert 0 <= low <= high, (task, str(base), low, high)
                 continue
             floor, ceiling = (1.0, float("inf")) if parsed.score.endswith("_ppl") else (0.0, 1.0)
             assert floor <= low <= value <= high <= ceiling, (task, str(base), low, value, high)
@@ -221,3 +225,25 @@ class RecordingBar:
 
     def close(self):
         pass
+
+
+def aggregate_logged(task, payloads: list[dict], *, positional: bool = False) -> tuple[dict, set]:
+    """(results row, names `higher_is_better` gives) of our task from its docs' payloads, gathered as the harness
+    does; `positional`: each summary item as the positional list that files logged before items were named."""
+    from lm_eval_longmem.common.metric_names import SUMMARY_KEY
+
+    if positional:
+        payloads = [p | {SUMMARY_KEY: list(p[SUMMARY_KEY].values())} for p in payloads]
+    raw = {(key, "none"): [p[key] for p in payloads] for key in payloads[0]}
+    row, count = task.aggregate_payloads(raw, None)
+    assert count == len(payloads)
+    return row, set(task.higher_is_better())
+
+
+def check_summary_schema(task, payloads: list[dict]) -> dict:
+    """The task's row from named items equals the row from old positional ones, and every metric of it
+    (summaries included) has a direction and no direction lacks its metric; returns the row."""
+    row, directions = aggregate_logged(task, payloads)
+    assert aggregate_logged(task, payloads, positional=True)[0] == row
+    assert {key.split(",")[0] for key in row} == directions
+    return row

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple
 
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval
 
 Metric = Literal["acc", "acc_corrected"]
@@ -24,7 +25,7 @@ ABSTAINED = "corrected_abstained"
 """Share of answers the corrected reader did not read with confidence (`acc_corrected` kept `acc` there)."""
 DEFAULT_THRESHOLD = 0.85
 """The paper's "satisfactory" accuracy (section 3.1)."""
-EFFECTIVE = {"acc": "effective_context", "acc_corrected": "effective_context_corrected"}
+EFFECTIVE = metric_names.EFFECTIVE_CONTEXT
 """The summary metric holding each check's effective context (at `DEFAULT_THRESHOLD`)."""
 
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lm_eval_longmem.babilong import data, retrieval, summary
 from lm_eval_longmem.babilong.corrected_check import check
@@ -42,9 +42,9 @@ from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_nam
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.metric_names import ScoreSpec, cell, cell_parts
-from lm_eval_longmem.common.stats import mean_of_proportions_interval, proportion_interval
-from lm_eval_longmem.common.task import LongmemTask, Summary
+from lm_eval_longmem.common.metric_names import MEAN_AND_INTERVAL, ScoreSpec, cell, cell_parts
+from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
+from lm_eval_longmem.common.task import LongmemTask
 
 CHECKS = ("acc", "acc_corrected")
 ABSTAINED = ScoreSpec("corrected_abstained", higher_is_better=None)
@@ -54,39 +54,50 @@ RECALL = ScoreSpec("retrieval_recall")
 """1 when every supporting fact is among the retrieved pieces (binary, Wilson intervals); retrieval condition only."""
 
 
-def recall_mean(length: int, bound: int) -> Callable[[Sequence[Any]], float | None]:
-    """Mean retrieval recall over the tasks at `length` (unweighted over cells, like `acc@LEN`), one bound of it.
+class Answer(NamedTuple):
+    """What one doc gives the summaries: its cell and its scores (the fields in the order of the
+    positional lists that files logged before the items were named)."""
+
+    qa: str
+    length: int
+    acc: float
+    acc_corrected: float
+    retrieval_recall: float | None = None
+    """None outside the retrieval condition, and for a doc whose supporting facts are unknown."""
+    corrected_abstained: float | None = None
+    """None in items logged before the abstention was recorded."""
+
+
+def recall_mean(items: Sequence[Answer], length: int) -> Interval | None:
+    """Mean retrieval recall over the tasks at `length` (unweighted over cells, like `acc@LEN`) with its interval.
 
     Docs whose supporting facts are unknown (hub sets without the bAbI files) do not count; None
     when no doc at that length has them.
     """
-
-    def fn(items: Sequence[Sequence[Any]]) -> float | None:
-        counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for qa, item_length, _acc, _corrected, recall, *_ in items:
-            if int(item_length) == length and recall is not None:
-                counts[qa][0] += round(recall)
-                counts[qa][1] += 1
-        if not counts:
-            return None
-        return mean_of_proportions_interval([(hits, n) for hits, n in (counts[qa] for qa in sorted(counts))])[bound]
-
-    return fn
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for item in items:
+        if int(item.length) == length and item.retrieval_recall is not None:
+            counts[item.qa][0] += round(item.retrieval_recall)
+            counts[item.qa][1] += 1
+    if not counts:
+        return None
+    return mean_of_proportions_interval([(hits, n) for hits, n in (counts[qa] for qa in sorted(counts))])
 
 
-def cells_from_items(items: Sequence[Sequence[Any]]) -> list[summary.Cell]:
-    """`summary.Cell`s (Wilson intervals) from the docs' [qa, length, acc, acc_corrected, recall, abstained] items.
-
-    The last two may be missing (items of older callers): the cell then has no abstention share.
-    """
-    grouped: dict[tuple[str, int], list[Sequence[Any]]] = defaultdict(list)
-    for qa, length, *scores in items:
-        grouped[qa, int(length)].append(scores)
+def cells_from_items(items: Sequence[Answer]) -> list[summary.Cell]:
+    """`summary.Cell`s (Wilson intervals) from the docs' `Answer`s; a cell whose items lack the
+    abstention (items of older files) has no abstention share."""
+    grouped: dict[tuple[str, int], list[Answer]] = defaultdict(list)
+    for item in items:
+        grouped[item.qa, int(item.length)].append(item)
     cells = []
     for (qa, length), rows in grouped.items():
         n = len(rows)
-        acc, corrected = (proportion_interval(round(math.fsum(r[k] for r in rows)), n) for k in (0, 1))
-        abstained = proportion_interval(round(math.fsum(r[3] for r in rows)), n) if all(len(r) > 3 for r in rows) else None
+        acc, corrected = (proportion_interval(round(math.fsum(getattr(r, k) for r in rows)), n) for k in CHECKS)
+        abstained = (
+            proportion_interval(round(math.fsum(r.corrected_abstained for r in rows)), n)
+            if all(r.corrected_abstained is not None for r in rows) else None
+        )  # fmt: skip
         cells.append(summary.Cell(qa, length, n, acc, corrected, abstained))
     return summary.ordered(cells)
 
@@ -97,6 +108,7 @@ class BabilongTask(LongmemTask):
     OPTIONS = BabilongOptions
     PREFIX = PREFIX
     SCORES = (*CHECKS, ABSTAINED)
+    ITEM = Answer
 
     def score_specs(self) -> tuple[ScoreSpec, ...]:
         """The two checks and the corrected reader's abstention, and retrieval recall under the retrieval condition."""
@@ -158,52 +170,45 @@ class BabilongTask(LongmemTask):
             scores[RECALL.name] = doc["retrieval_recall"]  # None when the doc's facts are unknown
         return scores
 
-    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"], scores.get(RECALL.name), scores[ABSTAINED.name]]
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Answer:
+        return Answer(doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"], scores.get(RECALL.name), scores[ABSTAINED.name])
 
-    def summaries(self) -> dict[str, Summary]:
-        """Means over cells (all, and per length) with intervals, and effective context per task."""
+    def summary_cells(self) -> tuple[list[int], list[str]]:
+        """The lengths and the bAbI tasks of the run's cells, in their order."""
         parts = [cell_parts(c) for c in self.cells]
-        lengths = list(dict.fromkeys(int(length) for _, length in parts))
-        tasks = list(dict.fromkeys(qa for qa, _ in parts))
+        return list(dict.fromkeys(int(length) for _, length in parts)), list(dict.fromkeys(qa for qa, _ in parts))
 
-        grouped: dict[int, list[summary.Cell]] = {}
+    def summarize(self, items: Sequence[Answer]) -> dict[str, float | None]:
+        """Means over cells (all, and per length) with intervals, effective context per task, and under
+        retrieval the recall per length."""
+        lengths, tasks = self.summary_cells()
+        cells = cells_from_items(items)
+        out: dict[str, float | None] = {}
+        for check_name in (*CHECKS, ABSTAINED.name):
+            for length in (None, *lengths):
+                on = () if length is None else (length,)
+                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], check_name)
+                out.update(zip(metric_names.with_interval(check_name, *on), mean))
+            if check_name != ABSTAINED.name:
+                effective = summary.effective_context(cells, metric=check_name)
+                out.update({metric_names.effective_context(check_name, qa): effective.get(qa) for qa in tasks})
+        if self.options.retrieval != "none":
+            for length in lengths:
+                recall = recall_mean(items, length)
+                out.update(zip(metric_names.with_interval(RECALL.name, length), recall or (None,) * len(MEAN_AND_INTERVAL)))
+        return out
 
-        def cells_of(items: Sequence[Any]) -> list[summary.Cell]:
-            """The cells of the docs' items, grouped once for all summaries of one aggregation (same list)."""
-            if id(items) not in grouped:
-                grouped.clear()
-                grouped[id(items)] = cells_from_items(items)
-            return grouped[id(items)]
-
-        def mean_of(check_name: str, bound: int, length: int | None) -> Callable[[Sequence[Any]], float]:
-            def fn(items: Sequence[Any]) -> float:
-                cells = [c for c in cells_of(items) if length is None or c.length == length]
-                return summary.mean_interval(cells, check_name)[bound]
-
-            return fn
-
-        def effective(check_name: str, qa: str) -> Callable[[Sequence[Any]], int | None]:
-            def fn(items: Sequence[Any]) -> int | None:
-                return summary.effective_context(cells_of(items), metric=check_name).get(qa)
-
-            return fn
-
-        out: dict[str, Summary] = {}
+    def summary_directions(self) -> dict[str, bool | None]:
+        lengths, tasks = self.summary_cells()
+        out: dict[str, bool | None] = {}
         for check_name in (*CHECKS, ABSTAINED.name):
             better = ABSTAINED.higher_is_better if check_name == ABSTAINED.name else True
             for length in (None, *lengths):
-                on = () if length is None else (length,)
-                for bound, suffix in enumerate(("", "_ci_low", "_ci_high")):
-                    out[metric_names.name(check_name, *on, stat=suffix)] = (mean_of(check_name, bound, length), better)
-            if check_name == ABSTAINED.name:
-                continue
-            label = "effective_context" if check_name == "acc" else "effective_context_corrected"
-            out.update({metric_names.name(label, qa): (effective(check_name, qa), True) for qa in tasks})
+                out.update(dict.fromkeys(metric_names.with_interval(check_name, *(() if length is None else (length,))), better))
+            if check_name != ABSTAINED.name:
+                out.update(dict.fromkeys((metric_names.effective_context(check_name, qa) for qa in tasks), True))
         if self.options.retrieval != "none":
-            for length in lengths:
-                for bound, suffix in enumerate(("", "_ci_low", "_ci_high")):
-                    out[metric_names.name(RECALL.name, length, stat=suffix)] = (recall_mean(length, bound), True)
+            out.update(dict.fromkeys((name for length in lengths for name in metric_names.with_interval(RECALL.name, length)), True))
         return out
 
     def result_facts(self) -> dict[str, Any]:

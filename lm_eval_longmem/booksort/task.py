@@ -44,9 +44,9 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from lm_eval.api.instance import Instance
@@ -59,14 +59,14 @@ from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.metric_names import SUMMARY_KEY, ScoreSpec
+from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, P_ABOVE_CHANCE, SUMMARY_KEY, ScoreSpec, factor
 from lm_eval_longmem.common.stats import (
     above_chance,
     mean_of_proportions_above_chance,
     mean_of_proportions_interval,
     proportion_interval,
 )
-from lm_eval_longmem.common.task import CellStat, LongmemTask, Summary
+from lm_eval_longmem.common.task import CellStat, LongmemTask
 
 install()  # the authors' readout sends `loglikelihood_accuracy` requests
 
@@ -123,8 +123,8 @@ def authors_answer_space(tokenizer: Any) -> str:
 
 def factor_cells(doc: dict[str, Any]) -> list[str]:
     """The per-factor cells a trial belongs to (suffixes of its ``acc@`` metrics)."""
-    le, ls, k = int(doc["excerpt_length"]), int(doc["segment_length"]), int(doc["distance_bin_idx"])
-    return [f"LE{le}", f"LS{ls}", f"bin{k}", f"book{doc['book_idx']}", f"LE{le}_bin{k}"]
+    le, ls, k = factor("LE", doc["excerpt_length"]), factor("LS", doc["segment_length"]), factor("bin", doc["distance_bin_idx"])
+    return [le, ls, k, factor("book", doc["book_idx"]), metric_names.cell(le, k)]
 
 
 def condition_key(doc: dict[str, Any]) -> str:
@@ -133,6 +133,23 @@ def condition_key(doc: dict[str, Any]) -> str:
 
 
 # --- aggregations -----------------------------------------------------------------------------
+
+
+class Trial(NamedTuple):
+    """What one trial gives the summaries and the calibration (the fields in the order of the positional
+    lists that files logged before the items were named)."""
+
+    condition: str
+    """Its L_E x L_S condition (`condition_key`), the paper's averaging unit."""
+    acc: float
+    invalid: float
+    """1 when a generated answer names neither segment."""
+    pct_A: float
+    log_odds: float | None
+    """log P("A") - log P("B"); None when the answer was generated or read the authors' way."""
+    label: int
+    """The gold label's index (0: "A")."""
+
 
 
 def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]]:
@@ -164,11 +181,11 @@ def binomial_p_above_chance(items: Sequence[float]) -> float:
     return above_chance(round(math.fsum(items)), len(items), chance=CHANCE)[0]
 
 
-def calibrated_correct(items: Sequence[Sequence[Any]]) -> list[float | None]:
+def calibrated_correct(items: Sequence[Trial]) -> list[float | None]:
     """Per trial (in the order of `items`), 1.0 or 0.0: whether the answer after contextual calibration
     is right; None for a trial without log-odds (a generation task).
 
-    `items`: the trials' ``[condition, acc, invalid, pct_A, log_odds, label]`` summary items. A
+    `items`: the trials' summary items (`Trial`). A
     trial answers "A" when its log-odds exceed the median log-odds of its L_E x L_S condition, "B"
     when they fall below it, and keeps the model's own answer at exactly the median. Why the
     condition's median: the builder counterbalances the order of presentation 50/50 in every
@@ -181,26 +198,26 @@ def calibrated_correct(items: Sequence[Sequence[Any]]) -> list[float | None]:
     does not depend on their order, so one process and N ranks agree.
     """
     by_condition: dict[str, list[float]] = defaultdict(list)
-    for condition, _, _, _, log_odds, _ in items:
-        if log_odds is not None:
-            by_condition[condition].append(float(log_odds))
+    for trial in items:
+        if trial.log_odds is not None:
+            by_condition[trial.condition].append(float(trial.log_odds))
     medians = {condition: float(np.median(values)) for condition, values in by_condition.items()}
     out: list[float | None] = []
-    for condition, _, _, _, log_odds, label in items:
-        if log_odds is None:
+    for trial in items:
+        if trial.log_odds is None:
             out.append(None)
             continue
-        shifted = float(log_odds) - medians[condition]
-        answers_a = shifted > 0 or (shifted == 0 and float(log_odds) >= 0)  # at the median: the model's own answer
-        out.append(float(answers_a == (int(label) == 0)))
+        shifted = float(trial.log_odds) - medians[trial.condition]
+        answers_a = shifted > 0 or (shifted == 0 and float(trial.log_odds) >= 0)  # at the median: the model's own answer
+        out.append(float(answers_a == (int(trial.label) == 0)))
     return out
 
 
 _PAPER_ACC = {
     "": paper_acc,
-    "_ci_low": paper_acc_ci_low,
-    "_ci_high": paper_acc_ci_high,
-    "_p_above_chance": paper_acc_p_above_chance,
+    CI_LOW: paper_acc_ci_low,
+    CI_HIGH: paper_acc_ci_high,
+    P_ABOVE_CHANCE: paper_acc_p_above_chance,
 }
 """Statistic suffix -> the paper-style accuracy over conditions (of `acc`, and of `acc_calibrated`)."""
 
@@ -217,7 +234,7 @@ def share_ci_high(items: Sequence[float]) -> float:
     return proportion_interval(round(math.fsum(items)), len(items)).high
 
 
-_PCT_A = {"": share, "_ci_low": share_ci_low, "_ci_high": share_ci_high}
+_PCT_A = {"": share, CI_LOW: share_ci_low, CI_HIGH: share_ci_high}
 """Answer bias over every trial of the run, pooled (not the mean over conditions): the share answered "A"."""
 
 
@@ -231,6 +248,7 @@ class BooksortTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
+    ITEM = Trial
     CALIBRATED = ScoreSpec("acc_calibrated")
     """Right or wrong after contextual calibration (`calibrated_correct`); log-prob tasks only."""
 
@@ -302,7 +320,7 @@ class BooksortTask(LongmemTask):
         answer-bias cells do not."""
         if spec.name not in ("acc", self.CALIBRATED.name):
             return super().cell_stats(spec)
-        return super().cell_stats(spec) | {"_p_above_chance": (lambda values, units: binomial_p_above_chance(values), False)}
+        return super().cell_stats(spec) | {P_ABOVE_CHANCE: (lambda values, units: binomial_p_above_chance(values), False)}
 
     def run_score_specs(self) -> tuple[ScoreSpec, ...]:
         return (self.CALIBRATED,) if self.OUTPUT_TYPE == "multiple_choice" else ()
@@ -319,7 +337,7 @@ class BooksortTask(LongmemTask):
         return prompt_work(doc, doc["condition"])
 
     def skip_cell(self, doc: dict[str, Any]) -> str:
-        return f"LE{int(doc['excerpt_length'])}"
+        return factor("LE", doc["excerpt_length"])
 
     def score(self, doc: dict[str, Any], results: list) -> dict[str, float]:
         gold = LABELS[int(doc["label"])]
@@ -337,24 +355,27 @@ class BooksortTask(LongmemTask):
             "log_odds": log_odds,
         }
 
-    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        """[condition, acc, invalid, pct_A, log-odds of "A" over "B" (None when generated), gold label index]."""
-        return [condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"], scores["log_odds"], int(doc["label"])]
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Trial:
+        return Trial(condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"], scores["log_odds"], int(doc["label"]))
 
-    def summaries(self) -> dict[str, Summary]:
-        def paper(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
-            return lambda items: fn([(key, correct) for key, correct, *_ in items])
-
-        def calibrated(fn: Callable[[Sequence[tuple[str, float]]], float]) -> Callable[[Sequence[list]], float]:
-            return lambda items: fn([(item[0], right) for item, right in zip(items, calibrated_correct(items), strict=True)])
-
-        def answered_a(fn: Callable[[Sequence[float]], float]) -> Callable[[Sequence[list]], float]:
-            return lambda items: fn([item[3] for item in items])
-
-        out: dict[str, Summary] = {metric_names.name("acc", stat=s): (paper(fn), s != "_p_above_chance") for s, fn in _PAPER_ACC.items()}
+    def summarize(self, items: Sequence[Trial]) -> dict[str, float | None]:
+        """The paper's accuracy over conditions (and the calibrated one, log-prob tasks) with interval and test
+        against chance, the pooled answer bias with its interval, and (generation) the invalid answers."""
+        by_condition = [(t.condition, t.acc) for t in items]
+        out: dict[str, float | None] = {metric_names.name("acc", stat=s): fn(by_condition) for s, fn in _PAPER_ACC.items()}
         if self.OUTPUT_TYPE == "multiple_choice":
-            out.update({metric_names.name(self.CALIBRATED.name, stat=s): (calibrated(fn), s != "_p_above_chance") for s, fn in _PAPER_ACC.items()})
-        out.update({metric_names.name("pct_A", stat=s): (answered_a(fn), None) for s, fn in _PCT_A.items()})
+            calibrated = [(t.condition, right) for t, right in zip(items, calibrated_correct(items), strict=True)]
+            out.update({metric_names.name(self.CALIBRATED.name, stat=s): fn(calibrated) for s, fn in _PAPER_ACC.items()})
+        answered_a = [t.pct_A for t in items]
+        out.update({metric_names.name("pct_A", stat=s): fn(answered_a) for s, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
-            out["invalid"] = (lambda items: sum(item[2] for item in items), False)
+            out[metric_names.INVALID] = sum(t.invalid for t in items)
+        return out
+
+    def summary_directions(self) -> dict[str, bool | None]:
+        accuracies = ("acc", self.CALIBRATED.name) if self.OUTPUT_TYPE == "multiple_choice" else ("acc",)
+        out: dict[str, bool | None] = {metric_names.name(a, stat=s): s != P_ABOVE_CHANCE for a in accuracies for s in _PAPER_ACC}
+        out.update(dict.fromkeys((metric_names.name("pct_A", stat=s) for s in _PCT_A), None))
+        if self.OUTPUT_TYPE == "generate_until":
+            out[metric_names.INVALID] = False
         return out

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
 from lm_eval_longmem.common.evaluations import NAMES
@@ -309,7 +310,7 @@ def babilong_sentence(run: Any) -> str | None:
         return None
     metrics = run.metrics(task)
     names = babilong_report.length_names(run.data)
-    overall = (metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))
+    overall = tuple(metrics.get(key) for key in metric_names.with_interval("acc"))
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     per_length = "; ".join(
         f"{_pct(mean)} at {names.get(length, str(length))}" for length, mean in babilong_report.read_length_means(run.data).items()
@@ -333,11 +334,11 @@ def booksort_sentence(run: Any) -> str | None:
     rows = [t for t in (task, "booksort_in_context") if t in run.tasks]
     metrics = {**run.metrics(rows[-1]), **run.metrics(task)}
     trials = run.n_samples(rows[-1])
-    acc = (metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))
+    acc = tuple(metrics.get(key) for key in metric_names.with_interval("acc"))
     if None in acc:
         return None
     share = metrics.get("pct_A")
-    calibrated = (metrics.get("acc_calibrated"), metrics.get("acc_calibrated_ci_low"), metrics.get("acc_calibrated_ci_high"))
+    calibrated = tuple(metrics.get(key) for key in metric_names.with_interval("acc_calibrated"))
     if None not in calibrated:
         bias = f', "A" on {100 * share:.0f}% of {trials} trials' if share is not None else f", {trials} trials"
         return (

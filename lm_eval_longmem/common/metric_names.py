@@ -16,6 +16,18 @@ our tasks) follow one grammar::
   bin), ``book0``, and ``LE250_bin2``.
 * STAT: the 95% interval's bounds and Book-SORT's one-sided p-value against chance.
 
+Every name is built here: per-cell metrics by `name` (from `cell` parts: `length_part`, Book-SORT's
+`factor`), whole-run summaries by `name` with no cell or by their own builders (`memory_length`,
+`memory_censored`, `CLAIMED_LENGTH`, `effective_context`, `INVALID`, `SKIPPED`), and a mean with its
+interval by `with_interval` (`MEAN_AND_INTERVAL`). Readers parse them here too (`parse`,
+`cells_of`, `factor_value`, `lengths_of_effective_context` ...).
+
+One spelling of an interval's bounds for readers: ``_ci_low``/``_ci_high``. The forgetting curve's
+memory-length bounds have always been written ``fine_memory_length_low``/``_high``; results files keep
+that spelling (`as_written`: renaming them would change every results file and the frozen reference
+runs for no number), and `parse` reads ``_low``/``_high`` as ``_ci_low``/``_ci_high``, so a reader
+asks for ``memory_length("fine", stat="_ci_low")`` in any file.
+
 Results files written before this schema named BABILong's lengths "4k" and stored
 ``effective_context@qaN`` as "4k"/"none": `parse` reads every length part that
 `lengths.parse_length` reads, and `canonical_row` rewrites an old row into today's names, so
@@ -33,8 +45,13 @@ from lm_eval_longmem.common.lengths import parse_length
 
 NO_FILTER = "none"
 """The filter name lm_eval appends to metrics of tasks without a filter pipeline (``acc,none``)."""
-STATS = ("_ci_low", "_ci_high", "_p_above_chance")
+CI_LOW, CI_HIGH, P_ABOVE_CHANCE = "_ci_low", "_ci_high", "_p_above_chance"
+STATS = (CI_LOW, CI_HIGH, P_ABOVE_CHANCE)
 """Statistic suffixes; a name without one is the mean (or the summary itself)."""
+MEAN_AND_INTERVAL = ("", CI_LOW, CI_HIGH)
+"""The mean and its 95% interval's bounds, in this order: what every cell and mean over cells reports."""
+OLD_STATS = {"_low": CI_LOW, "_high": CI_HIGH}
+"""The interval's bounds as the memory lengths spell them in results files (`as_written`), read as today's."""
 HARNESS_STDERR = "_stderr"
 """The suffix lm_eval gives the standard error it adds beside a metric (``acc_stderr,none``)."""
 
@@ -114,6 +131,70 @@ def name(score: str, *parts: str | int, stat: str = "") -> str:
     return score + (f"@{cell(*parts)}" if parts else "") + stat
 
 
+def with_interval(score: str, *parts: str | int) -> tuple[str, ...]:
+    """The names of `score`'s mean over the cell of `parts` and of its interval's bounds (`MEAN_AND_INTERVAL`)."""
+    return tuple(name(score, *parts, stat=stat) for stat in MEAN_AND_INTERVAL)
+
+
+# --- Book-SORT's factor cells ---------------------------------------------------------------------
+
+FACTORS = ("LE", "LS", "bin", "book")
+"""Book-SORT's factor tags: excerpt length L_E (words), segment length L_S (words), distance bin, book index."""
+
+
+def factor(tag: str, value: int) -> str:
+    """A Book-SORT factor part (``factor("LE", 250)`` -> ``LE250``), a part of a cell."""
+    if tag not in FACTORS:
+        raise ValueError(f"unknown Book-SORT factor {tag!r}: one of {FACTORS}")
+    return f"{tag}{int(value)}"
+
+
+def factor_value(part: str, tag: str) -> int | None:
+    """The number of a factor part (``LE250`` -> 250 for tag ``LE``), None for any other part."""
+    rest = part[len(tag) :] if part.startswith(tag) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+# --- whole-run summaries --------------------------------------------------------------------------
+
+SKIPPED = "skipped"
+"""Every task of ours: the docs skipped (never truncated); the reasons are in the run's facts."""
+INVALID = "invalid"
+"""Book-SORT generation: the answers that name neither segment."""
+CLAIMED_LENGTH = "claimed_length"
+"""The forgetting curve: the model's claimed context window (tokens), null when unknown."""
+EFFECTIVE_CONTEXT = {"acc": "effective_context", "acc_corrected": "effective_context_corrected"}
+"""BABILong: the summary holding each check's effective context of a bAbI task."""
+
+
+def memory_length(criterion: str, stat: str = "") -> str:
+    """The forgetting curve's memory length under `criterion` (``fine``, ``coarse``), or a bound of its
+    bootstrap interval (`CI_LOW`, `CI_HIGH`): the name readers use (results files hold `as_written`)."""
+    if stat not in ("", CI_LOW, CI_HIGH):
+        raise ValueError(f"a memory length has no statistic {stat!r}")
+    return name(f"{criterion}_memory_length", stat=stat)
+
+
+def memory_censored(criterion: str) -> str:
+    """The forgetting curve's flag (0/1): the memory length under `criterion` reached the last tested length."""
+    return f"{criterion}_memory_censored"
+
+
+def as_written(metric: str) -> str:
+    """The spelling a results file holds for `metric`: itself, except the bounds of a memory length's
+    interval, written ``fine_memory_length_low``/``_high`` since the first results files (see the module
+    docstring); `parse` reads either spelling."""
+    parsed = parse(metric)
+    if parsed is not None and parsed.score.endswith("_memory_length") and not parsed.cell and parsed.stat in (CI_LOW, CI_HIGH):
+        return parsed.score + next(old for old, stat in OLD_STATS.items() if stat == parsed.stat)
+    return metric
+
+
+def effective_context(check: str, qa: str) -> str:
+    """BABILong: the effective context of bAbI task `qa` under `check` (``acc``, ``acc_corrected``)."""
+    return name(EFFECTIVE_CONTEXT[check], qa)
+
+
 def part_length(part: str) -> int | None:
     """The token count of a length part ("4096", or "4k" in old files), None for any other part."""
     try:
@@ -136,6 +217,8 @@ def parse(key: str) -> Name | None:
         return None
     stat = next((s for s in STATS if text.endswith(s)), "")
     text = text[: len(text) - len(stat)]
+    if not stat and (old := next((s for s in OLD_STATS if text.endswith(s)), "")):
+        stat, text = OLD_STATS[old], text[: len(text) - len(old)]
     score, at, rest = text.partition("@")
     if not score or (at and not rest):
         return None
@@ -148,7 +231,8 @@ def canonical_row(row: dict[str, Any], filter_name: str | None = None) -> dict[s
 
     `filter_name`: the filter to read; default ``none`` when the row has it, else its first filter
     (``exact_match,strict-match``). Names that are not ours (the harness's ``acc_stderr``) are kept
-    as they are; an old file's ``effective_context`` ("4k" -> 4096, "none" -> None) becomes a number.
+    as they are; an old file's ``effective_context`` ("4k" -> 4096, "none" -> None) becomes a number,
+    and a memory length's ``_low``/``_high`` bound becomes ``_ci_low``/``_ci_high``.
     """
     filters = [f for key in row if (f := split_filter(key)[1]) is not None]
     chosen = filter_name or (NO_FILTER if NO_FILTER in filters else (filters[0] if filters else None))
@@ -161,7 +245,7 @@ def canonical_row(row: dict[str, Any], filter_name: str | None = None) -> dict[s
         if parsed is None:
             out[text] = value
             continue
-        if parsed.score.startswith("effective_context") and isinstance(value, str):
+        if parsed.score in EFFECTIVE_CONTEXT.values() and isinstance(value, str):
             value = None if value == "none" else part_length(value)
         out[str(parsed)] = value
     return out

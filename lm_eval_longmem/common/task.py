@@ -25,9 +25,12 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   so replacing a corpus, a retriever or a tokenizer in place, or choosing other docs, builds new requests.
 * **Metrics per cell, computed at aggregation.** `score(doc, results)` gives a doc's scores (the
   names in `SCORES`, each a `metric_names.ScoreSpec`, and a share's scored units); `doc_cells` the
-  cells it counts in (a length, a condition, a (task, length)); `summary_item` its item for the
-  whole-run `summaries()`. `process_results` returns just those (a fixed handful of keys per doc,
-  whatever the sweep), and `aggregate_payloads`, called through the harness hook
+  cells it counts in (a length, a condition, a (task, length)); `summary_item` its `ITEM` (a
+  NamedTuple per evaluation: what one doc gives the whole-run summaries), which `summarize(items)`
+  turns into the summary metrics. `process_results` returns just those (a fixed handful of keys per
+  doc, whatever the sweep; the item as a record of its named fields, `item_record`, which
+  `--log_samples` logs and `read_item` reads back, old positional lists included), and
+  `aggregate_payloads`, called through the harness hook
   (`harness.install_aggregation`), adds the scores that need the whole run (`run_scores`) and turns
   every doc's payload into `score@cell` (mean) and `score@cell_ci_low/_ci_high` (95% interval by
   the score's family, `cell_interval`) for every score and cell of the run, the summaries and
@@ -63,8 +66,26 @@ from lm_eval_longmem.common.token_counts import TokenCounts
 log = logging.getLogger(f"lm_eval.{__name__}")
 harness.install_aggregation()
 
-Summary = tuple[Callable[[Sequence[Any]], Any], bool | None]
-"""A whole-run metric: (function of every doc's item, higher_is_better)."""
+
+def item_record(item: tuple) -> dict[str, Any]:
+    """A summary item (a NamedTuple) as the payload holds it and `--log_samples` logs it: its named fields."""
+    return dict(item._asdict())  # type: ignore[attr-defined]
+
+
+def read_item(kind: Any, record: Any) -> Any:
+    """The `kind` item (a NamedTuple class) of a payload's record: the named fields `item_record` wrote, or the
+    positional list that files logged before the items were named hold (missing trailing fields take their defaults)."""
+    try:
+        if isinstance(record, dict):
+            unknown = set(record) - set(kind._fields)
+            if unknown:
+                raise TypeError(f"unknown field(s) {sorted(unknown)}")
+            return kind(**record)
+        if isinstance(record, (list, tuple)):
+            return kind(*record)
+    except TypeError as err:
+        raise ValueError(f"a logged summary item {record!r} is not a {kind.__name__} {kind._fields}: {err}") from None
+    raise ValueError(f"a logged summary item {record!r} is not a {kind.__name__} {kind._fields}")
 
 _RENDER_KEYS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn", "chat_template")
 
@@ -100,6 +121,8 @@ class LongmemTask(ConfigurableTask):
     """Prefix of its `--metadata` keys."""
     SCORES: ClassVar[tuple[str | ScoreSpec, ...]] = ()
     """Per-doc scores that get `score@cell` metrics: a `ScoreSpec`, or a bare name for a binary accuracy."""
+    ITEM: ClassVar[Any] = None
+    """The NamedTuple of what one doc gives the whole-run summaries (`summary_item`, `summarize`); None: no summaries."""
     RECORDED_METADATA: ClassVar[tuple[str, ...]] = ()
     """Keys `dump_config` adds to the results' config metadata: facts of the run, not options (so
     `lm-eval-longmem merge` leaves them out when it loads the task again from that metadata)."""
@@ -413,15 +436,20 @@ class LongmemTask(ConfigurableTask):
         raise NotImplementedError
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Any:
-        """What every whole-run summary gets from this doc (a short, JSON-able value)."""
-        return None
+        """What this doc gives the whole-run summaries: an `ITEM` of short, JSON-able fields."""
+        raise NotImplementedError
 
-    def summaries(self) -> dict[str, Summary]:
-        """Whole-run metrics: name -> (function of every doc's `summary_item`, higher_is_better).
+    def summarize(self, items: Sequence[Any]) -> dict[str, float | None]:
+        """Whole-run metrics (name as written -> number or None) from every doc's `ITEM`.
 
         The items arrive in the order the harness gathered them (rank by rank), so a summary must not
         depend on their order (group, sort or count them), for one process and N ranks to agree.
+        Its names are those of `summary_directions`.
         """
+        return {}
+
+    def summary_directions(self) -> dict[str, bool | None]:
+        """higher_is_better of every metric `summarize` gives (known before any item is: the run's cells)."""
         return {}
 
     @classmethod
@@ -454,10 +482,11 @@ class LongmemTask(ConfigurableTask):
         docs or ranks came.
         """
         better = spec.higher_is_better
+        mean, low, high = metric_names.MEAN_AND_INTERVAL
         return {
-            "": (lambda values, units: cell_interval(values, spec, units).estimate, better),
-            "_ci_low": (lambda values, units: cell_interval(values, spec, units).low, better),
-            "_ci_high": (lambda values, units: cell_interval(values, spec, units).high, better),
+            mean: (lambda values, units: cell_interval(values, spec, units).estimate, better),
+            low: (lambda values, units: cell_interval(values, spec, units).low, better),
+            high: (lambda values, units: cell_interval(values, spec, units).high, better),
         }
 
     @property
@@ -479,8 +508,8 @@ class LongmemTask(ConfigurableTask):
         out: dict[str, Any] = {spec.name: scores[spec.name] for spec in specs}
         out.update({spec.units: scores[spec.units] for spec in specs if spec.units})
         out[CELLS_KEY] = list(self.doc_cells(doc))
-        if type(self).summaries is not LongmemTask.summaries:
-            out[SUMMARY_KEY] = self.summary_item(doc, scores)
+        if self.ITEM is not None:
+            out[SUMMARY_KEY] = item_record(self.summary_item(doc, scores))
         return out
 
     def aggregate_payloads(
@@ -497,13 +526,13 @@ class LongmemTask(ConfigurableTask):
         filters = list(dict.fromkeys(f for _, f in raw_metrics))
         if not self.scored_by_cells:
             row, count = harness_default(raw_metrics)
-            return row | {f"skipped,{f}": skipped for f in filters}, count
+            return row | {f"{metric_names.SKIPPED},{f}": skipped for f in filters}, count
         row, count = {}, 0
         for f in filters:
             columns = {key: values for (key, g), values in raw_metrics.items() if g == f}
             metrics, count = self.aggregate_columns(columns)
             row.update({f"{key},{f}": value for key, value in metrics.items()})
-            row[f"skipped,{f}"] = skipped
+            row[f"{metric_names.SKIPPED},{f}"] = skipped
         return row, count
 
     def aggregate_columns(self, columns: dict[str, list[Any]]) -> tuple[dict[str, Any], int]:
@@ -516,6 +545,8 @@ class LongmemTask(ConfigurableTask):
                 f"{self.config.task}: per-doc payloads of unequal length ({CELLS_KEY}: {count}, {uneven}); "
                 "every doc must return the same keys from process_results"
             )
+        if self.ITEM is not None:
+            columns = columns | {SUMMARY_KEY: [read_item(self.ITEM, record) for record in columns.get(SUMMARY_KEY, [])]}
         columns = columns | self.run_scores(columns)
         specs = self.metric_specs()
         by_cell: dict[str, dict[str, list[tuple[Any, Any]]]] = {}
@@ -536,8 +567,8 @@ class LongmemTask(ConfigurableTask):
                 for suffix, (statistic, _) in statistics.items():
                     name = metric_names.name(spec.name, c, stat=suffix)
                     out[name] = _number_or_none(statistic(values, units)) if values else None
-        items = columns.get(SUMMARY_KEY, [])
-        out.update({name: _number_or_none(fn(items)) for name, (fn, _) in self.summaries().items()})
+        if self.ITEM is not None:
+            out.update({name: _number_or_none(value) for name, value in self.summarize(columns[SUMMARY_KEY]).items()})
         return out, count
 
     def aggregation(self) -> dict[str, Callable[[Sequence[Any]], Any]]:
@@ -552,13 +583,13 @@ class LongmemTask(ConfigurableTask):
     def higher_is_better(self) -> dict[str, bool | None]:
         """Direction of every metric this run reports (per score, cell and statistic; summaries; `skipped`)."""
         if not self.scored_by_cells:
-            return dict(super().higher_is_better()) | {"skipped": False}
+            return dict(super().higher_is_better()) | {metric_names.SKIPPED: False}
         out: dict[str, bool | None] = {}
         for spec in self.metric_specs():
             for suffix, (_, better) in self.cell_stats(spec).items():
                 out.update({metric_names.name(spec.name, c, stat=suffix): better for c in self.cells})
-        out.update({name: better for name, (_, better) in self.summaries().items()})
-        return out | {"skipped": False}
+        out.update(self.summary_directions())
+        return out | {metric_names.SKIPPED: False}
 
     def sweep_cells(self) -> list[str]:
         """The cells the whole dataset covers, in order (an evaluation whose docs name them in columns lists

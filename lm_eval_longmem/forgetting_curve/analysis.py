@@ -32,6 +32,8 @@ import numpy as np
 from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test, share_interval
 
 Criterion = Literal["fine", "coarse"]
+CRITERIA: tuple[Criterion, ...] = ("fine", "coarse")
+"""The two memory lengths, in the order results report them."""
 FINE_THRESHOLD = 0.99
 """Fine-grained memory: mean copy accuracy strictly above this."""
 COARSE_MARGIN = 0.01
@@ -241,7 +243,7 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
                 )
             )
     found = {}
-    for criterion in ("fine", "coarse"):
+    for criterion in CRITERIA:
         value, censored = curve_memory(curve, criterion)
         if not curve.per_sample and f"{criterion}_length" in curve.reported:  # as the run computed it from its samples
             value, censored = curve.reported[f"{criterion}_length"], curve.reported[f"{criterion}_censored"]

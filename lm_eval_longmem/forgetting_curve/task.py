@@ -12,9 +12,9 @@ geometric mean). Where S and I come from (`Sources`, section 3.4) is decided in
 `data.py`; the task cuts or draws their tokens per doc.
 
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
-`CurvePoint` (length, sample, copy, LM) to the whole-run summaries in `CURVE_METRICS`, each of
-which reads all points at once (`analysis.py`) and returns one number: the memory length, its
-censoring flag (0/1) or a bootstrap interval bound. Lengths whose 2L+1 input positions the backend
+`Point` (length, sample, copy and LM accuracy) to `summarize`, which builds the curve from all
+points once (`analysis.py`) and gives each memory length, its censoring flag (0/1) and the bounds of
+its bootstrap interval, and the claimed window (names from `common/metric_names.py`). Lengths whose 2L+1 input positions the backend
 cannot run are skipped before any request is built (`fit_reason`) and listed in `skip_reasons`;
 memory lengths that reach the last tested length are then censored.
 """
@@ -22,17 +22,17 @@ memory lengths that reach the last tested length are then censored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, compact_ids
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
-from lm_eval_longmem.common.metric_names import ScoreSpec, cell
-from lm_eval_longmem.common.task import Summary
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, ScoreSpec, cell
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
     COPY,
@@ -54,6 +54,19 @@ from lm_eval_longmem.forgetting_curve.data import (
 from lm_eval_longmem.forgetting_curve.options import AUTHORS, PREFIX, RANDOM, SweepOptions
 
 log = logging.getLogger(f"lm_eval.{__name__}")
+
+
+class Point(NamedTuple):
+    """What one doc gives the memory lengths: its point of the curve."""
+
+    length: int
+    """L (tokens of S)."""
+    sample: int
+    """The sample's index at that length (the curve pairs copy and LM accuracies by it)."""
+    copy_acc: float
+    lm_acc: float
+
+
 SCORED = "scored"
 """Payload key: the doc's scored tokens (L - L//2), the units of its two accuracies."""
 
@@ -80,6 +93,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     )
     """Shares of the `SCORED` tokens predicted greedily (in [0, 1], not 0/1 per doc), and the
     perplexity of the same tokens (from 1 up, lower is better)."""
+    ITEM = Point
     RECORDED_METADATA = (f"{PREFIX}separator_used",)
     beyond_max_length = True
     """The paper's grid runs sequences of up to 2l+2 tokens, twice the claimed window l; lengths the
@@ -233,47 +247,36 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         """Our facts, and whose sample construction the run used (`forgetting_curve_protocol`)."""
         return super().result_facts() | {"protocol": self.options.protocol}
 
-    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> list:
-        return [int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"]]
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Point:
+        return Point(int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"])
 
-    def curve(self, points: Sequence[Sequence[Any]]) -> analysis.Curve:
+    def curve(self, points: Sequence[Point]) -> analysis.Curve:
         """The measured curve, with the lengths skipped in this run and the claimed window."""
-        curve = analysis.curve_from_points(analysis.CurvePoint(*p[:4]) for p in points)
+        curve = analysis.curve_from_points(analysis.CurvePoint(p.length, p.sample, p.copy_acc, p.lm_acc) for p in points)
         return replace(curve, skipped=tuple(sorted(int(L) for L in self.skips)), claimed=self.claimed)
 
-    def summaries(self) -> dict[str, Summary]:
-        """Memory lengths, their censoring flags and bootstrap bounds, and the claimed window."""
-
-        built: dict[int, analysis.Curve] = {}
-        intervals: dict[str, tuple[int, int] | None] = {}
-
-        def on_curve(fn: Callable[[analysis.Curve], Any]) -> Callable[[Sequence[Any]], Any]:
-            def summary(points: Sequence[Any]) -> Any:
-                if id(points) not in built:  # one curve (and one bootstrap per criterion) for all summaries
-                    built.clear()
-                    intervals.clear()
-                    built[id(points)] = self.curve(points)
-                return fn(built[id(points)])
-
-            return summary
-
-        def bound(criterion: analysis.Criterion, which: int) -> Callable[[analysis.Curve], int | None]:
-            def fn(curve: analysis.Curve) -> int | None:
-                if criterion not in intervals:
-                    intervals[criterion] = analysis.memory_interval(curve, criterion, seed=0)  # fixed: same samples, same interval
-                interval = intervals[criterion]
-                return None if interval is None else interval[which]
-
-            return fn
-
-        out: dict[str, Summary] = {}
-        for c in ("fine", "coarse"):
-            out[f"{c}_memory_length"] = (on_curve(lambda curve, c=c: analysis.curve_memory(curve, c)[0]), True)
-            out[f"{c}_memory_censored"] = (on_curve(lambda curve, c=c: int(analysis.curve_memory(curve, c)[1])), None)
-            out[f"{c}_memory_length_low"] = (on_curve(bound(c, 0)), True)
-            out[f"{c}_memory_length_high"] = (on_curve(bound(c, 1)), True)
-        out["claimed_length"] = (lambda points: self.claimed, None)
+    def summarize(self, items: Sequence[Point]) -> dict[str, float | None]:
+        """Memory lengths, their censoring flags and bootstrap bounds (a fixed seed: same samples, same
+        interval), and the claimed window; one curve for all of them."""
+        curve = self.curve(items)
+        out: dict[str, float | None] = {}
+        for criterion in analysis.CRITERIA:
+            length, censored = analysis.curve_memory(curve, criterion)
+            interval = analysis.memory_interval(curve, criterion, seed=0)
+            out[metric_names.memory_length(criterion)] = length
+            out[metric_names.memory_censored(criterion)] = int(censored)
+            for stat, bound in zip((CI_LOW, CI_HIGH), interval or (None, None)):
+                out[metric_names.as_written(metric_names.memory_length(criterion, stat))] = bound
+        out[metric_names.CLAIMED_LENGTH] = self.claimed
         return out
+
+    def summary_directions(self) -> dict[str, bool | None]:
+        out: dict[str, bool | None] = {}
+        for criterion in analysis.CRITERIA:
+            out[metric_names.memory_length(criterion)] = True
+            out[metric_names.memory_censored(criterion)] = None
+            out.update({metric_names.as_written(metric_names.memory_length(criterion, stat)): True for stat in (CI_LOW, CI_HIGH)})
+        return out | {metric_names.CLAIMED_LENGTH: None}
 
     def apply_filters(self) -> None:
         """After the model has answered: shorten the logged token-id arguments (keeps `--log_samples` small).

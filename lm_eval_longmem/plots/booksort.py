@@ -40,9 +40,9 @@ CALIBRATED_OFFSET = 0.08
 
 def _point(row: dict[str, Any], cell: str, score: str = "acc") -> tuple[float, float, float, bool]:
     value = row[metric_names.name(score, cell)]
-    low = row.get(metric_names.name(score, cell, stat="_ci_low"), value)
-    high = row.get(metric_names.name(score, cell, stat="_ci_high"), value)
-    p = row.get(metric_names.name(score, cell, stat="_p_above_chance"), 1.0)
+    low = row.get(metric_names.name(score, cell, stat=metric_names.CI_LOW), value)
+    high = row.get(metric_names.name(score, cell, stat=metric_names.CI_HIGH), value)
+    p = row.get(metric_names.name(score, cell, stat=metric_names.P_ABOVE_CHANCE), 1.0)
     return value, value - low, high - value, p < 0.05
 
 
@@ -104,15 +104,16 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = excerpt_lengths(row)
-        color = _draw(ax_a, [position[le] for le in lengths], [_point(row, f"LE{le}") for le in lengths], name)
-        _draw_calibrated(ax_a, [position[le] for le in lengths], row, [f"LE{le}" for le in lengths], color, name)
-        _draw_answer_bias(ax_a, [position[le] for le in lengths], row, [f"LE{le}" for le in lengths], color, name)
+        color = _draw(ax_a, [position[le] for le in lengths], [_point(row, metric_names.factor("LE", le)) for le in lengths], name)
+        excerpt_cells = [metric_names.factor("LE", le) for le in lengths]
+        _draw_calibrated(ax_a, [position[le] for le in lengths], row, excerpt_cells, color, name)
+        _draw_answer_bias(ax_a, [position[le] for le in lengths], row, excerpt_cells, color, name)
         if paper_bins:
             bins = distance_bins(row, PAPER_BIN_LENGTH)
-            cells = [metric_names.cell(f"LE{PAPER_BIN_LENGTH}", f"bin{k}") for k in bins]
+            cells = [metric_names.cell(metric_names.factor("LE", PAPER_BIN_LENGTH), metric_names.factor("bin", k)) for k in bins]
         else:
             bins = distance_bins(row)
-            cells = [f"bin{k}" for k in bins]
+            cells = [metric_names.factor("bin", k) for k in bins]
         color = _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
         _draw_calibrated(ax_b, bins, row, cells, color, name)
         all_bins |= set(bins)

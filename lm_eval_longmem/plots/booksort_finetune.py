@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lm_eval_longmem.common import metric_names
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CHANCE = 0.5
+ACC, ACC_LOW, ACC_HIGH = metric_names.with_interval("acc")
+"""The memory-less accuracy with its interval, as each row of the summary holds them (names of the results)."""
 _STYLE = {"book": ("#d55e00", "with book chunks"), "control": ("#0072b2", "control (instructions only)")}
 
 
@@ -32,13 +36,13 @@ def figure(summary: dict[str, Any]) -> Figure:
     for arm, (color, label) in _STYLE.items():
         rows = arm_series(summary, arm)
         epochs = [r["epoch"] for r in rows]
-        acc = [r["acc"] for r in rows]
+        acc = [r[ACC] for r in rows]
         acc_ax.plot(epochs, acc, marker="o", color=color, label=label)
-        acc_ax.fill_between(epochs, [r["acc_ci_low"] for r in rows], [r["acc_ci_high"] for r in rows], color=color, alpha=0.15)
+        acc_ax.fill_between(epochs, [r[ACC_LOW] for r in rows], [r[ACC_HIGH] for r in rows], color=color, alpha=0.15)
         losses = [(r["epoch"], r["book_chunk_loss"]) for r in rows if r["book_chunk_loss"] is not None]
         if losses:
             loss_ax.plot(*zip(*losses), marker="o", color=color, label=label)
-    top = max((r["acc_ci_high"] for r in summary["rows"]), default=1.0)
+    top = max((r[ACC_HIGH] for r in summary["rows"]), default=1.0)
     for test in summary["epoch_matched"]:
         if test["differs"]:
             acc_ax.annotate("*", (test["epoch"], top), ha="center", va="bottom")

@@ -206,7 +206,7 @@ def perplexity_series(metrics: dict[str, Any]) -> dict[str, list[PerplexityPoint
         for cell in metric_names.cells_of(metrics, score):
             value = metric_names.number(metrics.get(metric_names.name(score, *cell)))
             if len(cell) == 1 and cell[0].isdigit() and value is not None:
-                low, high = (metric_names.number(metrics.get(metric_names.name(score, *cell, stat=stat))) for stat in ("_ci_low", "_ci_high"))
+                low, high = (metric_names.number(metrics.get(metric_names.name(score, *cell, stat=stat))) for stat in (metric_names.CI_LOW, metric_names.CI_HIGH))
                 nan = math.nan
                 points.append(PerplexityPoint(int(cell[0]), value, nan if low is None else low, nan if high is None else high))
         if points:

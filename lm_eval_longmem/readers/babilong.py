@@ -37,11 +37,11 @@ def babilong_task(results: dict[str, Any]) -> str | None:
 
 
 def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interval:
-    def get(stat: str) -> float:
-        value = metric_names.number(metrics.get(metric_names.name(score, *parts, stat=stat)))
+    def get(key: str) -> float:
+        value = metric_names.number(metrics.get(key))
         return math.nan if value is None else value
 
-    return Interval(get(""), get("_ci_low"), get("_ci_high"))
+    return Interval(*(get(key) for key in metric_names.with_interval(score, *parts)))
 
 
 def read_cells(results: dict[str, Any]) -> list[Cell]:

@@ -10,24 +10,18 @@ from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.readers.results import task_metrics
 
 
-def _factor(part: str, tag: str) -> int | None:
-    """The number of a factor part (`LE250` -> 250 for tag "LE"), None for another part."""
-    rest = part[len(tag) :] if part.startswith(tag) else ""
-    return int(rest) if rest.isdigit() else None
-
-
 def excerpt_lengths(row: dict[str, Any]) -> list[int]:
     """L_E (words) of every `acc@LE<words>` cell of a metric row (canonical names), ascending."""
-    return sorted({n for c in metric_names.cells_of(row, "acc") if len(c) == 1 and (n := _factor(c[0], "LE")) is not None})
+    return sorted({n for c in metric_names.cells_of(row, "acc") if len(c) == 1 and (n := metric_names.factor_value(c[0], "LE")) is not None})
 
 
 def distance_bins(row: dict[str, Any], excerpt_length: int | None = None) -> list[int]:
     """Distance bins of the `acc@bin<k>` cells, or of the `acc@LE<words>_bin<k>` cells at `excerpt_length`."""
     found = set()
     for c in metric_names.cells_of(row, "acc"):
-        if excerpt_length is None and len(c) == 1 and (k := _factor(c[0], "bin")) is not None:
+        if excerpt_length is None and len(c) == 1 and (k := metric_names.factor_value(c[0], "bin")) is not None:
             found.add(k)
-        elif excerpt_length is not None and len(c) == 2 and _factor(c[0], "LE") == excerpt_length and (k := _factor(c[1], "bin")) is not None:
+        elif excerpt_length is not None and len(c) == 2 and metric_names.factor_value(c[0], "LE") == excerpt_length and (k := metric_names.factor_value(c[1], "bin")) is not None:
             found.add(k)
     return sorted(found)
 

@@ -20,7 +20,7 @@ import numpy as np
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import Interval
-from lm_eval_longmem.forgetting_curve.analysis import COPY, LM, Curve, CurvePoint, Summary, curve_from_points, summarize
+from lm_eval_longmem.forgetting_curve.analysis import COPY, CRITERIA, LM, Curve, CurvePoint, Summary, curve_from_points, summarize
 from lm_eval_longmem.readers.results import (
     Run,
     evaluation_of,
@@ -103,19 +103,16 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
         copy[L] = np.array([number(COPY, L)])
         lm[L] = np.array([number(LM, L)])
         intervals[L] = tuple(
-            Interval(number(score, L), number(score, L, stat="_ci_low"), number(score, L, stat="_ci_high"))
-            for score in (COPY, LM)
+            Interval(*(number(score, L, stat=stat) for stat in metric_names.MEAN_AND_INTERVAL)) for score in (COPY, LM)
         )
     skipped = tuple(sorted(int(cell) for cell in skip_reasons(results, task)))
-    claimed = metric_names.number(metrics.get("claimed_length"))
+    claimed = metric_names.number(metrics.get(metric_names.CLAIMED_LENGTH))
     reported: dict[str, Any] = {}
-    for criterion in ("fine", "coarse"):
-        length = metric_names.number(metrics.get(f"{criterion}_memory_length"))
+    for criterion in CRITERIA:
+        length, low, high = (metric_names.number(metrics.get(metric_names.memory_length(criterion, stat))) for stat in metric_names.MEAN_AND_INTERVAL)
         if length is not None:
             reported[f"{criterion}_length"] = int(length)
-            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(f"{criterion}_memory_censored")))
-        low = metric_names.number(metrics.get(f"{criterion}_memory_length_low"))
-        high = metric_names.number(metrics.get(f"{criterion}_memory_length_high"))
+            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(metric_names.memory_censored(criterion))))
         if low is not None and high is not None:
             reported[f"{criterion}_interval"] = (int(low), int(high))
     counts = {int(cell): int(n) for cell, n in (facts(results, task).get("docs_per_cell") or {}).items() if str(cell).isdigit()}

@@ -215,7 +215,7 @@ def guessed_evaluation(results: dict[str, Any], task: str) -> str | None:
     names = [parsed for key in task_metrics(results, task) if (parsed := metric_names.parse(key))]
     if any(n.score == "copy_acc" and n.cell for n in names):
         return "forgetting_curve"
-    if any(n.score == "acc" and len(n.cell) == 1 and n.cell[0].startswith("LE") for n in names):
+    if any(n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in names):
         return "booksort"
     if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in names):
         return "babilong"

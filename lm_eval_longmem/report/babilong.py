@@ -25,7 +25,7 @@ HEADLINE_HEADER = ["babilong acc (%)"]
 def headline_cells(run: Run) -> list[str]:
     """The headline table's cell of `run`: the mean accuracy over every cell with its interval."""
     bl = babilong_metrics(run) or {}
-    return [pct(bl.get("acc"), bl.get("acc_ci_low"), bl.get("acc_ci_high"))]
+    return [pct(*interval_of(bl, "acc"))]
 
 
 def headline_line(cells: list[str]) -> str:
@@ -67,11 +67,11 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     for run, label, metrics in found:
         effective = babilong_report.read_effective_context(run.data)
         rows.append(
-            [label, pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-            + [pct(*(metrics.get(metric_names.name("acc", ln, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for ln in lengths]
+            [label, pct(*interval_of(metrics, "acc"))]
+            + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths]
             + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
-    header = ["model", "acc"] + [f"acc@{names.get(ln, length_name(ln))}" for ln in lengths] + ["effective context", "questions per cell"]
+    header = ["model", "acc"] + [metric_names.name("acc", names.get(ln, length_name(ln))) for ln in lengths] + ["effective context", "questions per cell"]
     section.blocks.append(Table(header, rows))
     for run, label, _ in found:
         section.blocks.append(FigureBlock(f"babilong_{slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(run.data, label)))

@@ -93,8 +93,15 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
-def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
-    return tuple(metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, ...]:
+    """(mean, low, high) of `score` over the cell of `parts` (none: the whole run) in canonical metrics."""
+    return tuple(metrics.get(key) for key in metric_names.with_interval(score, *parts))
+
+
+def memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:
+    """(length, censored, low, high) of the forgetting curve's memory length under `criterion`, for `tokens`."""
+    length, low, high = (metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL)
+    return length, metrics.get(metric_names.memory_censored(criterion)), low, high
 
 
 def pyplot():

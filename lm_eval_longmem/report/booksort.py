@@ -26,7 +26,7 @@ def headline_cells(run: Run) -> list[str]:
     """The headline table's cell of `run`: in-context accuracy with its interval."""
     task = booksort_headline_task(run)
     bs = run.metrics(task) if task else {}
-    return [pct(bs.get("acc"), bs.get("acc_ci_low"), bs.get("acc_ci_high"))]
+    return [pct(*interval_of(bs, "acc"))]
 
 
 def headline_line(cells: list[str]) -> str:
@@ -107,7 +107,7 @@ def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
                 f"({pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
             )
             if number(metrics.get("acc_calibrated")) is not None:
-                calibrated = pct(metrics.get("acc_calibrated"), metrics.get("acc_calibrated_ci_low"), metrics.get("acc_calibrated_ci_high"))
+                calibrated = pct(*interval_of(metrics, "acc_calibrated"))
                 flag += f" With the bias removed (`acc_calibrated`, from the log-odds of the two labels): {calibrated}%."
             flags.append(flag)
     return flags
@@ -126,10 +126,10 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             lines[name] = row
             metrics = run.metrics(task)
             rows.append(
-                [name, pct(metrics.get("acc"), metrics.get("acc_ci_low"), metrics.get("acc_ci_high"))]
-                + [pct(metrics.get("pct_A"), metrics.get("pct_A_ci_low"), metrics.get("pct_A_ci_high"))]
+                [name, pct(*interval_of(metrics, "acc"))]
+                + [pct(*interval_of(metrics, "pct_A"))]
                 + ([pct(*interval_of(metrics, "acc_calibrated"))] if calibrated else [])
-                + [pct(*(metrics.get(metric_names.name("acc", f"LE{le}", stat=stat)) for stat in ("", "_ci_low", "_ci_high"))) for le in lengths]
+                + [pct(*interval_of(metrics, "acc", metric_names.factor("LE", le))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:

@@ -19,6 +19,7 @@ from lm_eval_longmem.report.blocks import (
     absent_cells,
     estimate,
     interval_of,
+    memory_of,
     number,
     pyplot,
     slug,
@@ -38,8 +39,8 @@ def headline_cells(run: Run) -> list[str]:
     task = forgetting_curve_task(run.data)
     fc = run.metrics(task) if task else {}
     return [
-        tokens(fc.get("fine_memory_length"), fc.get("fine_memory_censored"), fc.get("fine_memory_length_low"), fc.get("fine_memory_length_high")),
-        tokens(fc.get("coarse_memory_length"), fc.get("coarse_memory_censored"), fc.get("coarse_memory_length_low"), fc.get("coarse_memory_length_high")),
+        tokens(*memory_of(fc, "fine")),
+        tokens(*memory_of(fc, "coarse")),
     ]  # fmt: skip
 
 
@@ -122,8 +123,8 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
         metrics = run.metrics(task)
         rows.append([
             label,
-            tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
-            tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+            tokens(*memory_of(metrics, "fine")),
+            tokens(*memory_of(metrics, "coarse")),
             format_length(summary.claimed) if summary.claimed else "-",
             _lengths_tested(run, task, [s.length for s in summary.per_length]),
             str(summary.per_length[0].n) if summary.per_length and summary.per_length[0].n else "-",
@@ -218,8 +219,8 @@ def _forgetting_curve_sources_section(runs: Sequence[Run], labels: Sequence[str]
             curves.append(fc_plot.SourcedCurve(copy, prefix, stored_summary(run.data, path=run.path)))
             rows.append([
                 label, copy, prefix,
-                tokens(metrics.get("fine_memory_length"), metrics.get("fine_memory_censored"), metrics.get("fine_memory_length_low"), metrics.get("fine_memory_length_high")),
-                tokens(metrics.get("coarse_memory_length"), metrics.get("coarse_memory_censored"), metrics.get("coarse_memory_length_low"), metrics.get("coarse_memory_length_high")),
+                tokens(*memory_of(metrics, "fine")),
+                tokens(*memory_of(metrics, "coarse")),
             ])  # fmt: skip
         model = members[0][1].model
         section.blocks.append(Table(["run", "S from", "I from", "fine_memory_length", "coarse_memory_length"], rows))

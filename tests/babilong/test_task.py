@@ -7,11 +7,14 @@ ones are pushed over the window by a long system instruction and must be skipped
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from kit import babilong_simulated as simulated
-from kit import read_results, run_lm_eval
+from kit import check_summary_schema, read_results, run_lm_eval
 
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.babilong.task import BabilongTask
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.readers.results import skip_reasons
 
@@ -221,3 +224,16 @@ def test_window_fit_reads_the_generators_exact_counts(smollm2_dir, books, cache)
     again = task()
     again.build_all_requests(limit=None, rank=0, world_size=1, tokenizer_name="t", system_instruction="Be brief.")
     assert again.token_counts.counted == 0 and again.token_counts.read == len(docs)
+
+
+def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
+    """`summarize` over `Answer`s: the row from named records equals the one from positional lists (old logs)."""
+    task = BabilongTask.__new__(BabilongTask)  # aggregation reads only cells, skips, options and declarations
+    task._config = SimpleNamespace(metadata={})  # default options: in-context
+    task.cells, task.skips, task.docs_per_cell = ["qa1_0", "qa1_1024", "qa2_0", "qa2_1024"], {}, {}
+    task.score = lambda doc, results: {"acc": results[0], "acc_corrected": results[1], "corrected_abstained": results[2]}
+    docs = [({"qa": qa, "length": length}, [float(k % 3 > 0), float(k % 2), float(k == 0)])
+            for qa in ("qa1", "qa2") for length in (0, 1024) for k in range(5)]  # fmt: skip
+    row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in docs])
+    assert row["acc@qa1_0,none"] == pytest.approx(0.6) and row["acc@0,none"] == pytest.approx(0.6)
+    assert row["effective_context@qa1,none"] is None and row["corrected_abstained,none"] == pytest.approx(0.2)

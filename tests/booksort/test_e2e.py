@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.booksort.task import calibrated_correct
+from lm_eval_longmem.booksort.task import Trial, calibrated_correct
+from lm_eval_longmem.common.task import read_item
 from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.plots import plot_results
 
@@ -60,7 +61,7 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
         assert row["pct_A,none"] == pytest.approx(answered_a / 8) == pytest.approx(row["pct_A@LE250,none"])
         assert row["pct_A_ci_low,none"] <= row["pct_A,none"] <= row["pct_A_ci_high,none"]
         # Calibrated accuracy: the trials' logged log-odds and labels, decided by the condition's median.
-        calibrated = calibrated_correct([s["summary"] for s in samples])
+        calibrated = calibrated_correct([read_item(Trial, s["summary"]) for s in samples])
         assert row["acc_calibrated,none"] == pytest.approx(sum(calibrated) / 8) == pytest.approx(row["acc_calibrated@LE250,none"])
         prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
         assert prompt.startswith("<|im_start|>system\nAnswer with one letter.")

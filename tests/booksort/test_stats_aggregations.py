@@ -6,6 +6,7 @@ import pytest
 from scipy import stats
 
 from lm_eval_longmem.booksort.task import (
+    Trial,
     calibrated_correct,
     condition_counts,
     paper_acc,
@@ -48,15 +49,15 @@ def test_equal_conditions_pool_into_the_binomial_test_and_wilson_interval():
 
 
 def item(condition, log_odds, label):
-    """A summary item of the log-prob task: [condition, acc, invalid, pct_A, log_odds, label]."""
+    """A summary item of the log-prob task."""
     answered_a = log_odds >= 0
-    return [condition, float(answered_a == (label == 0)), 0.0, float(answered_a), log_odds, label]
+    return Trial(condition, float(answered_a == (label == 0)), 0.0, float(answered_a), log_odds, label)
 
 
 def test_a_model_always_answering_a_is_scored_by_what_its_log_odds_know():
     """Issue 26: "A" on 32 of 32 trials made every cell exactly 50%; the order is still in the log-odds."""
     items = [item("250x20", 3.0 + (0.4 if label == 0 else -0.4) + 0.01 * k, label) for k, label in enumerate([0, 1] * 8)]
-    assert all(i[3] == 1.0 for i in items) and sum(i[1] for i in items) / 16 == 0.5  # raw: always A, chance
+    assert all(i.pct_A == 1.0 for i in items) and sum(i.acc for i in items) / 16 == 0.5  # raw: always A, chance
     assert calibrated_correct(items) == [1.0] * 16
 
 
@@ -87,4 +88,4 @@ def test_calibration_does_not_depend_on_the_order_of_trials():
 
 
 def test_generated_trials_have_no_calibrated_answer():
-    assert calibrated_correct([["250x20", 1.0, 0.0, 1.0, None, 0]]) == [None]
+    assert calibrated_correct([Trial("250x20", 1.0, 0.0, 1.0, None, 0)]) == [None]

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import lm_eval
 import pytest
-from kit import read_results, read_samples, run_lm_eval
+from kit import check_summary_schema, read_results, read_samples, run_lm_eval
 from scipy import stats
 
 from lm_eval_longmem.booksort.data import Excerpts, booksort_options, user_text
 from lm_eval_longmem.booksort.prompts import VARIANTS, get_variant, render
-from lm_eval_longmem.booksort.task import BooksortTask, binomial_p_above_chance, calibrated_correct, parse_label
+from lm_eval_longmem.booksort.task import BooksortTask, Trial, binomial_p_above_chance, calibrated_correct, parse_label
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import proportion_interval
+from lm_eval_longmem.common.task import cell_interval, read_item
 from lm_eval_longmem.readers.results import skip_reasons
-from lm_eval_longmem.common.task import cell_interval
 from lm_eval_longmem.paths import task_configs_dir
 
 OUR_TASKS = {"booksort_in_context", "booksort_memoryless", "booksort_in_context_gen"}
@@ -366,8 +366,8 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     wrong = task.process_results(doc, [" The first one"])
     cell = f"LE{doc['excerpt_length']}"
     a = float(gold == "A")  # the right answer is "A" or "B"; the invalid one is not "A"
-    assert right["acc"] == 1.0 and right["summary"] == ["250x20", 1.0, 0.0, a, None, doc["label"]] and cell in right["cells"]
-    assert wrong["acc"] == 0.0 and wrong["summary"] == ["250x20", 0.0, 1.0, 0.0, None, doc["label"]]
+    assert right["acc"] == 1.0 and right["summary"] == Trial("250x20", 1.0, 0.0, a, None, doc["label"])._asdict() and cell in right["cells"]
+    assert wrong["acc"] == 0.0 and wrong["summary"] == Trial("250x20", 0.0, 1.0, 0.0, None, doc["label"])._asdict()
     assert right["pct_A"] == a and wrong["pct_A"] == 0.0
     raw = {(key, "none"): [right[key], wrong[key], right[key]] for key in right}  # two right, one invalid
     row, count = task.aggregate_payloads(raw, harness_default=None)
@@ -413,10 +413,10 @@ def test_calibrated_accuracy_on_the_log_prob_task(tiny_llama_dir, built_dir):
     results = [[(-0.1 - 0.05 * k, False), (-2.0, False)] if doc["label"] == 0 else [(-0.6 - 0.05 * k, False), (-2.0, False)]
                for k, doc in enumerate(docs)]  # fmt: skip
     payloads = [task.process_results(doc, r) for doc, r in zip(docs, results)]
-    assert all(p["pct_A"] == 1.0 for p in payloads) and payloads[0]["summary"][4] == pytest.approx(1.9)
+    assert all(p["pct_A"] == 1.0 for p in payloads) and payloads[0]["summary"]["log_odds"] == pytest.approx(1.9)
     raw = {(key, "none"): [p[key] for p in payloads] for key in payloads[0]}
     row, _ = task.aggregate_payloads(raw, harness_default=None)
-    right = calibrated_correct([p["summary"] for p in payloads])
+    right = calibrated_correct([read_item(Trial, p["summary"]) for p in payloads])
     cell = f"LE{docs[0]['excerpt_length']}"
     assert row[f"acc_calibrated@{cell},none"] == pytest.approx(sum(right) / 8)
     assert row["acc_calibrated,none"] == pytest.approx(sum(right) / 8)  # one condition: the paper's mean is the share
@@ -440,3 +440,20 @@ def test_every_score_of_the_task_on_degenerate_trials(values):
         iv = cell_interval(values, spec)
         assert 0.0 <= iv.low <= iv.estimate <= iv.high <= 1.0 and iv.low < iv.high, (spec.name, iv)
         assert (iv.low, iv.high) == pytest.approx(proportion_interval(round(sum(values)), len(values))[1:])
+
+
+@pytest.mark.parametrize("output_type", ["multiple_choice", "generate_until"])
+def test_summaries_are_named_items_and_old_logged_items_give_the_same_row(output_type):
+    """`summarize` over `Trial`s: the row from named records equals the one from positional lists (old logs)."""
+    task = BooksortTask.__new__(BooksortTask)  # aggregation reads only cells, skips, output type and declarations
+    docs = [{"excerpt_length": le, "segment_length": 20, "distance_bin_idx": k % 2, "book_idx": 7, "label": k % 2}
+            for le in (250, 1000) for k in range(6)]  # fmt: skip
+    task.skips, task.docs_per_cell, task.OUTPUT_TYPE = {}, {}, output_type
+    task.cells = list(dict.fromkeys(c for doc in docs for c in task.doc_cells(doc)))
+    if output_type == "multiple_choice":
+        results = [[(-0.2 - 0.1 * k, False), (-1.0 + 0.05 * k, False)] for k in range(len(docs))]
+    else:
+        results = [[" A"], [" B"], [" neither"]] * 4
+    row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in zip(docs, results)])
+    assert ("acc_calibrated,none" in row) == (output_type == "multiple_choice") and ("invalid,none" in row) != (output_type == "multiple_choice")
+    assert row["acc@LE250_bin1,none"] is not None and row["acc,none"] is not None

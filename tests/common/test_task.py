@@ -8,6 +8,7 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import pytest
 from kit import read_samples, run_lm_eval
@@ -21,7 +22,7 @@ from lm_eval_longmem.common import cost
 from lm_eval_longmem.common import stats
 from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.model_info import Window
-from lm_eval_longmem.common.task import LongmemTask
+from lm_eval_longmem.common.task import LongmemTask, item_record, read_item
 from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
 from lm_eval_longmem.paths import task_configs_dir
 
@@ -84,6 +85,11 @@ QAS = [f"qa{n}" for n in range(1, 21)]
 LENGTHS = [0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1048576]
 
 
+class ToyItem(NamedTuple):
+    qa: str
+    acc: float
+
+
 class Toy(LongmemTask):
     """A task of ours without data or model: a 0/1 score, a share of 7 units and a perplexity per doc,
     and a run score (the share above the run's median share)."""
@@ -103,11 +109,16 @@ class Toy(LongmemTask):
         median = sorted(columns["share"])[len(columns["share"]) // 2]
         return {"above_median": [float(v > median) for v in columns["share"]]}
 
-    def summary_item(self, doc, scores):
-        return [doc["qa"], scores["acc"]]
+    ITEM = ToyItem
 
-    def summaries(self):
-        return {"acc_all": (lambda items: math.fsum(a for _, a in items) / len(items), True)}
+    def summary_item(self, doc, scores):
+        return ToyItem(doc["qa"], scores["acc"])
+
+    def summarize(self, items):
+        return {"acc_all": math.fsum(item.acc for item in items) / len(items)}
+
+    def summary_directions(self):
+        return {"acc_all": True}
 
 
 def toy(cells):
@@ -139,7 +150,7 @@ def test_payload_is_the_docs_own_scores_and_cell_whatever_the_sweep():
     task = toy(cell(qa, length) for qa in QAS for length in LENGTHS)  # 240 cells
     doc, results = toy_docs(1)[0]
     payload = task.process_results(doc, results)
-    assert payload == {"acc": 1.0, "share": 0.0, "units": 7, "ppl": 1.0, "cells": ["qa1_0"], "summary": ["qa1", 1.0]}
+    assert payload == {"acc": 1.0, "share": 0.0, "units": 7, "ppl": 1.0, "cells": ["qa1_0"], "summary": {"qa": "qa1", "acc": 1.0}}
     logged = json.dumps(payload) + json.dumps(list(payload))  # what --log_samples writes for the metrics
     assert len(logged.encode()) <= 1024
 
@@ -166,6 +177,15 @@ def test_per_cell_metrics_are_computed_at_aggregation(caplog):
     assert {key.split(",")[0] for key in row} == set(task.higher_is_better())  # a direction for every metric
     assert task.docs_per_cell["qa2_1024"] == 2 and task.result_facts()["skip_reasons"] == {"qa9_0": {"too long": 2}}
     assert "evaluation" not in task.result_facts()  # a task class no entry of common/evaluations.py names
+
+
+def test_a_summary_item_is_logged_by_its_field_names_and_old_positional_items_still_read():
+    item = ToyItem("qa1", 1.0)
+    assert item_record(item) == {"qa": "qa1", "acc": 1.0} and read_item(ToyItem, item_record(item)) == item
+    assert read_item(ToyItem, ["qa1", 1.0]) == item  # what files logged before the items were named hold
+    for bad in ({"qa": "qa1", "acc": 1.0, "extra": 0}, {"qa": "qa1"}, ["qa1", 1.0, 2], "qa1"):
+        with pytest.raises(ValueError, match=r"is not a ToyItem \('qa', 'acc'\)"):
+            read_item(ToyItem, bad)
 
 
 def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kit import build_tiny_llama, read_results, read_samples, run_lm_eval
+from kit import build_tiny_llama, check_summary_schema, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.common.stats import log_mean_interval, share_interval
 from lm_eval_longmem.forgetting_curve.analysis import summarize
+from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
 from lm_eval_longmem.readers.forgetting_curve import load_curve
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -319,3 +320,16 @@ def test_a_grid_past_the_window_says_what_runs_and_how_to_stay_within_it(book, t
             "forgetting_curve: length(s) 64 will be skipped and counted, not run: their 2L+1 input positions exceed 100 "
             "(forgetting_curve_max_tokens)"
         ), said
+
+
+def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
+    """`summarize` over `Point`s: the row from named records equals the one from positional lists (old logs),
+    and the memory lengths' bounds keep the spelling of every results file so far."""
+    task = ForgettingCurveTask.__new__(ForgettingCurveTask)  # aggregation reads only cells, skips and declarations
+    task.cells, task.skips, task.docs_per_cell = ["16", "32"], {"64": {"too long": 1}}, {}
+    task.__dict__["claimed"] = 32
+    docs = [{"length": L, "sample": k, "scored": 4} for L in (16, 32) for k in range(4)]
+    results = [[("1111" if d["length"] == 16 else "1101", -1.0), ("0101", -3.0)] for d in docs]
+    row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in zip(docs, results)])
+    assert row["fine_memory_length,none"] == 16 and row["coarse_memory_length,none"] == 32 and row["claimed_length,none"] == 32
+    assert "fine_memory_length_low,none" in row and "fine_memory_length_ci_low,none" not in row

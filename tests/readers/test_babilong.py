@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lm_eval_longmem.babilong.summary import effective_context, mean_interval
-from lm_eval_longmem.babilong.task import cells_from_items
+from lm_eval_longmem.babilong.task import Answer, cells_from_items
 from lm_eval_longmem.cli import main
 from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.readers.babilong import format_report, read_cells, read_length_means
@@ -80,14 +80,14 @@ def test_effective_context_is_the_longest_length_that_stays_above_threshold():
 
 
 def test_task_summaries_from_doc_items():
-    items = [["qa1", 0, 1.0, 1.0], ["qa1", 0, 0.0, 1.0], ["qa2", 0, 1.0, 0.0], ["qa1", 1024, 0.0, 0.0]]
+    items = [Answer("qa1", 0, 1.0, 1.0), Answer("qa1", 0, 0.0, 1.0), Answer("qa2", 0, 1.0, 0.0), Answer("qa1", 1024, 0.0, 0.0)]
     cells = cells_from_items(items)
     assert [(c.qa, c.length, c.n) for c in cells] == [("qa1", 0, 2), ("qa1", 1024, 1), ("qa2", 0, 1)]
     assert cells[0].acc.estimate == 0.5 and cells[0].acc_corrected.estimate == 1.0
 
 
 def test_abstention_share_per_cell_and_in_the_report():
-    items = [["qa1", 0, 1.0, 1.0, None, 1.0], ["qa1", 0, 0.0, 1.0, None, 0.0], ["qa2", 0, 1.0, 1.0, None, 0.0]]
+    items = [Answer("qa1", 0, 1.0, 1.0, None, 1.0), Answer("qa1", 0, 0.0, 1.0, None, 0.0), Answer("qa2", 0, 1.0, 1.0, None, 0.0)]
     cells = cells_from_items(items)
     assert [c.corrected_abstained.estimate for c in cells] == [0.5, 0.0]
     assert mean_interval(cells, "corrected_abstained").estimate == pytest.approx(0.25)
