@@ -65,7 +65,7 @@ class DemoSize:
 
 
 SIZES = {
-    "small": DemoSize((128, 256, 512), 14, 6, (250,), 2, ("0k", "1k"), "qa1-qa5", 15, 4),
+    "small": DemoSize((128, 256), 14, 5, (250,), 2, ("0k", "1k"), "qa1-qa5", 14, 4),
     "tiny": DemoSize((16, 32), 2, 1, (250,), 2, ("0k",), "qa1", 2, 1),
 }
 
@@ -154,7 +154,7 @@ def run_harness(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as lm_eval's CLI sets it
     results = harness.evaluate_into(
         output, model=model, model_args=model_args, tasks=list(tasks), device=device, batch_size=batch_size,
-        task_manager=task_manager(metadata=model_args | metadata),
+        task_manager=task_manager(metadata=model_args | metadata, include_defaults=False),  # only ours run: index only ours
         apply_chat_template=apply_chat_template, fewshot_as_multiturn=apply_chat_template,  # as the CLI defaults it
     )  # fmt: skip
     print(harness.results_tables(results))
