@@ -656,7 +656,7 @@ def _babilong_conditions_section(
         "Accuracy (%, authors' answer check) per task and length with 95% intervals, and the mean over tasks."
     )
     rows = []
-    for run, label, metrics, condition in found:
+    for _run, label, metrics, condition in found:
         rows += [[label, condition, qa] + [_pct(*_interval_of(metrics, "acc", qa, ln)) for ln in lengths] for qa in tasks]
         rows.append([label, condition, "mean"] + [_pct(*_interval_of(metrics, "acc", ln)) for ln in lengths])
     for reference in references:
@@ -667,7 +667,7 @@ def _babilong_conditions_section(
         ]  # fmt: skip
     section.blocks.append(Table(header, rows))
     recall_rows = []
-    for run, label, metrics, condition in found:
+    for _run, label, metrics, condition in found:
         for parts in [(qa,) for qa in tasks] + [()]:
             values = [_interval_of(metrics, "retrieval_recall", *parts, ln) for ln in lengths]
             if any(_number(v[0]) is not None for v in values):

@@ -143,8 +143,8 @@ def _results_file(tmp_path, booksort_extra=None):
     """A results file as the demo's run writes it, with round numbers (two lengths, two BABILong cells, Book-SORT)."""
     fc = {"alias": "forgetting_curve", "fine_memory_length,none": 0, "fine_memory_censored,none": 0,
           "coarse_memory_length,none": 512, "coarse_memory_censored,none": 1}  # fmt: skip
-    for L, copy, lm in ((256, 0.97, 0.35), (512, 0.96, 0.37)):
-        fc |= {f"copy_acc@{L},none": copy, f"copy_acc@{L}_ci_low,none": copy - 0.01, f"copy_acc@{L}_ci_high,none": copy + 0.01,
+    for L, cp, lm in ((256, 0.97, 0.35), (512, 0.96, 0.37)):
+        fc |= {f"copy_acc@{L},none": cp, f"copy_acc@{L}_ci_low,none": cp - 0.01, f"copy_acc@{L}_ci_high,none": cp + 0.01,
                f"lm_acc@{L},none": lm, f"lm_acc@{L}_ci_low,none": lm - 0.04, f"lm_acc@{L}_ci_high,none": lm + 0.045}  # fmt: skip
     babilong = {"alias": "babilong", "acc,none": 0.4, "acc_ci_low,none": 0.33, "acc_ci_high,none": 0.48}
     for cell, value in (("0", 0.5), ("1024", 0.3)):

@@ -398,7 +398,7 @@ def test_usage_error_hook_finds_the_error_behind_another(monkeypatch, capsys):
         try:
             raise UsageError("file x.csv: empty; give a CSV with rows")
         except UsageError:
-            raise KeyError("while loading")  # __context__, not __cause__
+            raise KeyError("while loading")  # noqa: B904 (the test needs __context__, not __cause__)
     except KeyError as err:
         wrapped = err
     passed_on, err = _hook_output(monkeypatch, capsys, wrapped)
