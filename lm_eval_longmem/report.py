@@ -459,7 +459,7 @@ def per_length_rows(label: str, metrics: dict[str, Any], summary: Any) -> list[l
         rows.append(
             [label, str(s.length), str(s.n) if s.n else "-"]
             + [_estimate(*c, s.n, scale=100) for c in cells[:2]]
-            + [_estimate(*c, s.n, digits=3 if _number(c[0]) is not None and _number(c[0]) < 10 else 1) for c in cells[2:]]
+            + [_estimate(*c, s.n, digits=3 if (v := _number(c[0])) is not None and v < 10 else 1) for c in cells[2:]]
         )
     return rows
 
@@ -529,8 +529,8 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     lines: dict[str, dict[str, Any]] = {}
     rows = []
     lengths = sorted({le for run in runs for row in booksort_rows(run).values() for le in booksort_plot.excerpt_lengths(row)})
-    calibrated = any(metric_names.parse(key).score == "acc_calibrated" for run in runs for row in booksort_rows(run).values()
-                     for key in row if metric_names.parse(key) is not None)  # fmt: skip
+    calibrated = any(parsed.score == "acc_calibrated" for run in runs for row in booksort_rows(run).values()
+                     for key in row if (parsed := metric_names.parse(key)) is not None)  # fmt: skip
     for run, label in zip(runs, labels):
         tasks = booksort_rows(run)
         for task, row in tasks.items():
@@ -635,7 +635,8 @@ def babilong_condition(run: Run) -> str:
 
 
 def _interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
-    return tuple(metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+    value, low, high = (metrics.get(metric_names.name(score, *parts, stat=stat)) for stat in ("", "_ci_low", "_ci_high"))
+    return value, low, high
 
 
 def _babilong_conditions_section(
@@ -721,7 +722,7 @@ def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section 
             if main is None:
                 continue
             name, value, stderr, higher = main
-            direction = {True: "higher", False: "lower"}.get(higher, "?")
+            direction = "?" if higher is None else "higher" if higher else "lower"
             rows.append([label, task, name, f"{value:.4g}", "-" if stderr is None else f"{stderr:.2g}", direction])
     if not rows:
         return None
@@ -887,9 +888,9 @@ def write_report(
     for block in report.figures():
         pngs[block.name] = figure_png(block.figure)
         png = out_dir / "figures" / f"{block.name}.png"
-        atomic_write(png, lambda tmp, data=pngs[block.name]: tmp.write_bytes(data))
+        atomic_write(png, lambda tmp: tmp.write_bytes(pngs[block.name]))  # noqa: B023 (atomic_write calls it at once)
         pdf = png.with_suffix(".pdf")
-        atomic_write(pdf, lambda tmp, fig=block.figure: fig.savefig(tmp, format="pdf", bbox_inches="tight"))
+        atomic_write(pdf, lambda tmp: block.figure.savefig(tmp, format="pdf", bbox_inches="tight"))  # noqa: B023 (called at once)
         written += [png, pdf]
         plt.close(block.figure)
     markdown = out_dir / "report.md"

@@ -145,7 +145,7 @@ def _print_sample(results, n: int, seed: int) -> None:
             strata.setdefault((qa, "both fail"), []).append((path, index, "-"))
     rng = random.Random(seed)
     pools = {key: rng.sample(members, len(members)) for key, members in sorted(strata.items())}
-    picked = []
+    picked: list[tuple[tuple[str, str], tuple[Path, int, str]]] = []
     while len(picked) < n and any(pools.values()):
         for key, members in pools.items():
             if members and len(picked) < n:

@@ -231,6 +231,7 @@ class BooksortTask(LongmemTask):
     PREFIX = PREFIX
     SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
+    OUTPUT_TYPE: str  # set by lm_eval's ConfigurableTask.__init__ (untyped there), changed in ours
     CALIBRATED = ScoreSpec("acc_calibrated")
     """Right or wrong after contextual calibration (`calibrated_correct`); log-prob tasks only."""
 

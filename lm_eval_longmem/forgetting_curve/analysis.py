@@ -400,10 +400,11 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
     for L in tested_lengths(metrics):
         copy[L] = np.array([number(COPY, L)])
         lm[L] = np.array([number(LM, L)])
-        intervals[L] = tuple(
+        copy_interval, lm_interval = (
             Interval(number(score, L), number(score, L, stat="_ci_low"), number(score, L, stat="_ci_high"))
             for score in (COPY, LM)
         )
+        intervals[L] = (copy_interval, lm_interval)
     skipped = tuple(sorted(int(cell) for cell in skip_reasons(results, task)))
     claimed = metric_names.number(metrics.get("claimed_length"))
     reported: dict[str, Any] = {}
@@ -437,7 +438,7 @@ def stored_summary(results: dict[str, Any], task: str | None = None, *, path: Pa
     """
     task = task or forgetting_curve_task(results)
     curve = read_results(results, task)
-    if not curve.counts and path is not None:
+    if not curve.counts and path is not None and task is not None:  # (read_results refused a None task)
         samples = Run(Path(path), results).samples_file(task)
         if samples is not None:
             lengths = [int(record["doc"]["length"]) for record in read_samples_file(samples)]
