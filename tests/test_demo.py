@@ -49,6 +49,7 @@ def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
     assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
 
 
+@pytest.mark.slow
 def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """The demo calls the harness through its Python API; its files are those of `lm_eval ... --log_samples`."""
     import lm_eval.utils
@@ -79,6 +80,7 @@ def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir,
     assert read_samples(tmp_path / "api", "forgetting_curve") == read_samples(tmp_path / "cli", "forgetting_curve")
 
 
+@pytest.mark.slow
 def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
     books = tmp_path / "books"
     books.mkdir()
@@ -91,6 +93,7 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_unknown_task_is_refused_before_anything_runs(tmp_path):
     proc = run_demo_cli(["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"], tmp_path)
     assert proc.returncode == 1
@@ -98,6 +101,7 @@ def test_unknown_task_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp_path):
     out = tmp_path / "demo"
     proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu",

@@ -361,6 +361,7 @@ def test_r8_builtin_babilong_yaml_shape():
 # ---------------------------------------------------------------- R9: usage errors
 
 
+@pytest.mark.slow
 def test_r9_usage_error_reaches_the_top_of_lm_eval(tmp_path):
     """A real `lm_eval` run whose task raises UsageError (wrapped): one line, exit 1, no traceback.
 
@@ -421,6 +422,7 @@ def test_other_errors_go_to_the_previous_hook(monkeypatch, capsys):
 # ---------------------------------------------------------------- R10: the notice logger
 
 
+@pytest.mark.slow
 def test_r10_notice_logger_is_under_lm_eval():
     code = "from lm_eval_longmem import harness\nharness.setup_logging()\nharness.log.info('longmem-notice-check')\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -428,6 +430,7 @@ def test_r10_notice_logger_is_under_lm_eval():
     assert " INFO     [lm_eval_longmem.harness:" in line  # lm_eval's format, its `lm_eval.` prefix stripped
 
 
+@pytest.mark.slow
 def test_r10_package_logs_follow_the_harness_level(tiny_llama_dir, embedded_books_dir, tmp_path):
     """A real `lm_eval` run at WARNING: the data builder's INFO line is gone, our warning shows in the
     harness's format (`LEVEL [module:line] message`, the `lm_eval.` prefix stripped). The same line at
@@ -477,6 +480,7 @@ def test_r12_dict_flags_parse_as_the_harness_parses_them(words, monkeypatch):
 # ---------------------------------------------------------------- the start-up hook
 
 
+@pytest.mark.slow
 def test_pth_hook_is_idempotent():
     """The `.pth` line run twice (e.g. the file processed twice) arms one finder, not two."""
     line = (REPO_ROOT / "lm_eval_longmem.pth").read_text()
@@ -493,6 +497,7 @@ def test_pth_hook_is_idempotent():
     assert counts == ["1", "0"]
 
 
+@pytest.mark.slow
 def test_hook_activates_the_harness_patches_on_first_import():
     code = (
         "import json, sys\n"
@@ -623,6 +628,7 @@ def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
 # --- issue 28, defect 12: every integration the harness offers for results and samples works with our tasks -------
 
 
+@pytest.mark.slow
 def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """One `lm_eval` run of our three tasks beside a task of the harness's own kind, with every logger on:
     W&B (offline mode, the real library), Trackio (stubbed at its import), `--write_out`, `--show_config`
@@ -765,6 +771,7 @@ class _Stop(Exception):
 
 
 @pytest.mark.parametrize("given_manager", [False, True])
+@pytest.mark.slow
 def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, tmp_path, given_manager):
     """Issue 26, item 4: `simple_evaluate` creates the model (R4's factories) before it loads any task, from its own
     frame, where `tasks`, `task_manager`, `model_args` and `metadata` hold what the caller passed. The check we
@@ -794,6 +801,7 @@ def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, t
     assert harness.pending_run() is None  # outside simple_evaluate: no run
 
 
+@pytest.mark.slow
 def test_r17_the_lm_eval_cli_checks_before_loading_the_model(tmp_path):
     """The real `lm_eval` command line: a missing model folder is reported by our check, before the harness tries it."""
     proc = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", "forgetting_curve",

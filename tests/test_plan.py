@@ -146,6 +146,7 @@ def test_plan_of_a_weightless_llama3_8b_folder(llama3_dir):
     assert "8.03B parameters" in text and "vLLM on one h100: max_model_len=262147" in text
 
 
+@pytest.mark.slow
 def test_cli_json_rows_and_errors(llama3_dir, tiny_llama_dir):
     exe = str(Path(sys.executable).with_name("lm-eval-longmem"))
     out = subprocess.run(

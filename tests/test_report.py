@@ -226,6 +226,7 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     assert render_markdown(build_report(two_runs)) == md  # the same runs give the same report
 
 
+@pytest.mark.slow
 def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     empty = tmp_path / "results_2026-01-02T00-00-00.1.json"
     empty.write_bytes(b"")
@@ -253,6 +254,7 @@ def with_answer_bias(path, share, per_length=(1.0, 1.0)):
     return path
 
 
+@pytest.mark.slow
 def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path):
     stuck = with_answer_bias(write_run(tmp_path / "a", "stuck-model", fine=128, coarse=512), 1.0)
     mixed = with_answer_bias(write_run(tmp_path / "b", "mixed-model", fine=128, coarse=512), 0.55, (0.5, 0.6))
@@ -339,6 +341,7 @@ def uniform_run(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
     return read_results(out), write_report(load_runs([out]), work / "report")
 
 
+@pytest.mark.slow
 def test_html_report_renders_markdown(uniform_run):
     results, files = uniform_run
     assert results["results"]["booksort_in_context"]["pct_A,none"] == 1.0
@@ -354,6 +357,7 @@ def test_html_report_renders_markdown(uniform_run):
     assert page.count("<strong>") == md.count("**") // 2
 
 
+@pytest.mark.slow
 def test_html_report_wraps_long_paths(uniform_run):
     _, files = uniform_run
     page = files.html.read_text()
@@ -366,6 +370,7 @@ def test_html_report_wraps_long_paths(uniform_run):
     assert max(map(len, runs)) <= 48, max(runs, key=len)  # no unbreakable stretch wider than a column
 
 
+@pytest.mark.slow
 def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
     results, files = uniform_run
     row = results["results"]["forgetting_curve"]
@@ -381,6 +386,7 @@ def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
 # --- issue 28, defect 5: a report says what its numbers rest on ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_partial_merge_and_lengths_without_docs_are_stated_first_and_in_the_tables(tmp_path, capsys):
     """A report of `merge` output with docs in no shard read as a complete run ("lengths tested 64" for a 32,64 sweep)."""
     path = write_run(tmp_path / "a", "merged-model", fine=128, coarse=512)

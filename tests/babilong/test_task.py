@@ -49,6 +49,7 @@ def tiny_results(tiny_llama_dir, books) -> dict:
     )
 
 
+@pytest.mark.slow
 def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     metrics = tiny_results["results"]["babilong"]
     assert list(tiny_results["results"]) == ["babilong"]  # one task, no per-length groups
@@ -67,6 +68,7 @@ def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     assert tiny_results["n-samples"]["babilong"]["effective"] == 6
 
 
+@pytest.mark.slow
 def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_results):
     sample = tiny_results["samples"]["babilong"][0]
     prompt = sample["arguments"][0][0]
@@ -84,6 +86,7 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     assert sample["acc"] in (0.0, 1.0) and sample["cells"] == [f"{doc['qa']}_{doc['length']}"]
 
 
+@pytest.mark.slow
 def test_skip_counts_are_the_same_from_the_request_cache(tiny_llama_dir, books, tmp_path):
     """Defect: a request-cache hit reported other skip counts than the fresh run (9 vs 1)."""
     metadata = simulated(books, babilong_lengths="0k,2k", babilong_tasks="qa1")
