@@ -334,6 +334,7 @@ def test_an_existing_file_is_replaced_only_with_overwrite_and_checked_first(args
     assert (tmp_path / existing).read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys):
     status, out, _ = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png")
     assert status == 0 and str(tmp_path / "fig_forgetting_curve.png") in out.split()

@@ -233,6 +233,7 @@ def _forward_batches(lm) -> list[tuple[int, int]]:
     return shapes
 
 
+@pytest.mark.slow
 def test_r14_detect_batch_size_starts_at_max_batch_size(tiny_llama_dir):
     from lm_eval.models.huggingface import HFLM
 
@@ -603,6 +604,7 @@ def test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample()
         WandbLogger._generate_dataset(None, samples, {**ours, "metric_list": [{"metric": "token_acc"}]})
 
 
+@pytest.mark.slow
 def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
     """What `TaskManager` does with a bad name, YAML or include path, and the one line `load_tasks` makes of it."""
     manager = harness.new_task_manager(include_defaults=False)

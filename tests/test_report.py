@@ -209,6 +209,7 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
     assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
 
 
+@pytest.mark.slow
 def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     files = write_report(two_runs, tmp_path / "report")
     md = files.markdown.read_text()
@@ -302,6 +303,7 @@ def with_sources(path, **sources):
     return path
 
 
+@pytest.mark.slow
 def test_runs_that_differ_only_in_sources_are_overlaid(tmp_path):
     plain = with_sources(write_run(tmp_path / "a", "m", fine=128, coarse=512))
     prefix = with_sources(write_run(tmp_path / "b", "m", fine=128, coarse=512), forgetting_curve_prefix_source="random")

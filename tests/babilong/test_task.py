@@ -113,6 +113,7 @@ def _smollm2_task(smollm2_dir, books, **extra):
     return task_manager(metadata=metadata).load(["babilong"])["tasks"]["babilong"]
 
 
+@pytest.mark.slow
 def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smollm2_dir, books, cache):
     from transformers import AutoTokenizer
 
@@ -166,6 +167,7 @@ def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
         assert len(tokenizer(instance.args[0])["input_ids"]) + 20 <= window
 
 
+@pytest.mark.slow
 def test_switches_drop_prompt_parts(smollm2_dir, books, cache):
     task = _smollm2_task(smollm2_dir, books, babilong_examples=False, babilong_instruction=False)
     text = task.doc_to_text(task.eval_docs[0])
@@ -193,6 +195,7 @@ def test_cells_and_means_on_degenerate_docs(docs):
     assert 0.0 <= mean.low <= mean.estimate <= mean.high <= 1.0 and mean.low < mean.high
 
 
+@pytest.mark.slow
 def test_window_fit_reads_the_generators_exact_counts(smollm2_dir, books, cache):
     """The fit of a generated doc reads the count stored with it (no tokenization), and it is exact to the token;
     a prompt the generator did not count (a system instruction added) is counted once, then read by content."""

@@ -35,6 +35,7 @@ def test_build_command(book_files, tmp_path, capsys):
     assert manifest["spec"]["excerpt_lengths"] == [250, 20000]
 
 
+@pytest.mark.slow
 def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_dir):
     from lm_eval.models.huggingface import HFLM
 

@@ -313,6 +313,7 @@ def torch_allclose(a, b) -> bool:
     return bool(torch.allclose(a, b, rtol=0.0, atol=1e-6))
 
 
+@pytest.mark.slow
 def test_more_epochs_continue_from_the_last_checkpoint(first_run, tiny_llama_dir, one_play):
     out, _, _ = first_run
     said: list[str] = []
@@ -327,6 +328,7 @@ def test_other_settings_in_the_same_folder_are_refused(first_run, tiny_llama_dir
         _run(tiny_llama_dir, one_play, out, [], booksort_finetune_lora_rank=4)
 
 
+@pytest.mark.slow
 def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(tiny_llama_dir, one_play, tmp_path):
     """Issue 28, defect 4: the base model folder overwritten with other weights, the same command again said
     "verified, not retrained" for both arms and kept every evaluation of the old model."""
@@ -352,6 +354,7 @@ def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(t
     assert loss(again) != loss(first)
 
 
+@pytest.mark.slow
 def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tmp_path):
     said: list[str] = []
     summary = _run(tiny_llama_dir, one_play, tmp_path, said, booksort_finetune_method="full", booksort_finetune_epochs=1)

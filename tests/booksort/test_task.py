@@ -37,6 +37,7 @@ def _load(task_name: str, metadata: dict) -> BooksortTask:
     return task
 
 
+@pytest.mark.slow
 def test_task_index_is_exact_and_names_are_new():
     from lm_eval.tasks import TaskManager
 

@@ -327,6 +327,7 @@ def _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_name", ["forgetting_curve", "booksort_in_context", "babilong"])
 def test_limit_takes_the_cheapest_docs_first_only_when_asked(task_name, tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """Issue 26, item 5: the default order (rounds over every cell, most expensive first in each) makes

@@ -305,6 +305,7 @@ def test_every_score_of_the_task_on_degenerate_samples(case):
         assert floor <= iv.low < iv.high <= ceiling and iv.low <= iv.estimate <= iv.high, (case, spec.name, iv)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_tokens", [None, 100])
 def test_a_grid_past_the_window_says_what_runs_and_how_to_stay_within_it(book, tmp_path, caplog, max_tokens):
     """Issue 25: the warning names the lengths that will run past the claimed window, says they will run, and how not to."""
