@@ -98,6 +98,7 @@ def test_explicit_task_manager_keeps_our_tasks_without_defaults(tmp_path):
     assert {"forgetting_curve", "booksort", "babilong", "longmem_test_x"} <= set(manager.all_tasks)
 
 
+@pytest.mark.slow
 def test_order_is_builtins_then_ours_then_the_user(full_index):
     manager, _, user = full_index
     index = manager.task_index
@@ -128,6 +129,7 @@ def test_r3_override_warning_record_shape(tmp_path):
     assert "overrides" in warning.getMessage()
 
 
+@pytest.mark.slow
 def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
     """Defect 11: no override warning for our babilong; the user's override of ours still warns."""
     manager, records, user = full_index
@@ -141,6 +143,7 @@ def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
 # ---------------------------------------------------------------- R2: load() sees the requested names
 
 
+@pytest.mark.slow
 def test_r2_load_receives_the_requested_names(full_index, monkeypatch):
     """A run asking for babilong hears once, at INFO, that ours replaces the built-in; others hear nothing."""
     manager, _, _ = full_index

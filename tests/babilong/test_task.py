@@ -134,6 +134,7 @@ def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smo
     assert "<context>" in prompt and prompt.index("<example>") < prompt.index("<context>")
 
 
+@pytest.mark.slow
 def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
     from transformers import AutoTokenizer
 
