@@ -7,8 +7,12 @@ submodules that need them.
 
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at every start-up (the `.pth` hook)
+if TYPE_CHECKING:
+    from lm_eval.tasks import TaskManager
 
-def task_manager(**kwargs) -> "TaskManager":  # noqa: F821 (lm_eval is imported lazily)
+
+def task_manager(**kwargs) -> "TaskManager":
     """A `lm_eval.tasks.TaskManager` that knows our tasks, for `lm_eval.simple_evaluate`.
 
     Keyword arguments go to `TaskManager` unchanged (e.g. `metadata=`, `include_path=`);

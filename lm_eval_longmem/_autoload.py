@@ -14,8 +14,16 @@ With the hook off, `--include_path "$(python -m lm_eval_longmem.paths)"`,
 `lm_eval_longmem.task_manager()` or `lm-eval-longmem run` bring the tasks in explicitly.
 """
 
+from __future__ import annotations
+
 import importlib.machinery
 import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at every start-up
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.abc import Loader
+    from types import ModuleType
 
 HOOK_NAME = "LmEvalLongmemHook"
 
@@ -23,13 +31,13 @@ HOOK_NAME = "LmEvalLongmemHook"
 class _ActivateAfterImport:
     """Runs the real loader, then lets `harness.activate` patch the freshly executed module."""
 
-    def __init__(self, loader: object) -> None:
+    def __init__(self, loader: Loader) -> None:
         self._loader = loader
 
-    def create_module(self, spec: object) -> object:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
-    def exec_module(self, module: object) -> None:
+    def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
         from lm_eval_longmem.common.errors import UsageError
         from lm_eval_longmem.harness import activate
@@ -38,10 +46,10 @@ class _ActivateAfterImport:
         activate(module, UsageError, check_run)
 
 
-def find_spec(fullname: str, path: object) -> object:
+def find_spec(fullname: str, path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:
     """Called by the `.pth` finder for `lm_eval.tasks.manager`: retire the finder, wrap the loader."""
     sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != HOOK_NAME]
     spec = importlib.machinery.PathFinder.find_spec(fullname, path)
     if spec is not None and spec.loader is not None:
-        spec.loader = _ActivateAfterImport(spec.loader)
+        spec.loader = _ActivateAfterImport(spec.loader)  # type: ignore[assignment]  # a duck-typed Loader: importlib.abc is not imported at start-up
     return spec

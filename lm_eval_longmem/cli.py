@@ -138,7 +138,7 @@ def _shard(args: argparse.Namespace) -> None:
     metadata = {**(args.model_args or {}), **(args.metadata or {})}
     shares = shard_samples(names, metadata, args.nodes, include_path=args.include_path)
     for path, share in zip(targets, shares, strict=True):
-        atomic_write(path, lambda tmp, share=share: tmp.write_text(json.dumps(share), encoding="utf-8"))
+        atomic_write(path, lambda tmp: tmp.write_text(json.dumps(share), encoding="utf-8"))  # noqa: B023 (called at once)
         print(f"{path}: " + ", ".join(f"{name} {len(ids)} docs" for name, ids in share.items()))
     print(f"on node i: lm_eval ... --log_samples --samples \"$(cat {args.output_path}/samples_node$i.json)\" --output_path shards/node$i")
 

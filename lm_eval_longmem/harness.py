@@ -139,6 +139,7 @@ import inspect
 import logging
 import os
 import sys
+import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,7 +186,7 @@ def activate_here(usage_error: type[BaseException], before_model: Callable[[RunR
 # ---------------------------------------------------------------- task discovery (R1, R2, R3)
 
 
-def with_our_tasks(include_path: object) -> list:
+def with_our_tasks(include_path: str | os.PathLike[str] | list | tuple | None) -> list:
     """`include_path` (None, one path or a list) with our task directory first, without duplicates."""
     from lm_eval_longmem.paths import task_configs_dir
 
@@ -262,7 +263,7 @@ class _BuiltinReplacements(logging.Filter):
         return False
 
 
-def _resolved(path: object) -> Path | None:
+def _resolved(path: Any) -> Path | None:
     try:
         return Path(path).resolve() if path is not None else None
     except (TypeError, OSError):
@@ -443,7 +444,7 @@ def pending_run() -> RunRequest | None:
     if evaluator is None:
         return None
     code = inspect.unwrap(evaluator.simple_evaluate).__code__
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code is not code:
         frame = frame.f_back
     if frame is None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -200,10 +200,10 @@ def _corpus_text(source: str | None) -> str:
 def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
     from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, N_BINS, SEGMENT_LENGTHS
     from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
-    from lm_eval_longmem.booksort.prompts import get_variant, render
+    from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
 
     options = booksort_options(metadata)
-    template = render(get_variant(options.prompt), title="The Title of a Book", excerpt="", first="", second="", condition=task.condition)
+    template = render(get_variant(options.prompt), title="The Title of a Book", excerpt="", first="", second="", condition=cast(Condition, task.condition))
     template_tokens = len(tokenizer(template.system + template.user + template.answer_prefix)["input_ids"])
     notes = []
     if options.data == "hub" or options.data.startswith("hf:"):
@@ -344,7 +344,7 @@ class Plan:
         prefill = row.forwards * cost.forward_flops(shape, row.forward_positions, row.head_positions)
         decode = row.forwards * cost.decode_flops(shape, row.forward_positions, row.new_tokens)
         peak = cost.hf_peak(shape, row.output_type, row.sequence_tokens - row.new_tokens, new_tokens=row.new_tokens)
-        out = {
+        out: dict[str, Any] = {
             "prefill_flops": prefill,
             "decode_flops": decode,
             "kv_cache_bytes": cost.kv_cache_bytes(shape, row.sequence_tokens),
@@ -472,7 +472,7 @@ def plan_lines(plan: Plan) -> list[str]:
         skipped = sum(r.skipped for r in rows)
         lines.append(total + (f"; {skipped} docs skipped" if skipped else ""))
         settings = plan.vllm(task)
-        if settings is not None:
+        if settings is not None and plan.gpu is not None:  # (settings come with a GPU)
             lines.append(
                 f"  vLLM on one {plan.gpu.name}: max_model_len={settings.max_model_len} max_num_batched_tokens={settings.max_num_batched_tokens} "
                 f"gpu_memory_utilization={settings.gpu_memory_utilization:.2f} (needs {cost.gib(settings.needed_bytes)}"

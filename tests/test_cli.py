@@ -14,6 +14,7 @@ from kit import read_results
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
+@pytest.mark.slow
 def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, embedded_books_dir, tmp_path):
     books = embedded_books_dir / "macbeth.txt"  # a short play is enough for two short lengths
     proc = subprocess.run(
@@ -29,6 +30,7 @@ def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, embedd
     assert {"copy_acc@16,none", "lm_acc@32,none"} <= set(results), sorted(results)
 
 
+@pytest.mark.slow
 def test_run_without_flags_shows_lm_evals_run_help():
     out = subprocess.run([CLI, "run"], capture_output=True, text=True).stdout
     assert "--model_args" in out and "--tasks" in out
@@ -105,6 +107,7 @@ def assert_one_line_error(proc, *needles, code=1):
 
 
 @pytest.mark.parametrize(("command", "kind"), CASES, ids=[f"{c}-{k}" for c, k in CASES])
+@pytest.mark.slow
 def test_user_errors_are_one_line_naming_file_and_fix(command, kind, tmp_path):
     """Defect 12: a bad file, folder or path gives one line naming it and the fix, exit 1, no traceback."""
     path = bad_inputs(tmp_path)[kind]
@@ -113,6 +116,7 @@ def test_user_errors_are_one_line_naming_file_and_fix(command, kind, tmp_path):
     assert_one_line_error(proc, path.name)
 
 
+@pytest.mark.slow
 def test_debug_shows_the_traceback(tmp_path):
     """Defect 12: `--debug` (anywhere on the line) shows where an error came from."""
     bad_inputs(tmp_path)
@@ -121,6 +125,7 @@ def test_debug_shows_the_traceback(tmp_path):
     assert "Traceback" in proc.stderr and "zero.json" in proc.stderr
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2_without_traceback(tmp_path):
     """Defect 12: argparse usage errors (a required argument missing) exit 2 with argparse's usage text."""
     for args in (("babilong", "score", "x.csv"), ("plot",), ("booksort", "build", "--output_path", "o")):
@@ -138,6 +143,7 @@ QA1_ROWS = [("kitchen", "kitchen", "Where is Mary?"), ("garden", "office", "Wher
 
 
 @pytest.mark.parametrize("order", ["good_first", "bad_first"])
+@pytest.mark.slow
 def test_a_failing_file_does_not_stop_the_others(order, tmp_path):
     """Defect 12: `babilong score good.csv bad.csv` scores good.csv, names bad.csv, exits 1 (either order)."""
     good = _predictions(tmp_path / "qa1_0k_good.csv", QA1_ROWS)
@@ -149,6 +155,7 @@ def test_a_failing_file_does_not_stop_the_others(order, tmp_path):
     assert "qa1_0k_good.csv: n=2  acc=50.00" in proc.stdout
 
 
+@pytest.mark.slow
 def test_report_names_every_bad_path(tmp_path):
     """Defect 12: `report` goes on past a bad path and names each one."""
     inputs = bad_inputs(tmp_path)
@@ -162,6 +169,7 @@ def test_report_names_every_bad_path(tmp_path):
 # --- issue 9, defect 13: `babilong score --task` is checked against the file name and before any file is read -----
 
 
+@pytest.mark.slow
 def test_score_refuses_a_file_named_for_another_task(tmp_path):
     """Defect 13: `babilong score qa7_0k_x.csv --task qa6` used to print 0.00 and exit 0."""
     _predictions(tmp_path / "qa7_0k_x.csv", [("none", "none", "How many objects is Mary carrying?")])
@@ -174,6 +182,7 @@ def test_score_refuses_a_file_named_for_another_task(tmp_path):
     assert forced.returncode == 0 and "qa7_0k_x.csv: n=1" in forced.stdout, forced.stderr
 
 
+@pytest.mark.slow
 def test_score_accepts_an_upper_case_task_and_reports_it_lower_case(tmp_path):
     """Defect 13: `--task QA6` on a qa6 file works and reports `qa6`."""
     _predictions(tmp_path / "qa6_0k_x.csv", [("yes", "yes", "Is Mary in the office?"), ("no", "yes", "Is John in the park?")])
@@ -183,6 +192,7 @@ def test_score_accepts_an_upper_case_task_and_reports_it_lower_case(tmp_path):
     assert record["task"] == "qa6" and record["n"] == 2 and record["acc"] == 50.0
 
 
+@pytest.mark.slow
 def test_score_rejects_an_unknown_task_before_reading_any_file(tmp_path):
     """Defect 13: `--task qa99` fails on the task; the (missing) file is never looked at."""
     proc = longmem("babilong", "score", "qa1_0k_absent.csv", "--task", "qa99", cwd=tmp_path)
@@ -234,6 +244,7 @@ def test_model_args_and_metadata_are_taken_as_the_harness_takes_them(value):
     assert args.metadata == {"booksort_data": "d", "booksort_excerpt_lengths": [250, 1000]}
 
 
+@pytest.mark.slow
 def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
     proc = longmem("babilong", "simulate", "--task", "qa1", "--samples", "2", "--out", "sim.txt", "--wide-vocabulary", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -323,6 +334,7 @@ def test_an_existing_file_is_replaced_only_with_overwrite_and_checked_first(args
     assert (tmp_path / existing).read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys):
     status, out, _ = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png")
     assert status == 0 and str(tmp_path / "fig_forgetting_curve.png") in out.split()
@@ -370,6 +382,7 @@ def test_every_numeric_flag_states_its_range():
     ],
     ids=["level-above", "level-zero", "resamples", "threshold", "samples", "nodes", "excerpt-lengths"],
 )
+@pytest.mark.slow
 def test_a_numeric_flag_out_of_range_is_one_line_naming_it(args, message, tmp_path):
     proc = longmem(*(a.replace("{R}", str(RESULTS_BEFORE)) for a in args), cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -379,6 +392,7 @@ def test_a_numeric_flag_out_of_range_is_one_line_naming_it(args, message, tmp_pa
 # --- issue 28, defect 10: the harness's errors in our subcommands are one line -------------------------------------------
 
 
+@pytest.mark.slow
 def test_shard_with_a_misspelled_task_or_missing_include_path_is_one_line(tiny_llama_dir, tmp_path):
     common = ("shard", "--model_args", f"pretrained={tiny_llama_dir}", "--nodes", "2", "--output_path", tmp_path / "shares")
     proc = longmem(*common, "--tasks", "forgeting_curve", cwd=tmp_path)

@@ -29,6 +29,7 @@ def _listing(tmp_path, *extra, env=None) -> dict[str, str]:
     return {cells[0].strip(): cells[1].strip() for cells in rows if len(cells) >= 2}
 
 
+@pytest.mark.slow
 def test_lm_eval_lists_our_tasks_with_no_flags(tmp_path):
     groups = _listing(tmp_path)
     for name in OURS:
@@ -36,6 +37,7 @@ def test_lm_eval_lists_our_tasks_with_no_flags(tmp_path):
         assert f"task_configs/{name}/" in groups[name], f"{name} resolves to {groups[name]}, not to our YAML"
 
 
+@pytest.mark.slow
 def test_switch_off_hides_them_and_include_path_brings_them_back(tmp_path):
     off = _listing(tmp_path, env=OFF)
     assert "forgetting_curve" not in off and "booksort" not in off
@@ -45,11 +47,13 @@ def test_switch_off_hides_them_and_include_path_brings_them_back(tmp_path):
         assert f"task_configs/{name}/" in explicit[name]
 
 
+@pytest.mark.slow
 def test_paths_module_prints_the_include_path():
     printed = _python("import runpy; runpy.run_module('lm_eval_longmem.paths', run_name='__main__')").strip()
     assert printed == str(task_configs_dir()) and (task_configs_dir() / "booksort").is_dir()
 
 
+@pytest.mark.slow
 def test_python_api_task_manager_knows_our_tasks_without_the_hook():
     code = (
         "import json, lm_eval_longmem\n"
@@ -61,6 +65,7 @@ def test_python_api_task_manager_knows_our_tasks_without_the_hook():
         assert f"task_configs/{name}/" in paths[name]
 
 
+@pytest.mark.slow
 def test_hook_imports_nothing_heavy_at_start_up_and_can_be_switched_off():
     code = (
         "import sys\n"
@@ -74,6 +79,7 @@ def test_hook_imports_nothing_heavy_at_start_up_and_can_be_switched_off():
     assert off == {"heavy": [], "armed": False}
 
 
+@pytest.mark.slow
 def test_our_names_collide_with_no_builtin_except_the_babilong_group():
     code = (
         "import json\n"
@@ -88,6 +94,7 @@ def test_our_names_collide_with_no_builtin_except_the_babilong_group():
     assert "booksort" in found["groups"] and found["n"] > 3
 
 
+@pytest.mark.slow
 def test_console_script_help_lists_our_commands():
     out = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem"), "--help"],
@@ -98,6 +105,7 @@ def test_console_script_help_lists_our_commands():
 
 
 @pytest.mark.skipif(not (REPO_ROOT / "pyproject.toml").exists(), reason="needs the source checkout")
+@pytest.mark.slow
 def test_wheel_ships_task_configs_and_the_hook(tmp_path):
     """A non-editable install: the wheel carries the YAMLs inside the package and the .pth at the root."""
     import zipfile

@@ -98,6 +98,7 @@ def test_explicit_task_manager_keeps_our_tasks_without_defaults(tmp_path):
     assert {"forgetting_curve", "booksort", "babilong", "longmem_test_x"} <= set(manager.all_tasks)
 
 
+@pytest.mark.slow
 def test_order_is_builtins_then_ours_then_the_user(full_index):
     manager, _, user = full_index
     index = manager.task_index
@@ -128,6 +129,7 @@ def test_r3_override_warning_record_shape(tmp_path):
     assert "overrides" in warning.getMessage()
 
 
+@pytest.mark.slow
 def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
     """Defect 11: no override warning for our babilong; the user's override of ours still warns."""
     manager, records, user = full_index
@@ -141,6 +143,7 @@ def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
 # ---------------------------------------------------------------- R2: load() sees the requested names
 
 
+@pytest.mark.slow
 def test_r2_load_receives_the_requested_names(full_index, monkeypatch):
     """A run asking for babilong hears once, at INFO, that ours replaces the built-in; others hear nothing."""
     manager, _, _ = full_index
@@ -233,6 +236,7 @@ def _forward_batches(lm) -> list[tuple[int, int]]:
     return shapes
 
 
+@pytest.mark.slow
 def test_r14_detect_batch_size_starts_at_max_batch_size(tiny_llama_dir):
     from lm_eval.models.huggingface import HFLM
 
@@ -361,6 +365,7 @@ def test_r8_builtin_babilong_yaml_shape():
 # ---------------------------------------------------------------- R9: usage errors
 
 
+@pytest.mark.slow
 def test_r9_usage_error_reaches_the_top_of_lm_eval(tmp_path):
     """A real `lm_eval` run whose task raises UsageError (wrapped): one line, exit 1, no traceback.
 
@@ -398,7 +403,7 @@ def test_usage_error_hook_finds_the_error_behind_another(monkeypatch, capsys):
         try:
             raise UsageError("file x.csv: empty; give a CSV with rows")
         except UsageError:
-            raise KeyError("while loading")  # __context__, not __cause__
+            raise KeyError("while loading")  # noqa: B904 (the test needs __context__, not __cause__)
     except KeyError as err:
         wrapped = err
     passed_on, err = _hook_output(monkeypatch, capsys, wrapped)
@@ -421,6 +426,7 @@ def test_other_errors_go_to_the_previous_hook(monkeypatch, capsys):
 # ---------------------------------------------------------------- R10: the notice logger
 
 
+@pytest.mark.slow
 def test_r10_notice_logger_is_under_lm_eval():
     code = "from lm_eval_longmem import harness\nharness.setup_logging()\nharness.log.info('longmem-notice-check')\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -428,6 +434,7 @@ def test_r10_notice_logger_is_under_lm_eval():
     assert " INFO     [lm_eval_longmem.harness:" in line  # lm_eval's format, its `lm_eval.` prefix stripped
 
 
+@pytest.mark.slow
 def test_r10_package_logs_follow_the_harness_level(tiny_llama_dir, embedded_books_dir, tmp_path):
     """A real `lm_eval` run at WARNING: the data builder's INFO line is gone, our warning shows in the
     harness's format (`LEVEL [module:line] message`, the `lm_eval.` prefix stripped). The same line at
@@ -477,6 +484,7 @@ def test_r12_dict_flags_parse_as_the_harness_parses_them(words, monkeypatch):
 # ---------------------------------------------------------------- the start-up hook
 
 
+@pytest.mark.slow
 def test_pth_hook_is_idempotent():
     """The `.pth` line run twice (e.g. the file processed twice) arms one finder, not two."""
     line = (REPO_ROOT / "lm_eval_longmem.pth").read_text()
@@ -493,6 +501,7 @@ def test_pth_hook_is_idempotent():
     assert counts == ["1", "0"]
 
 
+@pytest.mark.slow
 def test_hook_activates_the_harness_patches_on_first_import():
     code = (
         "import json, sys\n"
@@ -598,6 +607,7 @@ def test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample()
         WandbLogger._generate_dataset(None, samples, {**ours, "metric_list": [{"metric": "token_acc"}]})
 
 
+@pytest.mark.slow
 def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
     """What `TaskManager` does with a bad name, YAML or include path, and the one line `load_tasks` makes of it."""
     manager = harness.new_task_manager(include_defaults=False)
@@ -623,6 +633,7 @@ def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
 # --- issue 28, defect 12: every integration the harness offers for results and samples works with our tasks -------
 
 
+@pytest.mark.slow
 def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """One `lm_eval` run of our three tasks beside a task of the harness's own kind, with every logger on:
     W&B (offline mode, the real library), Trackio (stubbed at its import), `--write_out`, `--show_config`
@@ -765,6 +776,7 @@ class _Stop(Exception):
 
 
 @pytest.mark.parametrize("given_manager", [False, True])
+@pytest.mark.slow
 def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, tmp_path, given_manager):
     """Issue 26, item 4: `simple_evaluate` creates the model (R4's factories) before it loads any task, from its own
     frame, where `tasks`, `task_manager`, `model_args` and `metadata` hold what the caller passed. The check we
@@ -794,6 +806,7 @@ def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, t
     assert harness.pending_run() is None  # outside simple_evaluate: no run
 
 
+@pytest.mark.slow
 def test_r17_the_lm_eval_cli_checks_before_loading_the_model(tmp_path):
     """The real `lm_eval` command line: a missing model folder is reported by our check, before the harness tries it."""
     proc = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={tmp_path / 'no-model'}", "--tasks", "forgetting_curve",

@@ -23,7 +23,7 @@ from kit import build_booksort, read_results, read_samples, run_lm_eval
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.readers.results import skip_reasons
 
-pytestmark = pytest.mark.long
+pytestmark = [pytest.mark.long, pytest.mark.slow]
 
 COPIES = 20
 """Copies of the two plays in the background folder: 1.11M tokens of sentences, enough for a 1M BABILong sample."""

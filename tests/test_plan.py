@@ -85,6 +85,7 @@ def test_booksort_hub_counts_follow_the_published_layout(tiny_llama_dir):
     assert [r.docs for r in copy] == [r.docs for r in rows] and all("docs unknown offline" in r.note for r in copy)
 
 
+@pytest.mark.slow
 def test_booksort_local_build_counts_and_tokens_agree_with_the_run(tiny_llama_dir, embedded_books_dir, tmp_path):
     """A local build: docs per excerpt length are the trials the task loads; the estimated tokens of a trial
     are within 10% of what the fit check counts for its rendered prompt."""
@@ -146,6 +147,7 @@ def test_plan_of_a_weightless_llama3_8b_folder(llama3_dir):
     assert "8.03B parameters" in text and "vLLM on one h100: max_model_len=262147" in text
 
 
+@pytest.mark.slow
 def test_cli_json_rows_and_errors(llama3_dir, tiny_llama_dir):
     exe = str(Path(sys.executable).with_name("lm-eval-longmem"))
     out = subprocess.run(

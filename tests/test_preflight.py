@@ -75,6 +75,7 @@ def test_inputs_that_are_there_pass(tiny_llama_dir, embedded_books_dir, tmp_path
     assert preflight.run_problems(_run(["forgetting_curve", "booksort_memoryless", "babilong"], metadata)) == []
 
 
+@pytest.mark.slow
 def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(tmp_path):
     """Issue 26, item 4: with the hub offline, README's main job (hub model, default data) used to fail three times,
     one source per run, each after loading the model (a hub model failed in 90 lines). Now one message, before
@@ -98,6 +99,7 @@ def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(
     assert not any(Path(tmp_path).rglob("results_*.json"))
 
 
+@pytest.mark.slow
 def test_the_embedded_folders_are_printed_for_offline_commands(embedded_books_dir):
     import subprocess
     import sys

@@ -99,12 +99,14 @@ def replaced_inputs(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
 
 
 @pytest.mark.parametrize("task", ["forgetting_curve", "booksort_in_context", "babilong"])
+@pytest.mark.slow
 def test_request_cache_was_used_and_keyed_anew(replaced_inputs, task):
     """Both runs stored their requests (the cache was on) under two different keys (the data changed)."""
     entries = [name for name in replaced_inputs["request_cache"] if name.startswith(f"requests-{task}-")]
     assert len(entries) == 2, replaced_inputs["request_cache"]
 
 
+@pytest.mark.slow
 def test_forgetting_curve_corpus_replaced_in_place_gives_new_requests(replaced_inputs):
     """Defect 1a: the second run's docs and token ids come from the new corpus, not the cached old one."""
     before, after = replaced_inputs["before"]["forgetting_curve"], replaced_inputs["after"]["forgetting_curve"]
@@ -125,6 +127,7 @@ def _context(record: dict) -> str:
     return prompt[prompt.index("<context>\n") + len("<context>\n") : prompt.index("\n</context>")]
 
 
+@pytest.mark.slow
 def test_booksort_folder_rebuilt_in_place_gives_its_new_trials(replaced_inputs):
     """Defect 1b: after rebuilding `booksort_data` from other books, the prompts sent show the new build's trials."""
     for run in ("before", "after"):
@@ -136,6 +139,7 @@ def test_booksort_folder_rebuilt_in_place_gives_its_new_trials(replaced_inputs):
             assert any(segment in text for text in replaced_inputs[run]["texts"])
 
 
+@pytest.mark.slow
 def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
     """Defect 1c: generated samples come from the background corpus the folder holds now."""
     for run, other in (("before", "after"), ("after", "before")):
@@ -143,7 +147,7 @@ def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
         assert all(sha256_hex(_context(r)) == r["doc"]["context_sha256"] for r in records), run  # the context sent is this run's
         contexts = " ".join(_words(_context(r)) for r in records)
         pieces = [p for p in re.split(r"(?<=[.!?])\s+", contexts) if len(p) > 30]  # book sentences (facts are short)
-        found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731
+        found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731, B023 (called in this iteration)
         assert found(replaced_inputs[run]["texts"]), (run, contexts[:300])
         assert not set(found(replaced_inputs[other]["texts"])) - set(found(replaced_inputs[run]["texts"])), run
     contexts = lambda run: {_context(r) for r in replaced_inputs[run]["babilong"]}  # noqa: E731
@@ -187,12 +191,14 @@ MISSPELLED = [
 
 
 @pytest.mark.parametrize(("task", "typo", "valid"), MISSPELLED, ids=[t for t, _, _ in MISSPELLED])
+@pytest.mark.slow
 def test_misspelled_key_fails_naming_the_closest_valid_key(task, typo, valid, tiny_llama_dir, small_inputs, tmp_path):
     """Defect 5: a misspelled key used to be ignored and the defaults ran; now the run stops on it."""
     proc = _lm_eval(tiny_llama_dir, task, {**small_inputs[task], **typo}, tmp_path / "out", "--limit", "1", check=False)
     assert_one_line_option_error(proc, next(iter(typo)), f"did you mean {valid}?")
 
 
+@pytest.mark.slow
 def test_bad_numeric_option_through_lm_eval_names_key_and_example(tiny_llama_dir, small_inputs, tmp_path):
     """Defect 7: `babilong_samples=0` gave a raw library error; now one line names the key and a valid value."""
     metadata = {**small_inputs["babilong"], "babilong_samples": 0, "babilong_lengths": "0k"}
@@ -234,6 +240,7 @@ def test_a_negative_whole_number_is_echoed_as_typed():
 # --- defect 15: a length far beyond the window is announced before any forward pass --------------------------------
 
 
+@pytest.mark.slow
 def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir, embedded_books_dir, tmp_path):
     """Defect 15: `forgetting_curve_lengths=[16,100000]` on a 2048-token model (rotary: the backend runs any
     length) used to start a 200k-token forward with no word. Before any request runs, one line now says which

@@ -79,6 +79,7 @@ def metadata(model: Path, books: Path, booksort_data: Path | None = None) -> dic
     return meta
 
 
+@pytest.mark.slow
 def test_every_variant_gives_the_same_docs(variants, smollm2_dir, tmp_path):
     docs = {}
     for name, folder in variants.items():

@@ -564,8 +564,8 @@ def _size_polarity(text: str, smaller: str, bigger: str) -> str | None:
 _GIVE = r"(?:gave|handed|passed|gives|hands|passes|has given|had given|give)"
 _GIVE_STATEMENTS = (  # each: a regex and which of its groups is the giver, the object, the receiver
     (re.compile(rf"(\w+) {_GIVE} (\w+) to (\w+)"), (1, 2, 3)),
-    (re.compile(rf"(\w+) received (\w+) from (\w+)"), (3, 2, 1)),
-    (re.compile(rf"(\w+) (?:was|were) (?:given|handed|passed) to (\w+) by (\w+)"), (3, 1, 2)),
+    (re.compile(r"(\w+) received (\w+) from (\w+)"), (3, 2, 1)),
+    (re.compile(r"(\w+) (?:was|were) (?:given|handed|passed) to (\w+) by (\w+)"), (3, 1, 2)),
     (re.compile(rf"(\w+) {_GIVE} (\w+) (\w+)"), (1, 3, 2)),
 )
 _GIVE_QUESTIONS = (  # the question forms of qa5: what they tell (named groups) and which part they ask for

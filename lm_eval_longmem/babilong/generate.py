@@ -540,6 +540,7 @@ def generated_docs(
         facts_key = f"simulator-v{SIMULATOR_VERSION}-wide{int(wide_vocabulary)}"
         load_facts = lambda: simulate(spec.qa, spec.samples, spec.seed, wide_vocabulary=wide_vocabulary)  # noqa: E731
     else:
+        assert babi_dir is not None, "bAbI facts are read from babi_dir"
         path = task_file(babi_dir, spec.qa)
         facts_key = sha256_hex(path.read_bytes())
         load_facts = lambda: read_babi(path)  # noqa: E731

@@ -335,7 +335,7 @@ def retrieve_cell(
     )
 
     def build() -> list[list[list[int]]]:
-        chosen = []
+        chosen: list[list[list[int]]] = []
         for row in rows:
             if row.get("skip_reason"):
                 chosen.append([])

@@ -98,8 +98,8 @@ def _ask_qa2(world: World, dice: Dice):
         if p is not None and p in world.last_move:  # held by someone whose place the text states
             support = (world.last_touch[o], world.last_move[p])
             candidates.append((max(support), (o, world.where[p], support)))
-        elif p is None and o in world.dropped_at and world.dropped_at[o][1] is not None:
-            drop, move = world.dropped_at[o]
+        elif p is None and o in world.dropped_at and (move := world.dropped_at[o][1]) is not None:
+            drop = world.dropped_at[o][0]
             candidates.append((max(drop, move), (o, world.lies[o], (drop, move))))
     chosen = world.recent(candidates)
     if chosen is None:
@@ -125,7 +125,7 @@ def _ask_qa3(world: World, dice: Dice):
         places = None
         for k in range(len(history) - 1, 0, -1):  # newest first; moves before `oldest` cannot count
             here, shown_here = history[k]
-            if shown_here < oldest:
+            if shown_here is None or shown_here < oldest:
                 break
             before, shown_before = history[k - 1]
             places = places or [place for place, _ in history]
@@ -624,8 +624,9 @@ def write_babi_file(samples: Sequence[BabiSample], path: str | Path) -> Path:
     """
     path = Path(path)
     lines: list[str] = []
-    story, written, line_of = None, 0, []  # line_of[i]: line number of fact i in the current story
-    number, current_facts = 0, ()
+    story, written, line_of = None, 0, list[int]()  # line_of[i]: line number of fact i in the current story
+    number = 0
+    current_facts: Sequence[str] = ()
     for sample in samples:
         if sample.story != story or len(sample.facts) < written or \
                 tuple(sample.facts[:written]) != tuple(current_facts[:written]):

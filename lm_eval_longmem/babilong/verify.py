@@ -474,7 +474,8 @@ class Summary:
 
 def summarize(samples: Sequence[BabiSample]) -> Summary:
     stories = Counter(s.story for s in samples)
-    gaps, previous = [], {}  # previous: story -> statements before its latest question so far
+    gaps: list[int] = []
+    previous: dict[int, int] = {}  # story -> statements before its latest question so far
     for s in samples:
         gaps.append(len(s.facts) - previous.get(s.story, 0))
         previous[s.story] = len(s.facts)

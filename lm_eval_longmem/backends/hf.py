@@ -62,7 +62,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from accelerate.utils import find_executable_batch_size
@@ -82,13 +82,14 @@ from lm_eval_longmem.common.model_info import physical_max_length
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
 
-def final_logit_transform(model: torch.nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+def final_logit_transform(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor]:
     """The post-LM-head transforms of the model families we know, in the order their forward applies them."""
     config = model.config.get_text_config()
     softcap = getattr(config, "final_logit_softcapping", None)
@@ -282,6 +283,7 @@ def plain_head(head: torch.nn.Module, device: torch.device) -> bool:
     weight = head.weight if isinstance(head, torch.nn.Linear) else None
     return (
         type(head) is torch.nn.Linear
+        and weight is not None
         and not hooked
         and type(weight.data) is torch.Tensor
         and weight.device == device
@@ -292,14 +294,14 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
     """One forward over `batch`, right-padded to `width`; scores every continuation token."""
     inputs = [req.context + req.continuation[:-1] for req in batch]
     ids = torch.zeros((len(batch), width), dtype=torch.long)
-    positions, targets = [], []
+    spans, targets = [], []
     for row, (seq, req) in enumerate(zip(inputs, batch, strict=True)):
         ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         first = row * width + len(seq) - len(req.continuation)
-        positions.append(torch.arange(first, first + len(req.continuation)))
+        spans.append(torch.arange(first, first + len(req.continuation)))
         targets.extend(req.continuation)
     ids = ids.to(self.device)
-    positions = torch.cat(positions)
+    positions = torch.cat(spans)
     targets_t = torch.tensor(targets, dtype=torch.long)
     dtype = self.softmax_dtype or torch.float32
     model = self.model
@@ -567,4 +569,4 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
             self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
         pbar.update(sum(encoded[i].n_inputs for i in batch))
     pbar.close()
-    return results
+    return cast("list[TokenAccuracy]", results)  # every index was filled by its batch

@@ -492,7 +492,8 @@ def train_arm(
     pad_id = _pad_id(tokenizer)
     model = optimizer = None
     at_epoch: int | None = None
-    paths, records = [], []
+    paths: list[Path] = []
+    records: list[dict[str, Any]] = []
     for epoch in range(1, options.epochs + 1):
         path = folder / f"epoch-{epoch}"
         record = read_checkpoint(path, key, overwrite=overwrite)

@@ -130,7 +130,7 @@ def conversation(row: Any) -> Conversation | None:
         return None
     if not turns or turns[-1][0] != "assistant" or any(role is None or not isinstance(text, str) or not text for role, text in turns):
         return None
-    return [{"role": str(role), "content": text} for role, text in turns]
+    return [{"role": str(role), "content": str(text)} for role, text in turns]  # (text: a str, checked above)
 
 
 def _read_jsonl(path: Path) -> Iterable[Any]:

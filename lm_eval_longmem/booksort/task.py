@@ -249,6 +249,7 @@ class BooksortTask(LongmemTask):
     SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
     ITEM = Trial
+    OUTPUT_TYPE: str  # set by lm_eval's ConfigurableTask.__init__ (untyped there), changed in ours
     CALIBRATED = ScoreSpec("acc_calibrated")
     """Right or wrong after contextual calibration (`calibrated_correct`); log-prob tasks only."""
 

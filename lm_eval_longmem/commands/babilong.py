@@ -139,14 +139,14 @@ def _audit(args: argparse.Namespace) -> int:
 def _print_sample(results, n: int, seed: int) -> None:
     """`n` answers drawn evenly from each stratum (task x (direction and rule, or "both fail")), seeded."""
     strata: dict[tuple[str, str], list[tuple[Path, int, str]]] = {}
-    for path, qa, audit, rows in results:
+    for path, qa, audit, _rows in results:
         for d in audit.disagreements:
             strata.setdefault((qa, f"{d.direction} by {d.rule}"), []).append((path, d.row, d.rule))
         for index in audit.both_fail:
             strata.setdefault((qa, "both fail"), []).append((path, index, "-"))
     rng = random.Random(seed)
     pools = {key: rng.sample(members, len(members)) for key, members in sorted(strata.items())}
-    picked = []
+    picked: list[tuple[tuple[str, str], tuple[Path, int, str]]] = []
     while len(picked) < n and any(pools.values()):
         for key, members in pools.items():
             if members and len(picked) < n:

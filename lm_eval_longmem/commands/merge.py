@@ -296,7 +296,7 @@ def write_merged(
     for task, records in merged.items():
         path = folder / f"samples_{task}_{stamp}.jsonl"
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        atomic_write(path, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
+        atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))  # noqa: B023 (atomic_write calls it at once)
         samples.append(path)
     results = folder / f"results_{stamp}.json"
     text = json.dumps(data, indent=2, ensure_ascii=False, default=str)

@@ -156,7 +156,8 @@ def _stat_signature(paths: list[Path]) -> tuple[str, int]:
     """(a hash of where and what every file under `paths` is on disk, not its bytes: resolved path,
     device, inode, size, modification and change times; the newest change time). Any write to a file
     changes its change time."""
-    parts, newest = [], 0
+    parts: list[list[str | int]] = []
+    newest = 0
     for path in paths:
         parts.append(["dir" if path.is_dir() else "file", str(path.resolve())])
         for name, file in input_files(path):
@@ -181,12 +182,12 @@ def input_digest(paths: Iterable[Path | str]) -> str:
     one timestamp tick would not show in the stat).
     `benchmarks/content_digest.py` measures both costs on a model folder.
     """
-    paths = [Path(p) for p in paths]
+    files = [Path(p) for p in paths]
     started = time.time_ns()
-    signature, newest = _stat_signature(paths)
+    signature, newest = _stat_signature(files)
     if signature in _INPUT_DIGESTS:
         return _INPUT_DIGESTS[signature]
-    memo = cache_dir() / "digests" / f"{sha256_hex(json.dumps([str(p.resolve()) for p in paths]))[:32]}.json"
+    memo = cache_dir() / "digests" / f"{sha256_hex(json.dumps([str(p.resolve()) for p in files]))[:32]}.json"
     try:
         stored = json.loads(memo.read_text(encoding="utf-8"))
         if stored.get("signature") == signature and isinstance(stored.get("digest"), str):
@@ -194,11 +195,11 @@ def input_digest(paths: Iterable[Path | str]) -> str:
             return stored["digest"]
     except (OSError, ValueError, AttributeError):
         pass
-    digest = content_digest(paths)
+    digest = content_digest(files)
     # remembered only when nothing changed while it was read and the newest change is older than a timestamp tick
-    if _stat_signature(paths)[0] == signature and newest < started - RACY_NS:
+    if _stat_signature(files)[0] == signature and newest < started - RACY_NS:
         _INPUT_DIGESTS[signature] = digest
-        record = json.dumps({"signature": signature, "digest": digest, "paths": [str(p) for p in paths]})
+        record = json.dumps({"signature": signature, "digest": digest, "paths": [str(p) for p in files]})
         atomic_write(memo, lambda tmp: tmp.write_text(record + "\n", encoding="utf-8"))
     return digest
 

@@ -137,7 +137,7 @@ def smollm2_dir() -> Path:
         # The de-quantized weights are ordinary fp32 tensors: drop the GGUF marker so they can be saved.
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]  # torch's Module.__setattr__ stub admits only tensors and modules
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         print(f"converted {SMOLLM2_NAME}: {out}", file=sys.stderr, flush=True)

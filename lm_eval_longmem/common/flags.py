@@ -31,7 +31,7 @@ def add_flag(parser: argparse.ArgumentParser, flag: str, *former: str, **kwargs:
     action = group.add_argument(flag, **kwargs)
     for old in former:
         group.add_argument(
-            old, dest=action.dest, nargs=action.nargs, const=action.const, type=action.type, metavar=action.metavar,
+            old, dest=action.dest, nargs=action.nargs, const=action.const, type=action.type, metavar=action.metavar,  # type: ignore[arg-type]  # argparse takes type=None (its default); typeshed does not
             default=argparse.SUPPRESS, help=argparse.SUPPRESS, action=_Former, new=flag,
         )  # fmt: skip
     return action

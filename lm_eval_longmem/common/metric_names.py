@@ -121,7 +121,8 @@ def cell(*parts: str | int) -> str:
 
 def cell_parts(text: str) -> tuple[str, ...]:
     """The parts of a cell (``qa1_4096`` -> ("qa1", "4096")); old length spellings rewritten."""
-    return parse(f"x@{text}").cell if text else ()
+    name = parse(f"x@{text}") if text else None
+    return name.cell if name else ()
 
 
 def name(score: str, *parts: str | int, stat: str = "") -> str:

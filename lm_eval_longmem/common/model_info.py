@@ -201,6 +201,7 @@ def model_window(metadata: dict[str, Any]) -> Window:
     if metadata.get("max_model_len") not in (None, ""):
         limit = int(metadata["max_model_len"])
         return Window(limit, limit - 2, "vllm", "the max_model_len model argument")
+    tokens: int | None
     if live is not None and live.max_length:
         tokens, source = live.max_length, f"the {live.kind} backend's max_length"
     else:

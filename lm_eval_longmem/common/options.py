@@ -87,7 +87,7 @@ def parse_options(cls: type[T], prefix: str, metadata: dict[str, Any] | None) ->
 
     Memoised on the metadata's content, so every caller in a run gets the same object.
     """
-    return _parse_cached(cls, prefix, _freeze(metadata or {}))
+    return _parse_cached(cls, prefix, _freeze(metadata or {}))  # type: ignore[arg-type]  # classes hash; mypy's Hashable check of type[T] is too strict
 
 
 def _freeze(metadata: dict[str, Any]) -> str:

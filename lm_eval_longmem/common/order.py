@@ -87,13 +87,13 @@ def _swap_towards_balance(order: list, rounds: list[list], costs: np.ndarray, lo
             return
         best = (load[busiest], -1, -1)
         for p in range(busiest, len(order), BALANCED_RANKS):
-            q = np.arange(starts[round_of[p]], starts[round_of[p] + 1])
-            moved = costs[p] - costs[q]
-            after = np.maximum(load[busiest] - moved, load[q % BALANCED_RANKS] + moved)
-            after[(moved <= 0) | (q % BALANCED_RANKS == busiest)] = np.iinfo(np.int64).max
+            peers = np.arange(starts[round_of[p]], starts[round_of[p] + 1])
+            moved = costs[p] - costs[peers]
+            after = np.maximum(load[busiest] - moved, load[peers % BALANCED_RANKS] + moved)
+            after[(moved <= 0) | (peers % BALANCED_RANKS == busiest)] = np.iinfo(np.int64).max
             j = int(np.argmin(after))
             if after[j] < best[0]:
-                best = (after[j], p, int(q[j]))
+                best = (after[j], p, int(peers[j]))
         _, p, q = best
         if p < 0:
             return

@@ -89,7 +89,7 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> Interval:
     return Interval(mean, mean - half, mean + half)
 
 
-def share_interval(values: Sequence[float], units: Sequence[int], level: float = 0.95) -> Interval:
+def share_interval(values: Sequence[float] | np.ndarray, units: Sequence[int], level: float = 0.95) -> Interval:
     """Mean of per-sample shares (tokens right out of `units` scored) with a Wilson interval on the
     Korn-Graubard effective sample size; NaN bounds for a single sample.
 
@@ -257,7 +257,7 @@ def bootstrap_interval(
     return float(ci.low), float(ci.high)
 
 
-def paired_test(a: Sequence[float], b: Sequence[float]) -> float:
+def paired_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided paired t-test p-value of a vs b.
 
     With no spread in the differences the t statistic is 0/0 or infinite, so the exact sign test

@@ -339,7 +339,11 @@ def same_texts(sources: Sources) -> Sources:
     keys |= {sources.of(role): sources.key(role) for role in (PREFIX_ROLE, COPY) if sources.given[role - 1]}
     texts = {spec: tuple(texts_digest([t]) for t in source_texts(spec, keys.get(spec))) for spec in distinct}
     canonical = {spec: next(first for first in distinct if texts[first] == texts[spec]) for spec in distinct}
-    named = Sources(*(canonical.get(spec, spec) for spec in (sources.copy, sources.prefix, sources.corpus)), sources.given, sources.protocol)
+    named = sources._replace(
+        copy=canonical.get(sources.copy, sources.copy),
+        prefix=canonical.get(sources.prefix, sources.prefix),
+        corpus=canonical.get(sources.corpus, sources.corpus),
+    )
     copy, prefix = named.copy, named.prefix
     if RANDOM not in (copy, prefix) and copy != prefix and set(texts[copy]) & set(texts[prefix]):
         shared = len(set(texts[copy]) & set(texts[prefix]))
@@ -384,7 +388,9 @@ def role_tokens(doc: dict[str, Any], sources: Sources, role: int, stream: np.nda
     """The L tokens of S (`COPY`) or I (`PREFIX_ROLE`) of one doc: cut from its stream, or drawn at random."""
     length = int(doc["length"])
     if sources.of(role) == RANDOM:
+        assert vocabulary is not None, "a random role draws from the vocabulary"
         return random_tokens(vocabulary, length, int(doc["sample"]), int(doc["seed"]), role)
+    assert stream is not None, "a text role is cut from its stream"
     start = int(doc["s_start"] if role == COPY else doc["i_start"])
     return stream[start : start + length]
 
@@ -555,7 +561,7 @@ def build_sweep(metadata: dict[str, Any]) -> Sweep:
         check_authors_vocabulary(sources, tokenizer)
         # A random S has no start to record: the task draws its tokens (`authors_random_tokens`).
         draws = {} if sources.copy == RANDOM else authors_draws(running, options.samples, options.seed, sizes[COPY])
-    by_length = [[] for _ in lengths]
+    by_length: list[list[dict[str, Any]]] = [[] for _ in lengths]
     for k in range(options.samples):
         for cell, L in zip(by_length, lengths, strict=True):
             if L not in running:

@@ -207,7 +207,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def doc_work(self, doc: dict[str, Any]) -> int:
         return doc_work(doc, self.position_limit[0])
 
-    def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    def accuracy_requests(self, doc: dict) -> list[tuple[np.ndarray, np.ndarray]]:  # type: ignore[override]  # token arrays: numpy's stubs do not call an array a Sequence[int]
         """Copy then LM: ([bos] S [bos] S[:L//2], S[L//2:]) and ([bos] I [bos] S[:L//2], S[L//2:])."""
         s, i = (self.tokens(doc, role) for role in (COPY, PREFIX_ROLE))
         pair = pair_sequences(s, i, doc["separator_id"])

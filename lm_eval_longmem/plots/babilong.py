@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lm_eval_longmem.babilong.summary import Metric
 from lm_eval_longmem.readers.babilong import babilong_task, length_names, read_cells, read_effective_context, read_length_means
 
 
@@ -50,7 +51,8 @@ def figure(results: dict[str, Any], title: str) -> Any:
     effective = read_effective_context(results)
     rows = tasks + ["mean"]
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
-    for ax, metric, panel in zip(axes[0], ("acc", "acc_corrected"), ("acc (authors' answer check)", "acc_corrected")):
+    metrics: tuple[Metric, Metric] = ("acc", "acc_corrected")
+    for ax, metric, panel in zip(axes[0], metrics, ("acc (authors' answer check)", "acc_corrected")):
         grid = np.full((len(rows), len(lengths)), np.nan)
         for cell in cells:
             grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate
@@ -62,8 +64,8 @@ def figure(results: dict[str, Any], title: str) -> Any:
             if not np.isnan(value):
                 ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9)
         for qa in tasks:
-            if effective.get(qa) in lengths:
-                ax.add_patch(Rectangle((lengths.index(effective[qa]) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
+            if (reached := effective.get(qa)) is not None and reached in lengths:
+                ax.add_patch(Rectangle((lengths.index(reached) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
         ax.axhline(len(tasks) - 0.5, color="black", lw=1.0)
         ax.set_xticks(range(len(lengths)), [names[ln] for ln in lengths])
         ax.set_yticks(range(len(rows)), rows)
@@ -79,7 +81,7 @@ def plot(results: dict, out_prefix: Path, formats: tuple[str, ...] = ("png", "sv
     """Write `{out_prefix}_babilong.{fmt}` for each format; returns the paths."""
     import matplotlib.pyplot as plt
 
-    fig = figure(results, _model_name(results) or babilong_task(results))
+    fig = figure(results, _model_name(results) or babilong_task(results) or "")
     written = []
     for fmt in formats:
         path = Path(f"{out_prefix}_babilong.{fmt}")

@@ -15,6 +15,7 @@ the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ def _point(row: dict[str, Any], cell: str, score: str = "acc") -> tuple[float, f
     return value, value - low, high - value, p < 0.05
 
 
-def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]], label: str, *, stars: bool = True, **style: Any) -> str:
+def _draw(ax: Any, x: Sequence[float], points: list[tuple[float, float, float, bool]], label: str, *, stars: bool = True, **style: Any) -> str:
     """One accuracy line with its error bars and (unless `stars` is False) stars; returns its colour."""
     values = [p[0] for p in points]
     container = ax.errorbar(
@@ -58,7 +59,7 @@ def _draw(ax: Any, x: list[float], points: list[tuple[float, float, float, bool]
     return container[0].get_color()
 
 
-def _draw_calibrated(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
+def _draw_calibrated(ax: Any, x: Sequence[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
     """The calibrated accuracy per cell (``acc_calibrated@<cell>``), dashed, squares, in the accuracy line's colour."""
     if not all(metric_names.name(CALIBRATED, cell) in row for cell in cells):
         return  # a generation task, or results written before `acc_calibrated` existed

@@ -90,8 +90,9 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
     swept = max(x + list(summary.skipped))
     # The claimed window sets the scale when the sweep reaches near it (the paper's grid ends at it);
     # far beyond a short sweep it would squash the curve, so it is then named off scale instead.
-    claimed_on_scale = bool(summary.claimed) and summary.claimed <= 1.5 * swept
-    x_max = max(swept, summary.claimed) if claimed_on_scale else swept
+    claimed = summary.claimed or 0  # 0: no claimed window
+    claimed_on_scale = bool(claimed) and claimed <= 1.5 * swept
+    x_max = max(swept, claimed) if claimed_on_scale else swept
     fine, coarse = summary.fine, summary.coarse
 
     if perplexity:
@@ -121,9 +122,9 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
         ax.plot([], [], "o", mfc="white", mec="grey", ms=4.5, ls="none", label=without_interval_label(summary))
 
     if claimed_on_scale:
-        ax.axvline(summary.claimed, color="black", ls="--", lw=1, label=f"claimed window ({format_length(summary.claimed)})")
-    elif summary.claimed:
-        ax.plot([], [], color="black", ls="--", lw=1, label=f"claimed window ({format_length(summary.claimed)}, off scale)")
+        ax.axvline(claimed, color="black", ls="--", lw=1, label=f"claimed window ({format_length(claimed)})")
+    elif claimed:
+        ax.plot([], [], color="black", ls="--", lw=1, label=f"claimed window ({format_length(claimed)}, off scale)")
     for L in summary.skipped:
         ax.axvline(L, color="grey", ls=":", lw=0.8)
     if summary.skipped:

@@ -118,6 +118,7 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     for length, value in means.items():
         lines.append(f"  {names.get(length, length_name(length)):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
     task = babilong_task(results)
+    assert task is not None  # read_cells found its cells
     overall = _interval(task_metrics(results, task), metric)
     lines.append(
         f"overall (mean of all {len(cells)} task x length cells): "
@@ -134,14 +135,14 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     stored = read_effective_context(results, metric) if threshold == DEFAULT_THRESHOLD else {}
     found = stored if set(stored) == set(tasks) else effective_context(cells, threshold=threshold, metric=metric)
     for qa in tasks:
-        length = found.get(qa)
-        lines.append(f"  {qa:<5}: {names.get(length, length_name(length)) if length is not None else 'none (below threshold at the shortest length run)'}")
+        reached = found.get(qa)
+        lines.append(f"  {qa:<5}: {names.get(reached, length_name(reached)) if reached is not None else 'none (below threshold at the shortest length run)'}")
     skipped = skip_reasons(results, task)
     if skipped:
         lines.append("")
         lines.append("docs skipped (never truncated):")
-        for cell, reasons in skipped.items():
-            lines.append(f"  {cell_label(cell, names)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
+        for cell_text, reasons in skipped.items():
+            lines.append(f"  {cell_label(cell_text, names)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
     return "\n".join(lines)
 
 

@@ -47,6 +47,7 @@ def _facts(qa, row, samples=6, seed=0):
     return simulate(qa, samples, seed)[row["sample_id"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("qa", ["qa1", "qa2"])
 @pytest.mark.parametrize("length", [0, 1024, 4096])
 def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, books, fresh_cache, qa, length):
@@ -92,6 +93,7 @@ def test_the_same_questions_are_used_at_every_length(tokenizer, books, fresh_cac
     assert ids[0] == ids[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("band", [(0.0, 0.25), (0.5, 0.75)])
 def test_depth_band_is_respected(tokenizer, books, fresh_cache, band):
     low, high = band
@@ -132,6 +134,7 @@ def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(tokenizer, tm
     assert "point --metadata babilong_corpus at more books" in message and "choose shorter babilong_lengths" in message
 
 
+@pytest.mark.slow
 def test_corpus_too_short_through_lm_eval_is_one_line_without_traceback(tiny_llama_dir, tmp_path):
     """Issue 25: it used to end in a 20-frame ValueError traceback."""
     import json

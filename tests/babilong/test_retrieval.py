@@ -125,6 +125,7 @@ def test_bm25_finds_the_fact_that_names_the_object_but_not_the_move():
     assert recall(support, spans) == 1.0
 
 
+@pytest.mark.slow
 def test_embedded_minilm_ranks_the_persons_sentence_first():
     retriever = retrieval.Retriever("minilm")
     pieces = ["The weather was fine that day.", "Sandra journeyed to the bathroom.", "Ships sailed to the west."]
@@ -153,6 +154,7 @@ def test_an_unloadable_dense_retriever_is_a_usage_error(tmp_path):
 # --- fact positions ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [0, 2048])
 def test_generated_docs_know_where_their_supporting_facts_are(tokenizer, books, fresh_cache, length):
     spec = GenerationSpec(qa="qa2", length=length, samples=4)

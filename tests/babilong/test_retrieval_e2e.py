@@ -34,6 +34,7 @@ def two_runs(tiny_llama_dir, books, tmp_path_factory):
     return outs
 
 
+@pytest.mark.slow
 def test_retrieval_run_scores_recall_per_cell_and_length(two_runs):
     results = read_results(two_runs["rag-s"])
     metrics = results["results"]["babilong"]
@@ -55,6 +56,7 @@ def test_retrieval_run_scores_recall_per_cell_and_length(two_runs):
     assert not any(key.startswith("retrieval_recall") for key in in_context["results"]["babilong"])
 
 
+@pytest.mark.slow
 def test_report_puts_both_conditions_side_by_side(two_runs, tmp_path):
     reference = tmp_path / "rag-reference"
     reference.mkdir()
@@ -74,6 +76,7 @@ def test_report_puts_both_conditions_side_by_side(two_runs, tmp_path):
     assert (out / "figures" / "babilong_conditions.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_a_missing_reference_folder_is_one_line(two_runs, tmp_path):
     proc = subprocess.run(
         [CLI, "report", str(two_runs["rag-s"]), "--output_path", str(tmp_path / "r"), "--babilong_reference", str(tmp_path / "none")],

@@ -41,6 +41,7 @@ def test_every_task_is_simulated():
     assert list(DONE_TASKS) == TASKS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("qa", TASKS)
 def test_file_round_trip_labels_and_validator(qa, tmp_path):
     samples = list(simulated(qa))

@@ -52,6 +52,7 @@ def tiny_results(tiny_llama_dir, books) -> dict:
     )
 
 
+@pytest.mark.slow
 def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     metrics = tiny_results["results"]["babilong"]
     assert list(tiny_results["results"]) == ["babilong"]  # one task, no per-length groups
@@ -70,6 +71,7 @@ def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     assert tiny_results["n-samples"]["babilong"]["effective"] == 6
 
 
+@pytest.mark.slow
 def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_results):
     sample = tiny_results["samples"]["babilong"][0]
     prompt = sample["arguments"][0][0]
@@ -87,6 +89,7 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     assert sample["acc"] in (0.0, 1.0) and sample["cells"] == [f"{doc['qa']}_{doc['length']}"]
 
 
+@pytest.mark.slow
 def test_skip_counts_are_the_same_from_the_request_cache(tiny_llama_dir, books, tmp_path):
     """Defect: a request-cache hit reported other skip counts than the fresh run (9 vs 1)."""
     metadata = simulated(books, babilong_lengths="0k,2k", babilong_tasks="qa1")
@@ -113,6 +116,7 @@ def _smollm2_task(smollm2_dir, books, **extra):
     return task_manager(metadata=metadata).load(["babilong"])["tasks"]["babilong"]
 
 
+@pytest.mark.slow
 def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smollm2_dir, books, cache):
     from transformers import AutoTokenizer
 
@@ -133,6 +137,7 @@ def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smo
     assert "<context>" in prompt and prompt.index("<example>") < prompt.index("<context>")
 
 
+@pytest.mark.slow
 def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
     from transformers import AutoTokenizer
 
@@ -166,6 +171,7 @@ def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
         assert len(tokenizer(instance.args[0])["input_ids"]) + 20 <= window
 
 
+@pytest.mark.slow
 def test_switches_drop_prompt_parts(smollm2_dir, books, cache):
     task = _smollm2_task(smollm2_dir, books, babilong_examples=False, babilong_instruction=False)
     text = task.doc_to_text(task.eval_docs[0])
@@ -193,6 +199,7 @@ def test_cells_and_means_on_degenerate_docs(docs):
     assert 0.0 <= mean.low <= mean.estimate <= mean.high <= 1.0 and mean.low < mean.high
 
 
+@pytest.mark.slow
 def test_window_fit_reads_the_generators_exact_counts(smollm2_dir, books, cache):
     """The fit of a generated doc reads the count stored with it (no tokenization), and it is exact to the token;
     a prompt the generator did not count (a system instruction added) is counted once, then read by content."""

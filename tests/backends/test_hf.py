@@ -60,6 +60,7 @@ def _record_batches(monkeypatch):
     return batches
 
 
+@pytest.mark.slow
 def test_auto_batch_size_on_cpu_is_decided_by_the_estimate_without_a_trial(tiny_llama_dir, pairs, monkeypatch, make_lm, caplog):
     lm = make_lm(tiny_llama_dir, batch_size="auto:2", max_batch_size=4)
     batches = _record_batches(monkeypatch)
@@ -92,6 +93,7 @@ def test_auto_batch_size_refuses_when_one_sequence_exceeds_the_memory(tiny_llama
         lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
 
 
+@pytest.mark.slow
 def test_auto_batch_size_on_an_accelerator_tries_sizes_from_the_cap_down(tiny_llama_dir, pairs, monkeypatch, make_lm):
     lm = make_lm(tiny_llama_dir, batch_size="auto", max_batch_size=64)
     monkeypatch.setattr(hf, "trial_forwards", lambda device: True)  # as on CUDA, where running out of memory raises

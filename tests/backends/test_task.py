@@ -19,6 +19,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TASKS = "longmem_backends_test,longmem_backends_test_ids"
 
 
+@pytest.mark.slow
 def test_install_only_adds_names():
     """In a fresh interpreter: install() adds our names, wraps the harness's auto batch probe (R14), and
     replaces nothing else (twice = once)."""
@@ -95,6 +96,7 @@ def test_yaml_metric_list_is_honoured_without_registry_lookups(caplog):
         make_task(output_type="loglikelihood")
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_with_samples_and_cache(tiny_llama_dir, tiny_lm, tmp_path):
     """Two tasks through `lm_eval --model hf`, then the same run again from `--use_cache`."""
     args = [

@@ -118,6 +118,7 @@ def _meta(model, built_dir, **extra):
     }
 
 
+@pytest.mark.slow
 def test_a_run_sends_their_tokens_and_decides_their_way(chat_tiny, built_dir):
     """Through the harness: each trial's two requests are the tokens of `tokenizer(their chat prompt)` and one
     label token each; the answers are `authors_answer` of the returned log-probabilities."""
@@ -152,6 +153,7 @@ def test_a_run_sends_their_tokens_and_decides_their_way(chat_tiny, built_dir):
     assert out["results"]["booksort_memoryless"]["acc,none"] == pytest.approx(np.mean(correct), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_their_protocol_needs_their_prompt_and_a_chat_template(chat_tiny, built_dir):
     with pytest.raises(UsageError, match="prompt_0 .. prompt_12"):
         build_docs(_meta(chat_tiny, built_dir, booksort_prompt="default"), "test", "memoryless")

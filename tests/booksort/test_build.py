@@ -173,6 +173,7 @@ def test_counts_per_cell(built, books):
     assert len(built.trials) == (1 * 5 + 2 * 4) * 2 * 110 * 4
 
 
+@pytest.mark.slow
 def test_published_recipe_counts_per_cell(booksort_reference_books):
     built = build(booksort_reference_books, BuildSpec())
     too_short = _check_counts_per_cell(built, booksort_reference_books)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from lm_eval_longmem.cli import build_parser
 
 
@@ -33,6 +35,7 @@ def test_build_command(book_files, tmp_path, capsys):
     assert manifest["spec"]["excerpt_lengths"] == [250, 20000]
 
 
+@pytest.mark.slow
 def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_dir):
     from lm_eval.models.huggingface import HFLM
 
@@ -53,6 +56,7 @@ def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_d
     assert all(s.n + s.skipped == 10 and s.n > 0 and 0.0 <= s.acc <= 1.0 for s in scores)
 
 
+@pytest.mark.slow
 def test_select_prompt_as_the_card_writes_it_runs_on_cpu_and_keeps_an_existing_file(tiny_llama_dir, built_dir, tmp_path):
     """Issue 28, defects 6 and 7: without `--device` on a machine without CUDA it failed (HFLM's "cuda"
     default); `--output_path keep.json` silently replaced the file, and a folder failed after scoring."""

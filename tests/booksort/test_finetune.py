@@ -250,6 +250,7 @@ def first_run(tiny_llama_dir, one_play, tmp_path_factory):
     return out, _run(tiny_llama_dir, one_play, out, said), said
 
 
+@pytest.mark.slow
 def test_every_checkpoint_of_both_arms_is_evaluated_through_the_harness(first_run):
     out, summary, said = first_run
     assert [(r["arm"], r["epoch"]) for r in summary["rows"]] == [("base", 0), ("book", 1), ("control", 1), ("book", 2), ("control", 2)]
@@ -268,6 +269,7 @@ def test_every_checkpoint_of_both_arms_is_evaluated_through_the_harness(first_ru
     assert sum("trained in" in line for line in said) == 4
 
 
+@pytest.mark.slow
 def test_only_the_book_arm_learns_the_book_text(first_run):
     """The memory arm's loss on the chunks falls below the control arm's, which never saw them."""
     _, summary, _ = first_run
@@ -276,6 +278,7 @@ def test_only_the_book_arm_learns_the_book_text(first_run):
     assert loss[("book", 2)] < loss[("control", 2)] - 0.05
 
 
+@pytest.mark.slow
 def test_a_rerun_retrains_nothing_and_reuses_every_evaluation(first_run, tiny_llama_dir, one_play):
     out, summary, _ = first_run
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and "checkpoints" in p.parts}
@@ -286,6 +289,7 @@ def test_a_rerun_retrains_nothing_and_reuses_every_evaluation(first_run, tiny_ll
     assert [r["results"] for r in again["rows"]] == [r["results"] for r in summary["rows"]]
 
 
+@pytest.mark.slow
 def test_a_damaged_checkpoint_is_retrained_to_the_same_weights_and_half_written_ones_are_dropped(first_run, tiny_llama_dir, one_play):
     """Resuming from epoch 1 gives the epoch-2 weights the uninterrupted run wrote."""
     from safetensors.torch import load, load_file
@@ -315,6 +319,7 @@ def torch_allclose(a, b) -> bool:
     return bool(torch.allclose(a, b, rtol=0.0, atol=1e-6))
 
 
+@pytest.mark.slow
 def test_more_epochs_continue_from_the_last_checkpoint(first_run, tiny_llama_dir, one_play):
     out, _, _ = first_run
     said: list[str] = []
@@ -323,12 +328,14 @@ def test_more_epochs_continue_from_the_last_checkpoint(first_run, tiny_llama_dir
     assert [t["epoch"] for t in summary["epoch_matched"]] == [1, 2, 3]
 
 
+@pytest.mark.slow
 def test_other_settings_in_the_same_folder_are_refused(first_run, tiny_llama_dir, one_play):
     out, _, _ = first_run
     with pytest.raises(UsageError, match="trained with other settings"):
         _run(tiny_llama_dir, one_play, out, [], booksort_finetune_lora_rank=4)
 
 
+@pytest.mark.slow
 def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(tiny_llama_dir, one_play, tmp_path):
     """Issue 28, defect 4: the base model folder overwritten with other weights, the same command again said
     "verified, not retrained" for both arms and kept every evaluation of the old model."""
@@ -354,6 +361,7 @@ def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(t
     assert loss(again) != loss(first)
 
 
+@pytest.mark.slow
 def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tmp_path):
     said: list[str] = []
     summary = _run(tiny_llama_dir, one_play, tmp_path, said, booksort_finetune_method="full", booksort_finetune_epochs=1)
@@ -386,6 +394,7 @@ def test_smollm2_one_play_end_to_end(smollm2_dir, one_play, tmp_path):
 # --- the summary as the report reads it ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_summary_reader_names_a_damaged_file(first_run, tmp_path):
     out, _, _ = first_run
     assert reader.read_summary(out / reader.SUMMARY) == json.loads((out / reader.SUMMARY).read_text())
@@ -400,6 +409,7 @@ def test_summary_reader_names_a_damaged_file(first_run, tmp_path):
     assert reader.summary_of(other) is None  # a summary above it that does not name it
 
 
+@pytest.mark.slow
 def test_figure_draws_both_arms_by_epoch(first_run):
     from lm_eval_longmem.plots.booksort_finetune import figure
 
@@ -412,6 +422,7 @@ def test_figure_draws_both_arms_by_epoch(first_run):
     assert [line.get_label() for line in loss_ax.get_lines()] == ["with book chunks", "control (instructions only)"]
 
 
+@pytest.mark.slow
 def test_report_shows_the_run_in_its_own_section(first_run, tmp_path):
     """`lm-eval-longmem report FOLDER` on a finetune output: one section with the table and figure,
     and the checkpoints are not listed as separate models in the other sections."""

@@ -37,6 +37,7 @@ def _load(task_name: str, metadata: dict) -> BooksortTask:
     return task
 
 
+@pytest.mark.slow
 def test_task_index_is_exact_and_names_are_new():
     from lm_eval.tasks import TaskManager
 
@@ -166,6 +167,7 @@ def test_prompt_rendering_and_one_token_labels(smollm2_task, chat, system_instru
         assert whole[: len(context_ids)] == context_ids and len(whole) == len(context_ids) + 1
 
 
+@pytest.mark.slow
 def test_context_runs_once_per_trial_not_per_label(tiny_llama_dir, built_dir):
     """HF groups the two label requests of a trial by context: one forward pass per trial.
 
@@ -219,6 +221,7 @@ def _prompt_tokens(meta: dict, tiny_llama_dir, n: int) -> list[int]:
     return [_plain_prompt_tokens(doc, tokenizer, excerpts) for doc in build_docs(meta, "test", "in_context")[:n]]
 
 
+@pytest.mark.slow
 def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, built_dir):
     import lm_eval
     from transformers import AutoTokenizer
@@ -269,6 +272,7 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
         )
 
 
+@pytest.mark.slow
 def test_samples_are_dataset_rows_even_after_a_skipped_row(tiny_llama_dir, built_dir):
     """Issue 9, defect 3: `--samples` indices named rows of the dataset left after unfit trials were
     dropped, so a skipped row before them shifted every index to a later trial."""
@@ -296,6 +300,7 @@ def test_samples_are_dataset_rows_even_after_a_skipped_row(tiny_llama_dir, built
         assert out["results"]["booksort_in_context"]["skipped,none"] == 0  # only the chosen rows are considered
 
 
+@pytest.mark.slow
 def test_request_cache_serves_any_later_limit(tiny_llama_dir, built_dir, tmp_path):
     """Issue 9, defect 2: with `--cache_requests`, `--limit 2` then `--limit 6` crashed ("argmax of an
     empty sequence"): the task had cached requests of its trimmed dataset. Through the real command

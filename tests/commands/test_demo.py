@@ -49,6 +49,7 @@ def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
     assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
 
 
+@pytest.mark.slow
 def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """The demo calls the harness through its Python API; its files are those of `lm_eval ... --log_samples`."""
     import lm_eval.utils
@@ -79,6 +80,7 @@ def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir,
     assert read_samples(tmp_path / "api", "forgetting_curve") == read_samples(tmp_path / "cli", "forgetting_curve")
 
 
+@pytest.mark.slow
 def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
     books = tmp_path / "books"
     books.mkdir()
@@ -91,6 +93,7 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_unknown_task_is_refused_before_anything_runs(tmp_path):
     proc = run_demo_cli(["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"], tmp_path)
     assert proc.returncode == 1
@@ -98,6 +101,7 @@ def test_unknown_task_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp_path):
     out = tmp_path / "demo"
     proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu",
@@ -143,8 +147,8 @@ def _results_file(tmp_path, booksort_extra=None):
     """A results file as the demo's run writes it, with round numbers (two lengths, two BABILong cells, Book-SORT)."""
     fc = {"alias": "forgetting_curve", "fine_memory_length,none": 0, "fine_memory_censored,none": 0,
           "coarse_memory_length,none": 512, "coarse_memory_censored,none": 1}  # fmt: skip
-    for L, copy, lm in ((256, 0.97, 0.35), (512, 0.96, 0.37)):
-        fc |= {f"copy_acc@{L},none": copy, f"copy_acc@{L}_ci_low,none": copy - 0.01, f"copy_acc@{L}_ci_high,none": copy + 0.01,
+    for L, cp, lm in ((256, 0.97, 0.35), (512, 0.96, 0.37)):
+        fc |= {f"copy_acc@{L},none": cp, f"copy_acc@{L}_ci_low,none": cp - 0.01, f"copy_acc@{L}_ci_high,none": cp + 0.01,
                f"lm_acc@{L},none": lm, f"lm_acc@{L}_ci_low,none": lm - 0.04, f"lm_acc@{L}_ci_high,none": lm + 0.045}  # fmt: skip
     babilong = {"alias": "babilong", "acc,none": 0.4, "acc_ci_low,none": 0.33, "acc_ci_high,none": 0.48}
     for cell, value in (("0", 0.5), ("1024", 0.3)):

@@ -208,6 +208,7 @@ def shard(capsys, *args) -> tuple[int, str, str]:
     return command(capsys, "shard", *args)
 
 
+@pytest.mark.slow
 def test_shard_gives_each_node_every_nth_doc_of_every_task(tiny_llama_dir, embedded_books_dir, tmp_path, capsys):
     metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": [20, 36], "forgetting_curve_samples": 3}
     common = ["--tasks", "forgetting_curve", "--model_args", f"pretrained={tiny_llama_dir}", "--metadata", json.dumps(metadata)]

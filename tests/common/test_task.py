@@ -42,6 +42,7 @@ def _run(tiny_llama_dir, out_dir, cache_dir, word):
     return sample["arguments"]
 
 
+@pytest.mark.slow
 def test_changed_metadata_is_not_served_from_the_request_cache(tiny_llama_dir, tmp_path):
     cache = tmp_path / "harness-cache"
     first = _run(tiny_llama_dir, tmp_path / "a", cache, "apple")
@@ -65,6 +66,7 @@ def _numbered(tiny_llama_dir, out_dir, cache_dir, *selection):
             for s in read_samples(out_dir, "longmem_test_numbered")]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_doc_selection_and_config_key_the_request_cache(tiny_llama_dir, tmp_path):
     """`--samples` then `--limit` on one cache scored docs 0 and 1 with the requests of docs 3 and 4 (issue 21,
     defect 1); a changed `--gen_kwargs` was served the old requests too."""
@@ -285,6 +287,7 @@ def test_each_input_changed_in_place_changes_the_request_key(changed, moves, tin
         assert (after != before) == moves and (after[0] != before[0]) == (after[1] != before[1])
 
 
+@pytest.mark.slow
 def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llama_dir, embedded_books_dir, tmp_path):
     """Defect 3a as reported: `--cache_requests`, then the model folder's tokenizer.json edited in place: the
     second run's requests are the new tokenizer's token ids (they were the old ones, 4 of 4)."""
@@ -345,6 +348,7 @@ def _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_name", ["forgetting_curve", "booksort_in_context", "babilong"])
 def test_limit_takes_the_cheapest_docs_first_only_when_asked(task_name, tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
     """Issue 26, item 5: the default order (rounds over every cell, most expensive first in each) makes

@@ -166,6 +166,7 @@ def test_what_their_tool_cannot_do_is_an_error_naming_the_fix(tiny_llama_dir, bo
         build_sweep(_metadata(tiny_llama_dir, books, **extra))
 
 
+@pytest.mark.slow
 def test_a_run_records_the_protocol_and_their_separator(tiny_llama_dir, books):
     """Through the harness: `configs.forgetting_curve.longmem.protocol` and the separator's source say it."""
     import lm_eval

@@ -1,7 +1,5 @@
 """Data builder: grid, options, S/I sampling (disjoint, seeded), exact sequence layout, skips."""
 
-import logging
-
 import numpy as np
 import pytest
 from transformers import AutoTokenizer

@@ -159,6 +159,7 @@ def test_a_bad_source_names_its_key(tiny_llama_dir, book, tmp_path):
         build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_copy_source=str(short)))
 
 
+@pytest.mark.slow
 def test_runs_that_differ_in_the_prefix_share_the_copy_curve(tiny_llama_dir, book):
     """Through the harness: a random prefix changes only the LM requests; the copy requests and bits are the same."""
     import lm_eval

@@ -66,12 +66,14 @@ def tiny_run(tiny_llama_dir, book, tmp_path_factory):
     return out, results, results["results"]["forgetting_curve"], read_samples(out, "forgetting_curve")
 
 
+@pytest.mark.slow
 def test_every_metric_is_scored_on_every_doc(tiny_run):
     """Defect: per-length metrics made the harness warn that metrics were scored on different doc counts."""
     out = tiny_run[0]
     assert "Metrics were not scored on the same number" not in (out / "stderr.txt").read_text()
 
 
+@pytest.mark.slow
 def test_data_builder_logs_through_the_harness(tiny_run):
     """At lm_eval's default level (INFO) the builder's line shows in the harness's format; at WARNING it
     does not (`tests/test_harness.py::test_r10_package_logs_follow_the_harness_level`)."""
@@ -84,6 +86,7 @@ def _value(metrics, name):
     return metrics[f"{name},none"]
 
 
+@pytest.mark.slow
 def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     _, results, metrics, _ = tiny_run
     assert 0.0 <= results["results"]["longmem_test_fc_neighbour"]["acc,none"] <= 1.0  # the other task ran too
@@ -106,6 +109,7 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
             assert stored == pytest.approx(tuple(share_interval(values, [L - L // 2] * 3)), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
     """`copy_ppl`/`lm_ppl` of a doc equal exp(mean NLL) of S's later half, computed here from the model's full logits."""
     import torch
@@ -137,12 +141,14 @@ def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
             assert 50 < stored[0] < 200 and 1.0 <= stored[1] < stored[0] < stored[2]
 
 
+@pytest.mark.slow
 def test_the_bos_separator_is_recorded_in_the_config_metadata(tiny_run):
     _, results, _, _ = tiny_run
     assert results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"] == {"id": 1, "token": "<s>", "source": "bos"}
     assert "no BOS token" not in (tiny_run[0] / "stderr.txt").read_text()
 
 
+@pytest.mark.slow
 def test_random_model_is_the_control(tiny_run):
     """An untrained model has no copy advantage: copy ~ LM ~ chance, no coarse memory of note."""
     _, _, metrics, _ = tiny_run
@@ -152,6 +158,7 @@ def test_random_model_is_the_control(tiny_run):
     assert _value(metrics, "fine_memory_length") == 0
 
 
+@pytest.mark.slow
 def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
     out, _, _, samples = tiny_run
     assert len(samples) == 3 * len(TINY_LENGTHS)
@@ -173,6 +180,7 @@ def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
     assert biggest < 3000
 
 
+@pytest.mark.slow
 def test_summarize_and_plot_read_the_run(tiny_run, capsys):
     from lm_eval_longmem.cli import main
 
@@ -189,6 +197,7 @@ def test_summarize_and_plot_read_the_run(tiny_run, capsys):
     assert all(Path(p).stat().st_size > 1000 for p in written)
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers_at_any_batch_size_past_the_window(book, tmp_path):
     """Batch size changes nothing; lengths past the claimed window (32) run, as the paper's grid needs."""
     import lm_eval
@@ -244,6 +253,7 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
     assert summary.coarse.label == ">128" and all(s.p_value is not None for s in summary.per_length)
 
 
+@pytest.mark.slow
 def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
     """EOS stands in for [bos]: one warning, and the token used is in the results' config metadata (issue 21, defect 12)."""
     import lm_eval
@@ -297,6 +307,7 @@ def test_every_score_of_the_task_on_degenerate_samples(case):
         assert floor <= iv.low < iv.high <= ceiling and iv.low <= iv.estimate <= iv.high, (case, spec.name, iv)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_tokens", [None, 100])
 def test_a_grid_past_the_window_says_what_runs_and_how_to_stay_within_it(book, tmp_path, caplog, max_tokens):
     """Issue 25: the warning names the lengths that will run past the claimed window, says they will run, and how not to."""

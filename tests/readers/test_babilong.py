@@ -114,6 +114,7 @@ def test_text_report_and_cli(tmp_path, capsys):
         format_report({"results": {}})
 
 
+@pytest.mark.slow
 def test_heatmap(tmp_path):
     from lm_eval_longmem.plots import babilong as plot_module
     from lm_eval_longmem.plots import plot_results

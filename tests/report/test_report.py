@@ -211,6 +211,7 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
     assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
 
 
+@pytest.mark.slow
 def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     files = write_report(two_runs, tmp_path / "report")
     md = files.markdown.read_text()
@@ -228,6 +229,7 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     assert render_markdown(build_report(two_runs)) == md  # the same runs give the same report
 
 
+@pytest.mark.slow
 def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     empty = tmp_path / "results_2026-01-02T00-00-00.1.json"
     empty.write_bytes(b"")
@@ -255,6 +257,7 @@ def with_answer_bias(path, share, per_length=(1.0, 1.0)):
     return path
 
 
+@pytest.mark.slow
 def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path):
     stuck = with_answer_bias(write_run(tmp_path / "a", "stuck-model", fine=128, coarse=512), 1.0)
     mixed = with_answer_bias(write_run(tmp_path / "b", "mixed-model", fine=128, coarse=512), 0.55, (0.5, 0.6))
@@ -302,6 +305,7 @@ def with_sources(path, **sources):
     return path
 
 
+@pytest.mark.slow
 def test_runs_that_differ_only_in_sources_are_overlaid(tmp_path):
     plain = with_sources(write_run(tmp_path / "a", "m", fine=128, coarse=512))
     prefix = with_sources(write_run(tmp_path / "b", "m", fine=128, coarse=512), forgetting_curve_prefix_source="random")
@@ -341,12 +345,14 @@ def uniform_run(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
     return read_results(out), write_report(load_runs([out]), work / "report")
 
 
+@pytest.mark.slow
 def test_a_real_run_records_each_task_s_evaluation(uniform_run):
     results, _ = uniform_run
     assert {task: results["configs"][task]["longmem"]["evaluation"] for task in ("forgetting_curve", "booksort_in_context")} == {
         "forgetting_curve": "forgetting_curve", "booksort_in_context": "booksort"}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_html_report_renders_markdown(uniform_run):
     results, files = uniform_run
     assert results["results"]["booksort_in_context"]["pct_A,none"] == 1.0
@@ -362,6 +368,7 @@ def test_html_report_renders_markdown(uniform_run):
     assert page.count("<strong>") == md.count("**") // 2
 
 
+@pytest.mark.slow
 def test_html_report_wraps_long_paths(uniform_run):
     _, files = uniform_run
     page = files.html.read_text()
@@ -374,6 +381,7 @@ def test_html_report_wraps_long_paths(uniform_run):
     assert max(map(len, runs)) <= 48, max(runs, key=len)  # no unbreakable stretch wider than a column
 
 
+@pytest.mark.slow
 def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
     results, files = uniform_run
     row = results["results"]["forgetting_curve"]
@@ -389,6 +397,7 @@ def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
 # --- issue 28, defect 5: a report says what its numbers rest on ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_partial_merge_and_lengths_without_docs_are_stated_first_and_in_the_tables(tmp_path, capsys):
     """A report of `merge` output with docs in no shard read as a complete run ("lengths tested 64" for a 32,64 sweep)."""
     path = write_run(tmp_path / "a", "merged-model", fine=128, coarse=512)
