@@ -33,8 +33,10 @@ def main() -> None:
     have_real = args.babi_dir.is_dir()
     if not have_real:
         print(f"(no bAbI files at {args.babi_dir}: distributions of simulated stories only)")
-    print(f"{'task':5} {'samples/s':>10} {'verify s':>8} | {'facts/q':>15} {'facts/story':>13} {'q/story':>11} "
-          f"{'gap':>11} {'distance':>11} {'answer TV':>9}")
+    print(
+        f"{'task':5} {'samples/s':>10} {'verify s':>8} | {'facts/q':>15} {'facts/story':>13} {'q/story':>11} "
+        f"{'gap':>11} {'distance':>11} {'answer TV':>9}"
+    )
     print(f"{'':25} | {'sim  real':>15} {'sim  real':>13} {'sim real':>11} {'sim real':>11} {'sim real':>11}")
     for qa in DONE_TASKS:
         start = time.process_time()
@@ -47,14 +49,18 @@ def main() -> None:
         row = f"{qa:5} {rate:10,.0f} {verify_s:8.2f} |"
         if have_real:
             real = summarize(read_babi(task_file(args.babi_dir, qa)))
-            row += (f" {sim.facts_mean:7.1f} {real.facts_mean:7.1f} {sim.story_facts_mean:6.1f} "
-                    f"{real.story_facts_mean:6.1f} {sim.questions_per_story:5.1f} "
-                    f"{real.questions_per_story:5.1f} {sim.question_gap_mean:5.1f} {real.question_gap_mean:5.1f} "
-                    f"{sim.distance_mean:5.1f} {real.distance_mean:5.1f} {answer_distance(sim, real):9.3f}")
+            row += (
+                f" {sim.facts_mean:7.1f} {real.facts_mean:7.1f} {sim.story_facts_mean:6.1f} "
+                f"{real.story_facts_mean:6.1f} {sim.questions_per_story:5.1f} "
+                f"{real.questions_per_story:5.1f} {sim.question_gap_mean:5.1f} {real.question_gap_mean:5.1f} "
+                f"{sim.distance_mean:5.1f} {real.distance_mean:5.1f} {answer_distance(sim, real):9.3f}"
+            )
         else:
-            row += (f" {sim.facts_mean:7.1f} {'-':>7} {sim.story_facts_mean:6.1f} {'-':>6} "
-                    f"{sim.questions_per_story:5.1f} {'-':>5} "
-                    f"{sim.question_gap_mean:5.1f} {'-':>5} {sim.distance_mean:5.1f} {'-':>5}")
+            row += (
+                f" {sim.facts_mean:7.1f} {'-':>7} {sim.story_facts_mean:6.1f} {'-':>6} "
+                f"{sim.questions_per_story:5.1f} {'-':>5} "
+                f"{sim.question_gap_mean:5.1f} {'-':>5} {sim.distance_mean:5.1f} {'-':>5}"
+            )
         if disagree:
             row += f"  VALIDATOR DISAGREES on {disagree}"
         print(row, flush=True)

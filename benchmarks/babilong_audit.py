@@ -37,8 +37,18 @@ def main() -> None:
     print(f"{len(files)} files, {rows} rows under {args.data}")
     print(f"{'jobs':>4} {'wall s':>8} {'rows/s':>9}")
     for jobs in args.jobs:
-        command = [sys.executable, "-m", "lm_eval_longmem.cli", "babilong", "audit", *map(str, files),
-                   "--sample", "200", "--jobs", str(jobs)]
+        command = [
+            sys.executable,
+            "-m",
+            "lm_eval_longmem.cli",
+            "babilong",
+            "audit",
+            *map(str, files),
+            "--sample",
+            "200",
+            "--jobs",
+            str(jobs),
+        ]
         start = time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         wall = time.perf_counter() - start

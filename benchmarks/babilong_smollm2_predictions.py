@@ -63,12 +63,13 @@ def main() -> None:
             for sample in picked:
                 prompt = build_prompt(qa, " ".join(sample.facts), sample.question, switches)
                 if chat:
-                    prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                           add_generation_prompt=True)
+                    prompt = tokenizer.apply_chat_template(
+                        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+                    )
                 ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=not chat).input_ids
                 with torch.no_grad():
                     out = model.generate(ids, max_new_tokens=20, do_sample=False, pad_token_id=tokenizer.eos_token_id)
-                output = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+                output = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
                 rows.append({"target": sample.answer, "output": output, "question": sample.question})
             path = args.out / f"{qa}_0k_{suffix}.csv"
             with open(path, "w", newline="", encoding="utf-8") as fh:

@@ -85,13 +85,17 @@ def remembered(label: str, folder: Path, repeats: int) -> None:
             t0 = time.perf_counter()
             model_digest(metadata, weights=weights)
             times.append(time.perf_counter() - t0)
-        print(f"{'':<22} model_digest(weights={weights!s:<5}): first {times[0] * 1e3:8.2f} ms, remembered {times[1] * 1e3:6.2f} ms")
+        print(
+            f"{'':<22} model_digest(weights={weights!s:<5}): first {times[0] * 1e3:8.2f} ms, remembered {times[1] * 1e3:6.2f} ms"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--books", type=Path, default=REPO.parent / "shared" / "data" / "books")
-    parser.add_argument("--model", type=Path, default=None, help="a model folder (default: the SmolLM2 the tests convert)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="a model folder (default: the SmolLM2 the tests convert)"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     report(f"books ({len(input_files(args.books))} files)", args.books, args.repeats, lambda: load_books([args.books]))

@@ -76,7 +76,9 @@ def build(shape: dict, out: Path, max_positions: int) -> Path:
     from lm_eval_longmem.common.embedded import smollm2_dir
 
     torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(**shape, max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2)).save_pretrained(out)
+    LlamaForCausalLM(
+        LlamaConfig(**shape, max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2)
+    ).save_pretrained(out)
     AutoTokenizer.from_pretrained(smollm2_dir()).save_pretrained(out)
     return out
 
@@ -93,7 +95,9 @@ def main() -> None:
     args = parser.parse_args()
     lengths = parse_lengths(args.lengths)
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; one torch thread; fp32, sdpa")
-    print(f"{'shape':8} {'length':>7} {'cpu s':>8} {'GFLOP':>9} {'cpu ratio':>9} {'FLOP ratio':>10} {'peak MB':>8} {'mmap MB':>8} {'est MB':>8} {'mmap/est':>8}")
+    print(
+        f"{'shape':8} {'length':>7} {'cpu s':>8} {'GFLOP':>9} {'cpu ratio':>9} {'FLOP ratio':>10} {'peak MB':>8} {'mmap MB':>8} {'est MB':>8} {'mmap/est':>8}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape in SHAPES.items():
             folder = build(shape, Path(tmp) / name, max(lengths) + 64)

@@ -26,7 +26,14 @@ LLAMA3_8B = dict(
     hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
     head_dim=128, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0, tie_word_embeddings=False,
 )  # fmt: skip
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=1000,
+)
 
 
 def main() -> None:
@@ -39,7 +46,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", default="8k,32k,128k")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--gpu", default="h100", choices=sorted(cost.GPUS), help="the card's datasheet peak to compare with")
+    parser.add_argument(
+        "--gpu", default="h100", choices=sorted(cost.GPUS), help="the card's datasheet peak to compare with"
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="a tiny shape, to check the script itself")
     args = parser.parse_args()
@@ -56,8 +65,12 @@ def main() -> None:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"{name}; {shape.describe()}; torch {torch.__version__}")
-    print(f"weights: estimated {cost.gib(shape.weights_bytes)}, allocated {cost.gib(torch.cuda.memory_allocated(device)) if device.type == 'cuda' else '-'}")
-    print(f"{'length':>7} {'ms':>9} {'TFLOP':>8} {'TFLOP/s':>8} {'of ' + gpu.name:>8} {'act GiB':>8} {'est GiB':>8} {'act/est':>7}")
+    print(
+        f"weights: estimated {cost.gib(shape.weights_bytes)}, allocated {cost.gib(torch.cuda.memory_allocated(device)) if device.type == 'cuda' else '-'}"
+    )
+    print(
+        f"{'length':>7} {'ms':>9} {'TFLOP':>8} {'TFLOP/s':>8} {'of ' + gpu.name:>8} {'act GiB':>8} {'est GiB':>8} {'act/est':>7}"
+    )
     for n in parse_lengths(args.lengths):
         ids = torch.randint(0, config.vocab_size, (1, n), device=device)
         times = []

@@ -138,7 +138,11 @@ def cell_babilong_fit(mode: str, **_: Any) -> dict[str, Any]:
                        "supporting_spans", "prompt_tokens", "skip_reason", "retrieved", "retrieval_recall")  # fmt: skip
         before = {"input": task.haystack(doc)} | {k: doc[k] for k in main_fields}  # main's doc: the haystack on it
         size = lambda d: len(json.dumps({"doc": d, "arguments": args}, ensure_ascii=False).encode())  # noqa: E731
-        out |= {"log_bytes_before": size(before), "log_bytes_after": size(after), "doc_bytes_after": len(json.dumps(after))}
+        out |= {
+            "log_bytes_before": size(before),
+            "log_bytes_after": size(after),
+            "doc_bytes_after": len(json.dumps(after)),
+        }
     return out
 
 
@@ -146,11 +150,10 @@ def cell_babilong_memory(mode: str, samples: int, seed: int, **_: Any) -> dict[s
     """The data phase of `samples` fresh 1M docs (build, dataset, window fit of each), peak memory."""
     import datasets
 
+    from lm_eval_longmem import task_manager
     from lm_eval_longmem.babilong import generate
     from lm_eval_longmem.babilong.data import DOC_FEATURES
     from lm_eval_longmem.babilong.prompts import build_prompt
-
-    from lm_eval_longmem import task_manager
 
     tok = tokenizer()
     texts = generate._corpus_texts(plays())
@@ -167,12 +170,25 @@ def cell_babilong_memory(mode: str, samples: int, seed: int, **_: Any) -> dict[s
 
             background.additive = False
             spec = generate.GenerationSpec(qa="qa1", length=MILLION, samples=samples, seed=seed)
-            rows = generate.generate_samples(spec, simulate("qa1", samples, seed), background, tok, harness_prompt_parts("qa1"))
+            rows = generate.generate_samples(
+                spec, simulate("qa1", samples, seed), background, tok, harness_prompt_parts("qa1")
+            )
             rows = [{"input": generate.context_of(row, background.sentences)} | row for row in rows]
             features = datasets.Features({"input": datasets.Value("string"), **DOC_FEATURES})
-            dataset = datasets.Dataset.from_list([{"retrieved": [], "retrieval_recall": None} | r for r in rows], features=features)
-            fits = [len(tok(build_prompt("qa1", d["input"], d["question"]))["input_ids"]) + 20 <= MILLION for d in dataset]
-    return {"samples": samples, "wall_s": clock.wall, "cpu_s": clock.cpu, "base_mb": base, "peak_mb": peak_mb(), "fit": all(fits)}
+            dataset = datasets.Dataset.from_list(
+                [{"retrieved": [], "retrieval_recall": None} | r for r in rows], features=features
+            )
+            fits = [
+                len(tok(build_prompt("qa1", d["input"], d["question"]))["input_ids"]) + 20 <= MILLION for d in dataset
+            ]
+    return {
+        "samples": samples,
+        "wall_s": clock.wall,
+        "cpu_s": clock.cpu,
+        "base_mb": base,
+        "peak_mb": peak_mb(),
+        "fit": all(fits),
+    }
 
 
 def _fc_corpus(folder: Path) -> str:
@@ -249,7 +265,13 @@ def cell_booksort_load(mode: str, data: str, **_: Any) -> dict[str, Any]:
                 loaded[split] = datasets.Dataset.from_list(docs)
         else:
             loaded = load_booksort("in_context", **metadata)
-    return {"docs": sum(len(d) for d in loaded.values()), "wall_s": clock.wall, "cpu_s": clock.cpu, "base_mb": base, "peak_mb": peak_mb()}
+    return {
+        "docs": sum(len(d) for d in loaded.values()),
+        "wall_s": clock.wall,
+        "cpu_s": clock.cpu,
+        "base_mb": base,
+        "peak_mb": peak_mb(),
+    }
 
 
 def cell_booksort_fit(mode: str, data: str, docs: int, **_: Any) -> dict[str, Any]:
@@ -313,7 +335,9 @@ def main() -> None:
     INPUTS.update(model=str(smollm2_dir()), plays=str(embedded_books_dir()))
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as lm_eval's CLI sets it
-    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; one fresh process per figure; SmolLM2's tokenizer")
+    print(
+        f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; one fresh process per figure; SmolLM2's tokenizer"
+    )
     summary: dict[str, Any] = {}
 
     warm = run_cell("babilong-build", mode="after")  # also splits and counts the plays once (cached)
@@ -322,7 +346,9 @@ def main() -> None:
     modes = ("after",) if args.quick else ("before", "after")
     build = {m: warm if m == "after" else run_cell("babilong-build", mode=m) for m in modes}
     for m in modes:
-        print(f"  build ({m:6})                         {build[m]['wall_s']:9.2f} {build[m]['cpu_s']:8.2f}  {build[m]['whole_prompt_tokenizations']}")
+        print(
+            f"  build ({m:6})                         {build[m]['wall_s']:9.2f} {build[m]['cpu_s']:8.2f}  {build[m]['whole_prompt_tokenizations']}"
+        )
     fit = {m: run_cell("babilong-fit", mode=m) for m in modes}
     for m in modes:
         print(f"  window fit of the cached doc ({m:6})  {fit[m]['wall_s']:9.3f} {fit[m]['cpu_s']:8.3f}")
@@ -338,14 +364,19 @@ def main() -> None:
         "log_bytes_1m_before": after_fit["log_bytes_before"], "log_bytes_1m_after": after_fit["log_bytes_after"],
     }  # fmt: skip
     if not args.quick:
-        summary |= {"build_1m_sample_before_s": build["before"]["wall_s"], "fit_check_1m_doc_before_s": fit["before"]["wall_s"]}
+        summary |= {
+            "build_1m_sample_before_s": build["before"]["wall_s"],
+            "fit_check_1m_doc_before_s": fit["before"]["wall_s"],
+        }
         seed = int(time.time()) % 100_000  # fresh samples: none of them in the cache yet
         print("\nBABILong data phase at 1M (build, dataset, fit of every doc), peak memory of the process")
         print("  variant  samples   wall s    cpu s  base MB  peak MB  over base")
         for m in ("before", "after"):
             for n in (1, 4):
                 r = run_cell("babilong-memory", mode=m, samples=n, seed=seed + (n if m == "after" else 50 + n))
-                print(f"  {m:7} {n:8} {r['wall_s']:8.1f} {r['cpu_s']:8.1f} {r['base_mb']:8.0f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}")
+                print(
+                    f"  {m:7} {n:8} {r['wall_s']:8.1f} {r['cpu_s']:8.1f} {r['base_mb']:8.0f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}"
+                )
                 summary[f"data_phase_1m_{m}_{n}_samples_peak_mb"] = r["peak_mb"]
                 summary[f"data_phase_1m_{m}_{n}_samples_s"] = r["wall_s"]
 
@@ -355,11 +386,19 @@ def main() -> None:
             print("  variant   tokens      wall s    cpu s  peak MB  over base")
             fc = {}
             for m in ("before", "after"):
-                fc[m] = run_cell("fc-corpus", env={"LM_EVAL_LONGMEM_CACHE": str(Path(tmp) / f"cache-{m}")}, mode=m, corpus=corpus)
+                fc[m] = run_cell(
+                    "fc-corpus", env={"LM_EVAL_LONGMEM_CACHE": str(Path(tmp) / f"cache-{m}")}, mode=m, corpus=corpus
+                )
                 r = fc[m]
-                print(f"  {m:7} {r['tokens']:10,} {r['wall_s']:9.1f} {r['cpu_s']:8.1f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}")
-            print(f"  after, warm (read from the cache): {fc['after']['warm_wall_s']:.2f} s; same ids: {fc['after']['same']}")
-            summary |= {f"fc_corpus_{m}_{k}": fc[m][k] for m in fc for k in ("wall_s", "peak_mb")} | {"fc_corpus_tokens": fc["after"]["tokens"]}
+                print(
+                    f"  {m:7} {r['tokens']:10,} {r['wall_s']:9.1f} {r['cpu_s']:8.1f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}"
+                )
+            print(
+                f"  after, warm (read from the cache): {fc['after']['warm_wall_s']:.2f} s; same ids: {fc['after']['same']}"
+            )
+            summary |= {f"fc_corpus_{m}_{k}": fc[m][k] for m in fc for k in ("wall_s", "peak_mb")} | {
+                "fc_corpus_tokens": fc["after"]["tokens"]
+            }
 
             data = str(Path(tmp) / "booksort")
             b = run_cell("booksort-build", out=data)
@@ -369,7 +408,9 @@ def main() -> None:
             print("  loading the docs (both splits)   wall s    cpu s  base MB  peak MB  over base")
             for m in ("before", "after"):
                 r = run_cell("booksort-load", mode=m, data=data)
-                print(f"  {m:30} {r['wall_s']:8.1f} {r['cpu_s']:8.1f} {r['base_mb']:8.0f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}")
+                print(
+                    f"  {m:30} {r['wall_s']:8.1f} {r['cpu_s']:8.1f} {r['base_mb']:8.0f} {r['peak_mb']:8.0f} {r['peak_mb'] - r['base_mb']:10.0f}"
+                )
                 summary |= {f"booksort_load_{m}_s": r["wall_s"], f"booksort_load_{m}_peak_mb": r["peak_mb"]}
             n = args.booksort_docs
             counts_cache = {"LM_EVAL_LONGMEM_CACHE": str(Path(tmp) / "counts")}
@@ -377,14 +418,23 @@ def main() -> None:
             cold = run_cell("booksort-fit", env=counts_cache, mode="after", data=data, docs=n)
             warm_bs = run_cell("booksort-fit", env=counts_cache, mode="after", data=data, docs=n)
             print(f"  window fit of {n} trials (of {before['all_docs']:,})   wall s    cpu s   per trial ms")
-            for label, r in (("before (every run)", before), ("after, first run", cold), ("after, later runs", warm_bs)):
+            for label, r in (
+                ("before (every run)", before),
+                ("after, first run", cold),
+                ("after, later runs", warm_bs),
+            ):
                 print(f"  {label:30} {r['wall_s']:8.2f} {r['cpu_s']:8.2f} {1000 * r['wall_s'] / n:12.1f}")
-            print(f"  before / after (later runs): {ratio(before['wall_s'], warm_bs['wall_s'])}; loading the docs: {warm_bs['load_s']:.1f} s")
+            print(
+                f"  before / after (later runs): {ratio(before['wall_s'], warm_bs['wall_s'])}; loading the docs: {warm_bs['load_s']:.1f} s"
+            )
             summary |= {"booksort_fit_per_trial_before_s": before["wall_s"] / n, "booksort_fit_per_trial_after_s": warm_bs["wall_s"] / n,
                         "booksort_fit_per_trial_first_run_s": cold["wall_s"] / n}  # fmt: skip
 
     checks = {k: summary[k] <= v for k, v in TARGETS.items()}
-    print("\ntargets: " + ", ".join(f"{k} <= {v}: {summary[k]:.3f} ({'met' if checks[k] else 'NOT met'})" for k, v in TARGETS.items()))
+    print(
+        "\ntargets: "
+        + ", ".join(f"{k} <= {v}: {summary[k]:.3f} ({'met' if checks[k] else 'NOT met'})" for k, v in TARGETS.items())
+    )
     print(json.dumps(summary | {"targets_met": all(checks.values())}))
 
 

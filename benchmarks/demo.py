@@ -49,27 +49,72 @@ def half(low: float | None, high: float | None) -> float:
 def intervals(results_dir: Path) -> list[tuple[str, str, int | None, float, float, float | None]]:
     """(evaluation, cell, n, estimate, half-width, target) of every interval the demo promises."""
     from lm_eval_longmem.readers import babilong as babilong_report
-    from lm_eval_longmem.readers.results import find_results_file, load_run
     from lm_eval_longmem.readers.forgetting_curve import forgetting_curve_task, stored_summary
+    from lm_eval_longmem.readers.results import find_results_file, load_run
 
     run = load_run(find_results_file(results_dir))
     rows = []
     task = forgetting_curve_task(run.data)
     if task:
         for s in stored_summary(run.data, task, path=run.path).per_length:
-            rows.append(("forgetting_curve", f"copy_acc@{s.length}", s.n, s.copy.estimate, half(s.copy.low, s.copy.high), TARGETS["forgetting_curve"]))
-            rows.append(("forgetting_curve", f"lm_acc@{s.length}", s.n, s.lm.estimate, half(s.lm.low, s.lm.high), TARGETS["forgetting_curve"]))
+            rows.append(
+                (
+                    "forgetting_curve",
+                    f"copy_acc@{s.length}",
+                    s.n,
+                    s.copy.estimate,
+                    half(s.copy.low, s.copy.high),
+                    TARGETS["forgetting_curve"],
+                )
+            )
+            rows.append(
+                (
+                    "forgetting_curve",
+                    f"lm_acc@{s.length}",
+                    s.n,
+                    s.lm.estimate,
+                    half(s.lm.low, s.lm.high),
+                    TARGETS["forgetting_curve"],
+                )
+            )
     task = babilong_report.babilong_task(run.data)
     if task:
         m, per_cell = run.metrics(task), run.facts(task).get("docs_per_cell") or {}
         for cell, n in per_cell.items():
-            rows.append(("babilong", f"acc@{cell}", n, m.get(f"acc@{cell}"), half(m.get(f"acc@{cell}_ci_low"), m.get(f"acc@{cell}_ci_high")), None))
-        rows.append(("babilong", "acc (headline)", sum(per_cell.values()), m.get("acc"), half(m.get("acc_ci_low"), m.get("acc_ci_high")), TARGETS["babilong"]))
+            rows.append(
+                (
+                    "babilong",
+                    f"acc@{cell}",
+                    n,
+                    m.get(f"acc@{cell}"),
+                    half(m.get(f"acc@{cell}_ci_low"), m.get(f"acc@{cell}_ci_high")),
+                    None,
+                )
+            )
+        rows.append(
+            (
+                "babilong",
+                "acc (headline)",
+                sum(per_cell.values()),
+                m.get("acc"),
+                half(m.get("acc_ci_low"), m.get("acc_ci_high")),
+                TARGETS["babilong"],
+            )
+        )
     for task in [t for t in run.tasks if t.startswith("booksort_")]:
         m, n = run.metrics(task), run.n_samples(task)
         for score in ("acc", "acc_calibrated", "pct_A"):
             if m.get(score) is not None:
-                rows.append(("booksort", f"{task} {score}", n, m[score], half(m.get(f"{score}_ci_low"), m.get(f"{score}_ci_high")), None))
+                rows.append(
+                    (
+                        "booksort",
+                        f"{task} {score}",
+                        n,
+                        m[score],
+                        half(m.get(f"{score}_ci_low"), m.get(f"{score}_ci_high")),
+                        None,
+                    )
+                )
     return rows
 
 

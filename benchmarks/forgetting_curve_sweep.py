@@ -113,18 +113,30 @@ def main() -> None:
 
     n_tokens = sum(len(i.args[0]) + len(i.args[1]) - 1 for i in instances)
     total = sum(v for k, v in times.items() if k != "tokenise (warm)")
-    print(f"model {Path(args.pretrained).name}, corpus {len(stream):,} tokens, lengths {sweep.tested}, "
-          f"{args.samples} samples -> {len(instances)} sequences, {n_tokens:,} input positions, "
-          f"batch size {args.batch_size}, {args.threads} threads")
+    print(
+        f"model {Path(args.pretrained).name}, corpus {len(stream):,} tokens, lengths {sweep.tested}, "
+        f"{args.samples} samples -> {len(instances)} sequences, {n_tokens:,} input positions, "
+        f"batch size {args.batch_size}, {args.threads} threads"
+    )
     print(f"{'stage':<18}{'seconds':>10}{'share':>9}")
     for name, seconds in times.items():
         share = "" if name == "tokenise (warm)" else f"{seconds / total:8.1%}"
         print(f"{name:<18}{seconds:>10.2f}{share:>9}")
     print(f"{'total (cold)':<18}{total:>10.2f}")
-    print(f"forward throughput: {n_tokens / times['forward passes']:,.0f} positions/s; "
-          f"warm/cold tokenisation: {times['tokenise (warm)'] / times['tokenise (cold)']:.3f}")
-    print(json.dumps({"fine": summary.fine.label, "coarse": summary.coarse.label,
-                      **{k: v for k, v in reported.items() if "@" in k}}, default=str))
+    print(
+        f"forward throughput: {n_tokens / times['forward passes']:,.0f} positions/s; "
+        f"warm/cold tokenisation: {times['tokenise (warm)'] / times['tokenise (cold)']:.3f}"
+    )
+    print(
+        json.dumps(
+            {
+                "fine": summary.fine.label,
+                "coarse": summary.coarse.label,
+                **{k: v for k, v in reported.items() if "@" in k},
+            },
+            default=str,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -192,7 +192,9 @@ def measure(variant: str, model: str, length: int, device: str, dtype: str, thre
         if variant == "stock":
             return lm._loglikelihood_tokens([(None, ctx, cont)], disable_tqdm=True)[0][0], None
         if variant != "floor":
-            return lm.loglikelihood_accuracy([Instance("loglikelihood_accuracy", {}, (ctx, cont), 0)], disable_tqdm=True)[0].logprob, None
+            return lm.loglikelihood_accuracy(
+                [Instance("loglikelihood_accuracy", {}, (ctx, cont), 0)], disable_tqdm=True
+            )[0].logprob, None
         start = time.process_time()
         with torch.no_grad():
             ids = torch.tensor([ctx + cont[:-1]], device=lm.device)
@@ -259,7 +261,12 @@ def run_cell(variant: str, args, length: int, timeout: float) -> dict:
         return {"variant": variant, "length": length, "error": f"timed out after {timeout:.0f} s"}
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"variant": variant, "length": length, "error": f"exit {out.returncode}: {last[-300:]}", "stderr": out.stderr[-4000:]}
+        return {
+            "variant": variant,
+            "length": length,
+            "error": f"exit {out.returncode}: {last[-300:]}",
+            "stderr": out.stderr[-4000:],
+        }
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "timeout_s": timeout}
 
 
@@ -308,7 +315,10 @@ def summarise(cells: list[dict], lengths: list[int], variants: list[str]) -> Non
         return found[0] if found and "seconds" in found[0] else None
 
     print()
-    print("ratios (medians): ours over floor and over stock" + (f"; {BASE} is ours before the change" if BASE in variants else ""))
+    print(
+        "ratios (medians): ours over floor and over stock"
+        + (f"; {BASE} is ours before the change" if BASE in variants else "")
+    )
     heads = ["wall o/f", "cpu o/f", "peak o/f", "wall o/s", "cpu o/s", "peak o/s"]
     if BASE in variants:
         heads += ["cpu b/f", "cpu o/b"]
@@ -335,20 +345,34 @@ def summarise(cells: list[dict], lengths: list[int], variants: list[str]) -> Non
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2", help=f"{', '.join(SHAPES)} (random weights), smollm2, or a model folder")
+    parser.add_argument(
+        "--model", default="smollm2", help=f"{', '.join(SHAPES)} (random weights), smollm2, or a model folder"
+    )
     parser.add_argument("--lengths", default="1k,2k,4k", help="sequence lengths in tokens, e.g. 4k,16k,32k")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="which of floor,ours,stock to run")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default=None, help="model dtype (default: float32 on CPU, bfloat16 on CUDA)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per cell")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls per cell and round; medians are reported")
-    parser.add_argument("--rounds", type=int, default=1, help="fresh processes per cell, interleaved with the other variants'")
-    parser.add_argument("--max-gb", type=float, default=None,
-                        help="skip stock where its estimated peak exceeds this (default: 3 on CPU, 95%% of the GPU)")
-    parser.add_argument("--compare-with", default=None, help="a checkout whose lm_eval_longmem runs the extra variant ours@base")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="fresh processes per cell, interleaved with the other variants'"
+    )
+    parser.add_argument(
+        "--max-gb",
+        type=float,
+        default=None,
+        help="skip stock where its estimated peak exceeds this (default: 3 on CPU, 95%% of the GPU)",
+    )
+    parser.add_argument(
+        "--compare-with", default=None, help="a checkout whose lm_eval_longmem runs the extra variant ours@base"
+    )
     parser.add_argument("--cell-timeout", type=float, default=3600.0, help="seconds one cell may take")
-    parser.add_argument("--deadline", type=float, default=None, help="seconds for the whole run; later cells are skipped")
-    parser.add_argument("--json", default=None, help="also write every cell to this JSON file (rewritten after each cell)")
+    parser.add_argument(
+        "--deadline", type=float, default=None, help="seconds for the whole run; later cells are skipped"
+    )
+    parser.add_argument(
+        "--json", default=None, help="also write every cell to this JSON file (rewritten after each cell)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
@@ -356,7 +380,9 @@ def main() -> None:
 
     lengths = parse_lengths(args.lengths)
     if args.child:
-        print(json.dumps(measure(args.child, args.model, lengths[0], args.device, args.dtype, args.threads, args.repeats)))
+        print(
+            json.dumps(measure(args.child, args.model, lengths[0], args.device, args.dtype, args.threads, args.repeats))
+        )
         return
     variants = [v for v in args.variants.split(",") if v]
     if unknown := set(variants) - set(VARIANTS):
@@ -366,7 +392,9 @@ def main() -> None:
             raise SystemExit(f"--compare-with {args.compare_with}: no lm_eval_longmem package there")
         variants.insert(variants.index("ours") + 1 if "ours" in variants else len(variants), BASE)
     if not (args.model in SHAPES or args.model == "smollm2" or (Path(args.model) / "config.json").is_file()):
-        raise SystemExit(f"--model {args.model}: not a shape ({', '.join(SHAPES)}), smollm2, or a folder with config.json")
+        raise SystemExit(
+            f"--model {args.model}: not a shape ({', '.join(SHAPES)}), smollm2, or a folder with config.json"
+        )
 
     import torch
     import transformers
@@ -381,12 +409,17 @@ def main() -> None:
           f" vocabulary {config['vocab_size']})  device: {args.device} ({device_name})  dtype: {args.dtype}"
           f"  threads: {args.threads}  repeats: {args.repeats} x rounds: {args.rounds} (medians)")  # fmt: skip
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, python {sys.version.split()[0]}")
-    print("one fresh process per cell and round, rounds interleaved; peak = " + ("max_memory_allocated" if args.device.startswith("cuda") else "VmHWM (whole process)"))
+    print(
+        "one fresh process per cell and round, rounds interleaved; peak = "
+        + ("max_memory_allocated" if args.device.startswith("cuda") else "VmHWM (whole process)")
+    )
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print("stock's estimated extra over the floor (2 x [L, vocabulary] logits + KV cache): "
           + ", ".join(f"{L // 1024}k {stock_extra_bytes(config, L, itemsize) / 1e9:.1f} GB" for L in lengths)
           + f"; run where floor + extra <= {args.max_gb:.1f} GB")  # fmt: skip
-    print(f"{'length':>7} {'variant':>9} {'wall s':>8} {'cpu s':>8} {'body cpu':>8} {'peak GB':>8} {'over GB':>8} {'logprob':>13}")
+    print(
+        f"{'length':>7} {'variant':>9} {'wall s':>8} {'cpu s':>8} {'body cpu':>8} {'peak GB':>8} {'over GB':>8} {'logprob':>13}"
+    )
     started, runs, cells, floor_peaks = time.monotonic(), [], [], {}
     # Stock last: where a deadline cuts the run short, it cuts the one variant that is a comparison only.
     phases = [[v for v in variants if v != "stock"], [v for v in variants if v == "stock"]]
@@ -406,7 +439,9 @@ def main() -> None:
                         run = {"variant": variant, "length": length, "estimate_gb": estimate,
                                "skipped": f"skipped: estimated peak {estimate:.1f} GB > --max-gb {args.max_gb:.1f}"}  # fmt: skip
                 if run is None:
-                    run = run_cell(variant, args, length, args.cell_timeout if left is None else min(args.cell_timeout, left))
+                    run = run_cell(
+                        variant, args, length, args.cell_timeout if left is None else min(args.cell_timeout, left)
+                    )
                 if variant == "floor" and "peaks" in run:
                     floor_peaks[length] = max(run["peaks"])
                 by_variant[variant].append(run)

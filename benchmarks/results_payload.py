@@ -46,7 +46,11 @@ def synthetic_task() -> BabilongTask:
     task.cells = [cell(qa, length) for qa in ALL_TASKS for length in LENGTHS]
     task.skips = {}
     task._config = SimpleNamespace(metadata={})  # default options (in-context: no retrieval summaries)
-    task.score = lambda doc, results: {"acc": results[0], "acc_corrected": results[0], "corrected_abstained": 0.0}  # no model
+    task.score = lambda doc, results: {
+        "acc": results[0],
+        "acc_corrected": results[0],
+        "corrected_abstained": 0.0,
+    }  # no model
     return task
 
 
@@ -152,7 +156,9 @@ def in_child(variant: str, per_cell: int, memory: bool) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before-at-240k", action="store_true", help="also run the old shape at 240k docs (about 3 GB)")
+    parser.add_argument(
+        "--before-at-240k", action="store_true", help="also run the old shape at 240k docs (about 3 GB)"
+    )
     args = parser.parse_args()
     cells = len(ALL_TASKS) * len(LENGTHS)
     print(f"BABILong qa1-qa20 x {len(LENGTHS)} lengths = {cells} cells; one fresh process per figure")
@@ -164,7 +170,9 @@ def main() -> None:
             if variant == "before" and per_cell == 1000 and not args.before_at_240k:
                 small = measured["before", 100]
                 est = {k: v * 10 if k in ("seconds", "peak_mb") else v for k, v in small.items()}
-                print(f"{n:>8} {variant:>7} {est['bytes']:>9,} {est['seconds']:>7.1f}* {est['peak_mb']:>8.0f}*  (* est. x10 from 24k)")
+                print(
+                    f"{n:>8} {variant:>7} {est['bytes']:>9,} {est['seconds']:>7.1f}* {est['peak_mb']:>8.0f}*  (* est. x10 from 24k)"
+                )
                 continue
             figures = in_child(variant, per_cell, memory=False) | in_child(variant, per_cell, memory=True)
             measured[variant, per_cell] = figures
@@ -177,7 +185,9 @@ def main() -> None:
                 f"aggregation {b['seconds'] / a['seconds']:.1f}x faster, peak memory {b['peak_mb'] / a['peak_mb']:.1f}x lower"
             )
     a24, a240 = measured["after", 100], measured["after", 1000]
-    print(f"after, 240k vs 24k docs: time x{a240['seconds'] / a24['seconds']:.1f}, memory x{a240['peak_mb'] / a24['peak_mb']:.1f} (linear: x10)")
+    print(
+        f"after, 240k vs 24k docs: time x{a240['seconds'] / a24['seconds']:.1f}, memory x{a240['peak_mb'] / a24['peak_mb']:.1f} (linear: x10)"
+    )
     print(f"targets: <= 1024 B/sample: {a240['bytes']}; 240k docs aggregated in < 60 s: {a240['seconds']:.1f} s")
 
 

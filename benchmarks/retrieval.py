@@ -63,7 +63,9 @@ def main() -> None:
     parser.add_argument("--units", default="sentences,chunks")
     parser.add_argument("--pretrained", default=None, help="model folder (default: the embedded SmolLM2)")
     parser.add_argument("--max-generate", default="8k", help="longest generation to run, in tokens")
-    parser.add_argument("--dense-max", default="1M", help="longest haystack for the dense retrievers (they are slow on CPU)")
+    parser.add_argument(
+        "--dense-max", default="1M", help="longest haystack for the dense retrievers (they are slow on CPU)"
+    )
     args = parser.parse_args()
 
     import torch

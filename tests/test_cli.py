@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kit import read_results
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
@@ -18,11 +17,29 @@ CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, embedded_books_dir, tmp_path):
     books = embedded_books_dir / "macbeth.txt"  # a short play is enough for two short lengths
     proc = subprocess.run(
-        [CLI, "run", "--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32",
-         "--device", "cpu", "--tasks", "forgetting_curve", "--limit", "2", "--output_path", str(tmp_path),
-         "--metadata", f"forgetting_curve_corpus={books}", "forgetting_curve_lengths=[16,32]",
-         "forgetting_curve_samples=1"],
-        capture_output=True, text=True, cwd=tmp_path,
+        [
+            CLI,
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_llama_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "forgetting_curve",
+            "--limit",
+            "2",
+            "--output_path",
+            str(tmp_path),
+            "--metadata",
+            f"forgetting_curve_corpus={books}",
+            "forgetting_curve_lengths=[16,32]",
+            "forgetting_curve_samples=1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
         env={**os.environ, "LM_EVAL_LONGMEM_AUTOLOAD": "0", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -72,8 +89,14 @@ def bad_inputs(folder):
 
 
 SUBCOMMANDS = {
-    "plot": (("plot", "{}"), ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping")),
-    "report": (("report", "{}", "--output_path", "report_out"), ("missing", "zero_byte", "binary", "empty_results_folder", "results_not_a_mapping")),
+    "plot": (
+        ("plot", "{}"),
+        ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping"),
+    ),
+    "report": (
+        ("report", "{}", "--output_path", "report_out"),
+        ("missing", "zero_byte", "binary", "empty_results_folder", "results_not_a_mapping"),
+    ),
     "summarize": (
         ("forgetting-curve", "summarize", "{}"),
         ("missing", "zero_byte", "not_csv", "binary", "directory", "empty_results_folder", "results_not_a_mapping"),
@@ -185,7 +208,9 @@ def test_score_refuses_a_file_named_for_another_task(tmp_path):
 @pytest.mark.slow
 def test_score_accepts_an_upper_case_task_and_reports_it_lower_case(tmp_path):
     """Defect 13: `--task QA6` on a qa6 file works and reports `qa6`."""
-    _predictions(tmp_path / "qa6_0k_x.csv", [("yes", "yes", "Is Mary in the office?"), ("no", "yes", "Is John in the park?")])
+    _predictions(
+        tmp_path / "qa6_0k_x.csv", [("yes", "yes", "Is Mary in the office?"), ("no", "yes", "Is John in the park?")]
+    )
     proc = longmem("babilong", "score", "qa6_0k_x.csv", "--task", "QA6", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
@@ -226,13 +251,25 @@ def test_every_flag_is_spelled_with_underscores_and_outputs_are_output_path():
         for flag in action.option_strings
         if flag.startswith("--")
     }
-    assert len(shown) > 20 and all("-" not in flag[2:] for _, flag in shown), sorted(f for f in shown if "-" in f[1][2:])
+    assert len(shown) > 20 and all("-" not in flag[2:] for _, flag in shown), sorted(
+        f for f in shown if "-" in f[1][2:]
+    )
     assert not {flag for _, flag in shown} & {"--out", "--output"}
-    writers = {"demo", "report", "merge", "plot", "booksort build", "booksort select-prompt", "booksort finetune", "babilong simulate", "shard"}
+    writers = {
+        "demo",
+        "report",
+        "merge",
+        "plot",
+        "booksort build",
+        "booksort select-prompt",
+        "booksort finetune",
+        "babilong simulate",
+        "shard",
+    }
     assert {command for command, flag in shown if flag == "--output_path"} == writers
 
 
-@pytest.mark.parametrize("value", ['pretrained=x,dtype=float32', '{"pretrained": "x", "dtype": "float32"}'])
+@pytest.mark.parametrize("value", ["pretrained=x,dtype=float32", '{"pretrained": "x", "dtype": "float32"}'])
 def test_model_args_and_metadata_are_taken_as_the_harness_takes_them(value):
     from lm_eval_longmem.cli import build_parser
 
@@ -246,7 +283,9 @@ def test_model_args_and_metadata_are_taken_as_the_harness_takes_them(value):
 
 @pytest.mark.slow
 def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
-    proc = longmem("babilong", "simulate", "--task", "qa1", "--samples", "2", "--out", "sim.txt", "--wide-vocabulary", cwd=tmp_path)
+    proc = longmem(
+        "babilong", "simulate", "--task", "qa1", "--samples", "2", "--out", "sim.txt", "--wide-vocabulary", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "sim.txt").read_text().strip()
     assert proc.stderr.splitlines() == [
@@ -282,7 +321,9 @@ def user_folder(path: Path) -> Path:
 
 
 def untouched(path: Path) -> bool:
-    return (path / "sub" / "results.json").read_text() == '{"kept": true}' and (path / "notes.txt").read_text() == "my notes"
+    return (path / "sub" / "results.json").read_text() == '{"kept": true}' and (
+        path / "notes.txt"
+    ).read_text() == "my notes"
 
 
 WRITERS = {  # command -> (arguments with {T} for the target folder's parent, the user's folder in the way)
@@ -307,7 +348,9 @@ def test_no_command_replaces_a_folder_it_did_not_write(name, overwrite, tmp_path
     (tmp_path / "books" / "book.txt").write_text("A short book. " * 50)
     args, in_the_way = WRITERS[name]
     folder = user_folder(tmp_path / in_the_way)
-    status, out, err = in_process(capsys, *(a.replace("{T}", str(tmp_path)) for a in args), *(["--overwrite"] if overwrite else []))
+    status, out, err = in_process(
+        capsys, *(a.replace("{T}", str(tmp_path)) for a in args), *(["--overwrite"] if overwrite else [])
+    )
     lines = err.strip().splitlines()
     assert status == 1 and len(lines) == 1 and "Traceback" not in err, err
     assert f"{folder} is a folder" in lines[0] and "never replaced, not even with --overwrite" in lines[0], lines[0]
@@ -318,7 +361,10 @@ def test_no_command_replaces_a_folder_it_did_not_write(name, overwrite, tmp_path
     "args,existing",
     [
         (("babilong", "simulate", "--task", "qa1", "--samples", "2", "--output_path", "{T}/sim.txt"), "sim.txt"),
-        (("booksort", "select-prompt", "--model_args", "pretrained=unused", "--output_path", "{T}/keep.json"), "keep.json"),
+        (
+            ("booksort", "select-prompt", "--model_args", "pretrained=unused", "--output_path", "{T}/keep.json"),
+            "keep.json",
+        ),
         (("plot", str(RESULTS_BEFORE), "--output_path", "{T}/fig"), "fig_forgetting_curve.svg"),
         (("report", str(RESULTS_BEFORE), "--output_path", "{T}"), "report.md"),
         (("shard", "--tasks", "forgetting_curve", "--nodes", "2", "--output_path", "{T}"), "samples_node0.json"),
@@ -330,7 +376,10 @@ def test_an_existing_file_is_replaced_only_with_overwrite_and_checked_first(args
     (tmp_path / existing).write_text("mine")
     status, out, err = in_process(capsys, *(a.replace("{T}", str(tmp_path)) for a in args))
     assert status == 1 and out == "", (out, err)
-    assert err == f"lm-eval-longmem: error: --output_path {tmp_path / existing} exists: pass --overwrite to replace it, or choose another --output_path\n"
+    assert (
+        err
+        == f"lm-eval-longmem: error: --output_path {tmp_path / existing} exists: pass --overwrite to replace it, or choose another --output_path\n"
+    )
     assert (tmp_path / existing).read_text() == "mine"
 
 
@@ -341,7 +390,9 @@ def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys
     (tmp_path / "notes.txt").write_text("mine")
     status, _, err = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png")
     assert status == 1 and "--overwrite" in err
-    status, _, _ = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png", "--overwrite")
+    status, _, _ = in_process(
+        capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png", "--overwrite"
+    )
     assert status == 0 and (tmp_path / "notes.txt").read_text() == "mine"
     assert in_process(capsys, "report", RESULTS_BEFORE, "--output_path", tmp_path / "r")[0] == 0
     assert in_process(capsys, "report", RESULTS_BEFORE, "--output_path", tmp_path / "r")[0] == 1
@@ -359,7 +410,9 @@ def test_every_numeric_flag_states_its_range():
     numeric = {}
     for command, sub in _subparsers(build_parser()):
         for action in sub._actions:
-            assert action.type not in (int, float), f"{command} {action.option_strings}: declare it with common.flags.number"
+            assert action.type not in (int, float), (
+                f"{command} {action.option_strings}: declare it with common.flags.number"
+            )
             if getattr(action.type, "__qualname__", "").startswith("number."):
                 numeric[command, action.dest] = action.type
     assert {("forgetting-curve summarize", "level"), ("forgetting-curve summarize", "resamples"), ("babilong report", "threshold"),
@@ -369,16 +422,34 @@ def test_every_numeric_flag_states_its_range():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (("forgetting-curve", "summarize", "{R}", "--level", "1.5"), "argument --level: expected a number > 0 and < 1, got 1.5"),
-        (("forgetting-curve", "summarize", "{R}", "--level", "0"), "argument --level: expected a number > 0 and < 1, got 0"),
-        (("forgetting-curve", "summarize", "{R}", "--resamples", "0"), "argument --resamples: expected a whole number >= 100, got 0"),
-        (("babilong", "report", "{R}", "--threshold", "2"), "argument --threshold: expected a number > 0 and <= 1, got 2"),
-        (("babilong", "simulate", "--task", "qa1", "--samples", "-3", "--output_path", "x.txt"),
-         "argument --samples: expected a whole number >= 1, got -3"),
-        (("shard", "--tasks", "forgetting_curve", "--nodes", "1.5", "--output_path", "s"),
-         "argument --nodes: expected a whole number >= 2, got '1.5'"),
-        (("booksort", "build", "--books", "b", "--output_path", "o", "--excerpt_lengths", "1k"),
-         "argument --excerpt_lengths: expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got '1k'"),
+        (
+            ("forgetting-curve", "summarize", "{R}", "--level", "1.5"),
+            "argument --level: expected a number > 0 and < 1, got 1.5",
+        ),
+        (
+            ("forgetting-curve", "summarize", "{R}", "--level", "0"),
+            "argument --level: expected a number > 0 and < 1, got 0",
+        ),
+        (
+            ("forgetting-curve", "summarize", "{R}", "--resamples", "0"),
+            "argument --resamples: expected a whole number >= 100, got 0",
+        ),
+        (
+            ("babilong", "report", "{R}", "--threshold", "2"),
+            "argument --threshold: expected a number > 0 and <= 1, got 2",
+        ),
+        (
+            ("babilong", "simulate", "--task", "qa1", "--samples", "-3", "--output_path", "x.txt"),
+            "argument --samples: expected a whole number >= 1, got -3",
+        ),
+        (
+            ("shard", "--tasks", "forgetting_curve", "--nodes", "1.5", "--output_path", "s"),
+            "argument --nodes: expected a whole number >= 2, got '1.5'",
+        ),
+        (
+            ("booksort", "build", "--books", "b", "--output_path", "o", "--excerpt_lengths", "1k"),
+            "argument --excerpt_lengths: expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got '1k'",
+        ),
     ],
     ids=["level-above", "level-zero", "resamples", "threshold", "samples", "nodes", "excerpt-lengths"],
 )
@@ -394,7 +465,15 @@ def test_a_numeric_flag_out_of_range_is_one_line_naming_it(args, message, tmp_pa
 
 @pytest.mark.slow
 def test_shard_with_a_misspelled_task_or_missing_include_path_is_one_line(tiny_llama_dir, tmp_path):
-    common = ("shard", "--model_args", f"pretrained={tiny_llama_dir}", "--nodes", "2", "--output_path", tmp_path / "shares")
+    common = (
+        "shard",
+        "--model_args",
+        f"pretrained={tiny_llama_dir}",
+        "--nodes",
+        "2",
+        "--output_path",
+        tmp_path / "shares",
+    )
     proc = longmem(*common, "--tasks", "forgeting_curve", cwd=tmp_path)
     assert_one_line_error(proc, "--tasks forgeting_curve: no such task; did you mean forgetting_curve?")
     proc = longmem(*common, "--tasks", "forgetting_curve", "--include_path", tmp_path / "my_tasks", cwd=tmp_path)
@@ -402,6 +481,12 @@ def test_shard_with_a_misspelled_task_or_missing_include_path_is_one_line(tiny_l
     # --include_path adds a user's task: found, and refused for what it is (not one of ours), not as unknown
     fixtures = Path(__file__).parent / "common" / "fixtures"
     proc = longmem(*common, "--tasks", "longmem_test_metadata_echo", "--include_path", fixtures, cwd=tmp_path)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr  # (the harness logs its warnings while it loads the task)
-    assert proc.stderr.strip().splitlines()[-1].startswith("lm-eval-longmem: error: --tasks: longmem_test_metadata_echo cannot be merged")
+    assert (
+        proc.returncode == 1 and "Traceback" not in proc.stderr
+    )  # (the harness logs its warnings while it loads the task)
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("lm-eval-longmem: error: --tasks: longmem_test_metadata_echo cannot be merged")
+    )
     assert not (tmp_path / "shares").exists()

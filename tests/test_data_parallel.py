@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
 
 LAUNCHER = Path(__file__).parent / "fixtures" / "data_parallel_lm_eval.py"
@@ -68,7 +67,9 @@ def same(a, b) -> bool:
 
 
 @pytest.mark.slow
-def test_two_ranks_give_the_one_process_results_bit_for_bit(guessing_model, embedded_books_dir, booksort_data, tmp_path):
+def test_two_ranks_give_the_one_process_results_bit_for_bit(
+    guessing_model, embedded_books_dir, booksort_data, tmp_path
+):
     args = lm_eval_args(guessing_model, embedded_books_dir / "macbeth.txt", booksort_data, ",".join(TASKS), limit=7)
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
@@ -100,7 +101,9 @@ def test_two_ranks_give_the_one_process_results_bit_for_bit(guessing_model, embe
             ours, theirs = sample["filtered_resps"], b[doc_id]["filtered_resps"]
             if task.startswith("booksort"):  # the harness's loglikelihood pads a batch to its longest request,
                 # and a rank's batch-mates differ: log-probabilities agree to fp32 rounding, choices exactly
-                assert [[float(lp), hit] for lp, hit in ours] == [[pytest.approx(float(lp), abs=1e-5), hit] for lp, hit in theirs]
+                assert [[float(lp), hit] for lp, hit in ours] == [
+                    [pytest.approx(float(lp), abs=1e-5), hit] for lp, hit in theirs
+                ]
             else:  # our request type runs each request at its own width, whatever its batch-mates
                 assert ours == theirs, (task, doc_id)
 

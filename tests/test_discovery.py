@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kit import REPO_ROOT, run_lm_eval
 
 from lm_eval_longmem.paths import task_configs_dir
@@ -98,7 +97,9 @@ def test_our_names_collide_with_no_builtin_except_the_babilong_group():
 def test_console_script_help_lists_our_commands():
     out = subprocess.run(
         [os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem"), "--help"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     for command in ("run", "plot"):
         assert command in out
@@ -111,8 +112,20 @@ def test_wheel_ships_task_configs_and_the_hook(tmp_path):
     import zipfile
 
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO_ROOT)],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO_ROOT),
+        ],
+        check=True,
+        capture_output=True,
     )
     (wheel,) = tmp_path.glob("lm_eval_longmem-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -125,6 +138,10 @@ def test_wheel_ships_task_configs_and_the_hook(tmp_path):
         f"import site; site.addsitedir({str(target)!r});"
         "from lm_eval_longmem.paths import task_configs_dir; print(task_configs_dir())"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the extracted wheel, not a checkout on the path
-    printed = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path, env=env).stdout
+    env = {
+        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
+    }  # only the extracted wheel, not a checkout on the path
+    printed = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path, env=env
+    ).stdout
     assert printed.strip() == str(target / "lm_eval_longmem" / "task_configs")

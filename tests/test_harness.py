@@ -94,7 +94,9 @@ def test_explicit_task_manager_keeps_our_tasks_without_defaults(tmp_path):
     """`lm_eval_longmem.task_manager(include_defaults=False)` asks for ours explicitly, so they stay."""
     import lm_eval_longmem
 
-    manager = lm_eval_longmem.task_manager(include_defaults=False, include_path=str(_task_dir(tmp_path, "longmem_test_x")))
+    manager = lm_eval_longmem.task_manager(
+        include_defaults=False, include_path=str(_task_dir(tmp_path, "longmem_test_x"))
+    )
     assert {"forgetting_curve", "booksort", "babilong", "longmem_test_x"} <= set(manager.all_tasks)
 
 
@@ -137,7 +139,9 @@ def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
     assert not [w for w in warnings if "'babilong'" in w], warnings
     assert [w for w in warnings if "'booksort'" in w and str(user) in w], warnings
     replaced = getattr(manager, harness.MARK)["replaced"]
-    assert set(replaced) == {"babilong"} and Path(replaced["babilong"]).is_relative_to(Path(manager_module.__file__).parent)
+    assert set(replaced) == {"babilong"} and Path(replaced["babilong"]).is_relative_to(
+        Path(manager_module.__file__).parent
+    )
 
 
 # ---------------------------------------------------------------- R2: load() sees the requested names
@@ -197,7 +201,9 @@ def test_live_backend_records_the_model_the_harness_creates(tiny_llama_dir, monk
     harness.patch_lm_factories()  # twice = once
     HFLM.create_from_arg_string(f"pretrained={tiny_llama_dir},dtype=float32", {"device": "cpu", "batch_size": 1})
     model = str(tiny_llama_dir)
-    assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=2048, pretrained=model)  # config's window
+    assert harness.live_backend() == harness.LiveBackend(
+        kind="hf", max_length=2048, pretrained=model
+    )  # config's window
     HFLM.create_from_arg_obj({"pretrained": model, "max_length": 300}, {"device": "cpu"})
     assert harness.live_backend() == harness.LiveBackend(kind="hf", max_length=300, pretrained=model)
 
@@ -372,11 +378,22 @@ def test_r9_usage_error_reaches_the_top_of_lm_eval(tmp_path):
     The same run checks defect 11 on a command that does not ask for babilong: the harness's
     override warning for it is gone and our notice does not appear.
     """
-    args = ["run", "--model", "dummy", "--tasks", "longmem_test_usage_error", "--include_path", str(FIXTURES / "usage_error")]
+    args = [
+        "run",
+        "--model",
+        "dummy",
+        "--tasks",
+        "longmem_test_usage_error",
+        "--include_path",
+        str(FIXTURES / "usage_error"),
+    ]
     proc = run_lm_eval(args, tmp_path, check=False, env={"LM_EVAL_LONGMEM_DEBUG": "0"})
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last == "lm-eval-longmem: error: longmem_test_word: 'zzz' is not a word this task knows; use longmem_test_word=apple"
+    assert (
+        last
+        == "lm-eval-longmem: error: longmem_test_word: 'zzz' is not a word this task knows; use longmem_test_word=apple"
+    )
     assert "Traceback" not in proc.stderr
     assert "overrides existing task" not in proc.stderr
     assert "lm-eval-longmem's task" not in proc.stderr
@@ -495,7 +512,9 @@ def test_pth_hook_is_idempotent():
     )
     env = {k: v for k, v in os.environ.items() if k != "LM_EVAL_LONGMEM_AUTOLOAD"}
     counts = [
-        subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, env={**env, **extra}).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True, env={**env, **extra}
+        ).stdout.strip()
         for extra in ({}, {"LM_EVAL_LONGMEM_AUTOLOAD": "off"})
     ]
     assert counts == ["1", "0"]
@@ -512,10 +531,16 @@ def test_hook_activates_the_harness_patches_on_first_import():
         " 'armed': any(type(f).__name__ == 'LmEvalLongmemHook' for f in sys.meta_path)}))"
     )
     env = {k: v for k, v in os.environ.items() if k != "LM_EVAL_LONGMEM_AUTOLOAD"}
-    on = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout)
+    on = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+    )
     off = json.loads(
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**env, "LM_EVAL_LONGMEM_AUTOLOAD": "0"}
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**env, "LM_EVAL_LONGMEM_AUTOLOAD": "0"},
         ).stdout
     )
     assert on == {"tm": True, "lm": True, "hook": True, "armed": False}  # the finder retired itself
@@ -551,7 +576,9 @@ def test_r11_task_aggregation_hook_and_payload_order():
     assert metrics["acc@1,none"] == 1 and metrics["n,none"] == 1.5 and metrics["sample_len"] == 2
     source = inspect.getsource(evaluator.evaluate)
     assert 'acc["raw_metrics"][(metric, filter_key)].append(value)' in source  # one value per doc and key, in doc order
-    assert "rank_data[task_name][metric_key]" in source and 'for metric_key in acc["raw_metrics"]' in source  # keys of rank 0
+    assert (
+        "rank_data[task_name][metric_key]" in source and 'for metric_key in acc["raw_metrics"]' in source
+    )  # keys of rank 0
 
 
 def test_r13_results_from_logged_payloads_and_sample_hashes():
@@ -580,13 +607,19 @@ def test_r13_results_from_logged_payloads_and_sample_hashes():
 
     flat = lambda source: "".join(source.split())  # noqa: E731 (formatting aside)
     evaluate = flat(inspect.getsource(evaluator.evaluate))
-    assert '"doc_hash":hash_string(json.dumps(requests[0].doc,indent=2,default=handle_non_serializable,ensure_ascii=False' in evaluate
+    assert (
+        '"doc_hash":hash_string(json.dumps(requests[0].doc,indent=2,default=handle_non_serializable,ensure_ascii=False'
+        in evaluate
+    )
     saved = flat(inspect.getsource(evaluation_tracker.EvaluationTracker.save_results_aggregated))
     assert 's["doc_hash"]+s["prompt_hash"]+s["target_hash"]forsintask_samples' in saved
     assert 'task_hashes[task_name]=hash_string("".join(sample_hashes))' in saved
     doc = {"length": 20, "text": "é"}
     assert harness.doc_hash(doc) == hashlib.sha256(json.dumps(doc, indent=2, ensure_ascii=False).encode()).hexdigest()
-    records = [{"doc_hash": "a", "prompt_hash": "b", "target_hash": "c"}, {"doc_hash": "d", "prompt_hash": "e", "target_hash": "f"}]
+    records = [
+        {"doc_hash": "a", "prompt_hash": "b", "target_hash": "c"},
+        {"doc_hash": "d", "prompt_hash": "e", "target_hash": "f"},
+    ]
     assert harness.task_hash(records) == hashlib.sha256(b"abcdef").hexdigest()
 
 
@@ -600,7 +633,10 @@ def test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample()
          "copy_acc": 0.5 * i, "lm_acc": 0.25, "cells": ["64"], "metrics": ["copy_acc", "lm_acc", "cells"]}
         for i in range(2)
     ]  # fmt: skip
-    ours = {"output_type": "loglikelihood_accuracy", "metric_list": harness.logged_metric_list([("copy_acc", True), ("lm_acc", True)])}
+    ours = {
+        "output_type": "loglikelihood_accuracy",
+        "metric_list": harness.logged_metric_list([("copy_acc", True), ("lm_acc", True)]),
+    }
     table = WandbLogger._generate_dataset(None, samples, ours)  # the method reads nothing of its instance
     assert list(table["copy_acc"]) == [0.0, 0.5] and list(table["lm_acc"]) == [0.25, 0.25] and len(table) == 2
     with pytest.raises(KeyError, match="token_acc"):  # what the run's config named before: no sample holds it
@@ -620,7 +656,9 @@ def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
         manager.load([str(bad_yaml)])
     assert not isinstance(raised.value, UsageError)
     missing = tmp_path / "no_such_folder"
-    assert "forgetting_curve" in harness.new_task_manager(include_path=str(missing), include_defaults=False).all_tasks  # skipped silently
+    assert (
+        "forgetting_curve" in harness.new_task_manager(include_path=str(missing), include_defaults=False).all_tasks
+    )  # skipped silently
 
     with pytest.raises(UsageError, match=r"^--tasks forgeting_curve: no such task; did you mean forgetting_curve\?"):
         harness.load_tasks(["forgeting_curve"], {}, usage_error=UsageError)
@@ -634,7 +672,9 @@ def test_r16_task_names_yaml_paths_and_missing_include_paths(tmp_path):
 
 
 @pytest.mark.slow
-def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
+def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(
+    tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch
+):
     """One `lm_eval` run of our three tasks beside a task of the harness's own kind, with every logger on:
     W&B (offline mode, the real library), Trackio (stubbed at its import), `--write_out`, `--show_config`
     and `--output_path` with `--log_samples` (the files the hub tracker uploads and builds its dataset card from)."""
@@ -664,7 +704,12 @@ def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_l
     log = proc.stdout + proc.stderr
     assert "Logging to W&B failed" not in log and "Logging to Trackio failed" not in log, log[-3000:]
     tasks = ("forgetting_curve", "booksort_in_context", "babilong", "longmem_test_plain_choice")
-    scores = {"forgetting_curve": "copy_acc", "booksort_in_context": "acc", "babilong": "acc_corrected", "longmem_test_plain_choice": "acc"}
+    scores = {
+        "forgetting_curve": "copy_acc",
+        "booksort_in_context": "acc",
+        "babilong": "acc_corrected",
+        "longmem_test_plain_choice": "acc",
+    }
 
     # W&B: one sample table per task (`<task>_eval_results`, beside the results tables under evaluation/), each with its scores
     found = [p for p in wandb_dir.rglob("*_eval_results_*.table.json") if p.parent.name == "table"]
@@ -675,7 +720,13 @@ def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_l
 
     # Trackio: one trace per sample of every task, the scores in its metadata
     calls = [json.loads(line) for line in trackio_log.read_text().splitlines()]
-    traces = [(key, v["trace"]) for c in calls if c["call"] == "log" for key, v in c["values"].items() if isinstance(v, dict) and "trace" in v]
+    traces = [
+        (key, v["trace"])
+        for c in calls
+        if c["call"] == "log"
+        for key, v in c["values"].items()
+        if isinstance(v, dict) and "trace" in v
+    ]
     for task in tasks:
         mine = [trace for key, trace in traces if key == f"{task}/sample"]
         assert len(mine) == 2 and all(scores[task] in trace for trace in mine), (task, mine)
@@ -684,7 +735,12 @@ def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(tiny_l
     for task in tasks:
         assert f"task_name={task}," in log
     shown = json.loads(proc.stdout[proc.stdout.index("{\n") : proc.stdout.rindex("\n}") + 2])
-    assert [e["metric"] for e in shown["configs"]["forgetting_curve"]["metric_list"]] == ["copy_acc", "lm_acc", "copy_ppl", "lm_ppl"]
+    assert [e["metric"] for e in shown["configs"]["forgetting_curve"]["metric_list"]] == [
+        "copy_acc",
+        "lm_acc",
+        "copy_ppl",
+        "lm_ppl",
+    ]
     assert [e["metric"] for e in shown["configs"]["longmem_test_plain_choice"]["metric_list"]] == ["acc"]
 
     # the hub tracker's files: named as its helpers parse them, each loading as a dataset, and the dataset card
@@ -703,7 +759,12 @@ def _dataset_card_from_files(out: Path, tasks: tuple[str, ...], monkeypatch) -> 
     assert [get_file_task_name(Path(f).name) for f in get_sample_results_filenames(files)] == sorted(tasks)
     assert len(get_results_filenames(files)) == 1
     for name in files:  # what the card's configurations point to must load with `datasets`
-        assert datasets.load_dataset("json", data_files=str(out / name), split="train", cache_dir=str(out.parent / "hf")).num_rows >= 1
+        assert (
+            datasets.load_dataset(
+                "json", data_files=str(out / name), split="train", cache_dir=str(out.parent / "hf")
+            ).num_rows
+            >= 1
+        )
 
     class LocalApi:
         def list_repo_files(self, repo_id, repo_type):
@@ -711,7 +772,9 @@ def _dataset_card_from_files(out: Path, tasks: tuple[str, ...], monkeypatch) -> 
 
     pushed = []
     monkeypatch.setattr(huggingface_hub, "hf_hub_url", lambda repo_id, filename, repo_type: str(out / filename))
-    monkeypatch.setattr(huggingface_hub.DatasetCard, "push_to_hub", lambda card, repo_id, repo_type: pushed.append(card))
+    monkeypatch.setattr(
+        huggingface_hub.DatasetCard, "push_to_hub", lambda card, repo_id, repo_type: pushed.append(card)
+    )
     tracker = evaluation_tracker.EvaluationTracker.__new__(evaluation_tracker.EvaluationTracker)
     tracker.api, tracker.public_repo, tracker.details_repo = LocalApi(), True, "someone/details"
     tracker.leaderboard_url = tracker.point_of_contact = None
@@ -799,7 +862,10 @@ def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, t
     assert run.tasks == ["booksort", "x"]
     if given_manager:
         assert run.task_manager is manager and run.metadata == {"from": "manager"}
-        assert run.task_yaml("booksort") == task_configs_dir() / "booksort" / "booksort.yaml" and run.task_yaml("x") is None
+        assert (
+            run.task_yaml("booksort") == task_configs_dir() / "booksort" / "booksort.yaml"
+            and run.task_yaml("x") is None
+        )
     else:
         assert run.task_manager is None and run.task_yaml("booksort") is None
         assert run.metadata == {"pretrained": "nowhere/model", "dtype": "float32", "booksort_data": "b"}
@@ -813,7 +879,10 @@ def test_r17_the_lm_eval_cli_checks_before_loading_the_model(tmp_path):
                         "--metadata", f"forgetting_curve_corpus={tmp_path}"], tmp_path, check=False)  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     message = proc.stderr[proc.stderr.index("lm-eval-longmem: error: ") :].splitlines()
-    assert message[0] == "lm-eval-longmem: error: 2 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    assert (
+        message[0]
+        == "lm-eval-longmem: error: 2 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    )
     assert message[1].startswith(f"  - --model_args pretrained={tmp_path / 'no-model'}: no such folder")
     assert message[2].startswith(f"  - forgetting_curve_corpus={tmp_path}: no .txt files in the folder")
     assert len(message) == 3 and "Traceback" not in proc.stderr
@@ -833,7 +902,9 @@ def test_r19_text_pairs_are_encoded_as_loglikelihood_encodes_them(tiny_llama_dir
     pairs = [("The cat", " sat on the mat"), ("The cat ", "sat"), ("", " hello there"), ("", prefix_text + " hi")]
     assert lm.tok_encode(pairs[3][1], add_special_tokens=False)[0] == lm.prefix_token_id  # the prefix case is exercised
     seen = []
-    lm._loglikelihood_tokens = lambda requests, disable_tqdm=False: seen.extend(requests) or [(0.0, True)] * len(requests)
+    lm._loglikelihood_tokens = lambda requests, disable_tqdm=False: (
+        seen.extend(requests) or [(0.0, True)] * len(requests)
+    )
     lm.loglikelihood([Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)], disable_tqdm=True)
     assert [key for key, _, _ in seen] == pairs
     for pair, context_enc, continuation_enc in seen:
@@ -903,7 +974,10 @@ def test_r22_metric_list_dicts():
     def last(items):
         return items[-1]
 
-    metric_list = [{"metric": "hits", "aggregation": "mean", "higher_is_better": False}, {"metric": "tail", "aggregation": last, "higher_is_better": True}]
+    metric_list = [
+        {"metric": "hits", "aggregation": "mean", "higher_is_better": False},
+        {"metric": "tail", "aggregation": last, "higher_is_better": True},
+    ]
     config = {"task": "longmem_test_metrics", "output_type": "loglikelihood", "test_split": "test", "doc_to_text": "x",
               "doc_to_target": " y", "custom_dataset": lambda **_: {"test": datasets.Dataset.from_list([{"a": 1}])}}  # fmt: skip
     built = ConfigurableTask(config={**config, "metric_list": metric_list, "process_results": lambda doc, results: {}})
@@ -965,8 +1039,13 @@ def test_r25_the_cli_saves_runs_as_evaluate_into_does():
     assert "evaluation_tracker=EvaluationTracker(**cfg.hf_hub_log_args)" in flat
     assert "evaluation_tracker=evaluation_tracker," in flat  # handed to simple_evaluate
     assert 'samples=results.pop("samples")' in flat
-    assert "evaluation_tracker.save_results_aggregated(results=results,samples=samplesifcfg.log_sampleselseNone)" in flat
-    assert 'fortask_nameinresults["configs"]:evaluation_tracker.save_results_samples(task_name=task_name,samples=samples[task_name])' in flat
+    assert (
+        "evaluation_tracker.save_results_aggregated(results=results,samples=samplesifcfg.log_sampleselseNone)" in flat
+    )
+    assert (
+        'fortask_nameinresults["configs"]:evaluation_tracker.save_results_samples(task_name=task_name,samples=samples[task_name])'
+        in flat
+    )
     assert 'print(make_table(results))if"groups"inresults:print(make_table(results,"groups"))' in flat
 
 

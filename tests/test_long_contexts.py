@@ -60,13 +60,19 @@ def _context(prompt: str) -> str:
 def _assert_in_bin(tokenizer, prompt: str, doc: dict) -> None:
     """The prompt has exactly the tokens the doc records, at most 20 (answer) and at least 23 below its length."""
     tokens = len(tokenizer(prompt)["input_ids"])
-    assert tokens == doc["prompt_tokens"] and doc["length"] - 23 <= tokens <= doc["length"] - 20, (tokens, doc["length"])
+    assert tokens == doc["prompt_tokens"] and doc["length"] - 23 <= tokens <= doc["length"] - 20, (
+        tokens,
+        doc["length"],
+    )
 
 
 def _assert_facts_at_their_depths(tokenizer, context: str, doc: dict) -> None:
     """Every fact is in the haystack, in story order, at the depth (share of its tokens before the fact) the doc records."""
     assert sha256_hex(context) == doc["context_sha256"]
-    starts = [start for start, _ in tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
+    starts = [
+        start
+        for start, _ in tokenizer(context, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    ]
     position = 0
     for fact, depth in zip(doc["facts"], doc["fact_depths"], strict=True):
         found = context.find(fact, position)
@@ -78,9 +84,11 @@ def _assert_facts_at_their_depths(tokenizer, context: str, doc: dict) -> None:
         assert context[start:end] == doc["facts"][index]
 
 
-def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excludes(llama_128k_dir, long_books, tmp_path):
-    from lm_eval_longmem.forgetting_curve.data import Spans, sequences, source_stream
+def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excludes(
+    llama_128k_dir, long_books, tmp_path
+):
     from lm_eval_longmem.backends.request_type import compact_ids
+    from lm_eval_longmem.forgetting_curve.data import Spans, sequences, source_stream
 
     metadata = {
         "forgetting_curve_corpus": str(long_books), "forgetting_curve_lengths": "[32k,64k]",
@@ -94,7 +102,9 @@ def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excl
     results = read_results(tmp_path)
     metrics = results["results"]["forgetting_curve"]
     assert metrics["skipped,none"] == 1
-    assert skip_reasons(results, "forgetting_curve") == {"65536": {"its 131073 input positions exceed 100000 (forgetting_curve_max_tokens)": 1}}
+    assert skip_reasons(results, "forgetting_curve") == {
+        "65536": {"its 131073 input positions exceed 100000 (forgetting_curve_max_tokens)": 1}
+    }
     for score in ("copy_acc", "lm_acc"):
         assert 0.0 <= metrics[f"{score}@32768,none"] <= 1.0
     (record,) = read_samples(tmp_path, "forgetting_curve")
@@ -146,7 +156,10 @@ def test_babilong_at_1m_fits_from_stored_counts_and_counts_its_skips(llama_1m_di
     assert skip_reasons(results, "babilong") == {
         "qa1_1048576": {"prompt + answer exceed the window (1048576 tokens, the model config)": 2}
     }
-    assert "babilong: window fit: 4 prompt count(s) stored with the docs, 0 read from the count cache, 0 tokenized" in proc.stderr
+    assert (
+        "babilong: window fit: 4 prompt count(s) stored with the docs, 0 read from the count cache, 0 tokenized"
+        in proc.stderr
+    )
     for record in read_samples(tmp_path, "babilong"):
         doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]
         assert doc["length"] == 524288
@@ -180,7 +193,9 @@ def test_babilong_retrieval_reads_a_128k_haystack_into_a_short_prompt(llama_128k
     for record in read_samples(tmp_path, "babilong"):
         doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]
         haystack = haystacks(doc)
-        assert len(tokenizer(haystack, add_special_tokens=False)["input_ids"]) > 130_000  # the 128k haystack was searched
+        assert (
+            len(tokenizer(haystack, add_special_tokens=False)["input_ids"]) > 130_000
+        )  # the 128k haystack was searched
         assert len(doc["retrieved"]) == 5 and all(piece in haystack for piece in doc["retrieved"])
         assert _context(prompt) == " ".join(doc["retrieved"]) and len(tokenizer(prompt)["input_ids"]) < 4096
         found = all(haystack[start:end] in _context(prompt) for start, end in doc["supporting_spans"])
@@ -197,7 +212,9 @@ def test_booksort_at_20000_words_sends_whole_excerpts_and_skips_what_does_not_fi
     data = build_booksort(embedded_books_dir / "hamlet.txt", tmp_path / "booksort", excerpt_lengths="20000")
     metadata = {"pretrained": str(llama_128k_dir), "booksort_data": str(data)}
     task = task_manager(metadata=metadata).load(["booksort_in_context_gen"])["tasks"]["booksort_in_context_gen"]
-    needs = [len(tokenizer(task.rendered_prompt(task.eval_docs[i]))["input_ids"]) + 8 for i in range(8)]  # + max_gen_toks
+    needs = [
+        len(tokenizer(task.rendered_prompt(task.eval_docs[i]))["input_ids"]) + 8 for i in range(8)
+    ]  # + max_gen_toks
 
     def considered(window: int) -> tuple[int, int]:
         """(kept, skipped) of the docs --limit 2 considers, in the dataset's order."""
@@ -219,7 +236,9 @@ def test_booksort_at_20000_words_sends_whole_excerpts_and_skips_what_does_not_fi
     )  # fmt: skip
     results = read_results(tmp_path)
     assert results["results"]["booksort_in_context_gen"]["skipped,none"] == skipped
-    assert skip_reasons(results, "booksort_in_context_gen") == {"LE20000": {f"prompt + answer exceed the window ({window} tokens, the hf backend's max_length)": skipped}}
+    assert skip_reasons(results, "booksort_in_context_gen") == {
+        "LE20000": {f"prompt + answer exceed the window ({window} tokens, the hf backend's max_length)": skipped}
+    }
     words = (data / "books" / "hamlet.txt").read_text(encoding="utf-8").split()
     for record in read_samples(tmp_path, "booksort_in_context_gen"):
         doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]

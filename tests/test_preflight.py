@@ -34,7 +34,9 @@ def test_runs_without_our_tasks_are_not_checked():
 
 def test_a_name_another_include_path_took_over_is_not_ours(tmp_path):
     theirs = SimpleNamespace(task_index={"booksort": SimpleNamespace(yaml_path=tmp_path / "booksort.yaml")})
-    ours = SimpleNamespace(task_index={"booksort": SimpleNamespace(yaml_path=task_configs_dir() / "booksort" / "booksort.yaml")})
+    ours = SimpleNamespace(
+        task_index={"booksort": SimpleNamespace(yaml_path=task_configs_dir() / "booksort" / "booksort.yaml")}
+    )
     assert preflight.requested_evaluations(_run(["booksort"], {}, theirs)) == []
     assert preflight.requested_evaluations(_run(["booksort", "booksort_memoryless"], {}, ours)) == ["booksort"]
 
@@ -52,10 +54,15 @@ def test_every_missing_local_input_is_named_with_its_fix(tmp_path):
     header, *lines = str(caught.value).splitlines()
     assert header == "5 inputs of this run cannot be used (checked before loading the model; nothing ran):"
     assert lines[0].startswith(f"  - --model_args pretrained={tmp_path / 'no-model'}: no such folder")
-    assert lines[1].startswith(f"  - forgetting_curve_corpus={missing}: {missing} does not exist; local alternative: --metadata forgetting_curve_corpus=BOOKS")
+    assert lines[1].startswith(
+        f"  - forgetting_curve_corpus={missing}: {missing} does not exist; local alternative: --metadata forgetting_curve_corpus=BOOKS"
+    )
     assert lines[2].startswith(f"  - --metadata booksort_data={str(missing)!r} is neither 'hub'")
     assert lines[3].startswith(f"  - babilong_corpus={tmp_path}: no .txt files in the folder {tmp_path}")
-    assert lines[4].startswith("  - babilong_facts=babi needs the bAbI test files") and "babilong_facts=simulated" in lines[4]
+    assert (
+        lines[4].startswith("  - babilong_facts=babi needs the bAbI test files")
+        and "babilong_facts=simulated" in lines[4]
+    )
 
 
 def test_one_problem_is_one_line(tmp_path):
@@ -87,14 +94,25 @@ def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(
                             "HF_DATASETS_CACHE": str(empty_hub / "datasets")}, check=False)  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     message = proc.stderr[proc.stderr.index("lm-eval-longmem: error: ") :].splitlines()
-    assert message[0] == "lm-eval-longmem: error: 4 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    assert (
+        message[0]
+        == "lm-eval-longmem: error: 4 inputs of this run cannot be used (checked before loading the model; nothing ran):"
+    )
     model, corpus, booksort, babilong = message[1:]
-    assert model.startswith("  - --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct: not in the local Hugging Face cache")
+    assert model.startswith(
+        "  - --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct: not in the local Hugging Face cache"
+    )
     assert "$(lm-eval-longmem embedded model)" in model
     assert corpus.startswith("  - forgetting_curve_corpus (default: hub dataset 'emozilla/pg19-test'")
     assert "--metadata forgetting_curve_corpus=BOOKS" in corpus and "$(lm-eval-longmem embedded books)" in corpus
-    assert booksort.startswith("  - booksort_data=hub (hub dataset 'memari/booksort', gated)") and "lm-eval-longmem booksort build" in booksort
-    assert babilong.startswith("  - babilong_source=hub (hub dataset 'RMT-team/babilong')") and "babilong_source=generate" in babilong
+    assert (
+        booksort.startswith("  - booksort_data=hub (hub dataset 'memari/booksort', gated)")
+        and "lm-eval-longmem booksort build" in booksort
+    )
+    assert (
+        babilong.startswith("  - babilong_source=hub (hub dataset 'RMT-team/babilong')")
+        and "babilong_source=generate" in babilong
+    )
     assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr
     assert not any(Path(tmp_path).rglob("results_*.json"))
 

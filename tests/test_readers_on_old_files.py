@@ -26,8 +26,10 @@ def figure_data(fig) -> list[dict]:
     from matplotlib.patches import Rectangle
 
     def nums(values) -> list:
-        return [None if v is None or (isinstance(v, float) and np.isnan(v)) else round(float(v), 9)
-                for v in np.asarray(values, dtype=float).ravel()]
+        return [
+            None if v is None or (isinstance(v, float) and np.isnan(v)) else round(float(v), 9)
+            for v in np.asarray(values, dtype=float).ravel()
+        ]
 
     axes = []
     for ax in fig.axes:
@@ -59,9 +61,9 @@ def reader_outputs(results: Path, dest: Path) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from lm_eval_longmem.plots import plot_results
     from lm_eval_longmem.readers.babilong import format_report
     from lm_eval_longmem.readers.results import load_runs, read_json
-    from lm_eval_longmem.plots import plot_results
     from lm_eval_longmem.report import build_report
     from lm_eval_longmem.report.render import render_markdown
 
@@ -99,14 +101,18 @@ def same_numbers(old, new, tol=1e-8) -> bool:
 
 def without_paths(markdown: str) -> str:
     """The report without the results file's location (the last column of the Runs table) and the model folder's parent."""
-    markdown = re.sub(r"pretrained=[^,|]*/(?=[^/,|]+[,|])", "pretrained=", markdown)  # the model's folder, wherever the cache is
+    markdown = re.sub(
+        r"pretrained=[^,|]*/(?=[^/,|]+[,|])", "pretrained=", markdown
+    )  # the model's folder, wherever the cache is
     return re.sub(r"\| [^|]*results_[^|]*\.json \|", "| RESULTS |", markdown)
 
 
 def without_additions(markdown: str) -> str:
     """The report without what issue 20 added: the Book-SORT "answered A" column and its note, the
     answer-bias flags, the per-length table and the BABILong questions per cell issue 26 added, what the numbers rest on (issue 28), and the perplexity panel's words in a forgetting-curve caption."""
-    markdown = markdown.replace(' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', "")
+    markdown = markdown.replace(
+        ' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', ""
+    )
     markdown = markdown.replace(", with the perplexity of the same tokens under it (the paper's Figure 5).", ".")
     markdown = re.sub(r"\n\*\*Answer bias: [^\n]*\n", "", markdown)
     # issue 26: the forgetting curve's per-length table (its note and rows) after the summary table

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.reference
 
 def test_every_reference_run_has_its_file_and_every_file_its_run():
     stored = sorted(p.stem for p in reference_runs.REFERENCE_DIR.glob("*.json"))
-    assert stored == sorted(RUNS), f"tests/reference/ holds {stored}, RUNS names {sorted(RUNS)}: refresh with `{reference_runs.REFRESH}`"
+    assert stored == sorted(RUNS), (
+        f"tests/reference/ holds {stored}, RUNS names {sorted(RUNS)}: refresh with `{reference_runs.REFRESH}`"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -50,7 +52,10 @@ def test_reference_results_are_numbers_and_facts_live_in_the_configs(name):
             assert value is None or (isinstance(value, (int, float)) and math.isfinite(value)), (task, key, value)
         assert {"skip_reasons", "docs_per_cell"} <= set(stored["longmem"]), task
         assert stored["docs"] and all(doc["scores"] for doc in stored["docs"]), task
-    if name in ("shared_books", "embedded_books"):  # the forgetting curve's L = 256 needs 514 positions > max_tokens 300
+    if name in (
+        "shared_books",
+        "embedded_books",
+    ):  # the forgetting curve's L = 256 needs 514 positions > max_tokens 300
         assert reference["tasks"]["forgetting_curve"]["longmem"]["skip_reasons"], name
 
 
@@ -105,9 +110,17 @@ def test_moved_inputs_outputs_scores_and_metrics_are_each_caught(stored):
     def skips(task):
         task["longmem"] = {**task["longmem"], "skip_reasons": {"9999": {"too long": 1}}}
 
-    for change, words in ((inputs, "other inputs"), (metric, "metrics moved"), (score, "from the same outputs"), (skips, "skips")):
+    for change, words in (
+        (inputs, "other inputs"),
+        (metric, "metrics moved"),
+        (score, "from the same outputs"),
+        (skips, "skips"),
+    ):
         diff = compare(stored, edited(stored, "forgetting_curve", change))
-        assert list(diff.moved) == ["forgetting_curve"] and words in " ".join(diff.moved["forgetting_curve"]), (words, diff)
+        assert list(diff.moved) == ["forgetting_curve"] and words in " ".join(diff.moved["forgetting_curve"]), (
+            words,
+            diff,
+        )
 
 
 def test_the_recorded_evaluation_is_accepted_when_the_reference_predates_it_and_compared_once_stored(stored):
@@ -133,6 +146,7 @@ def test_floating_point_noise_passes_and_one_near_tie_is_tolerated(stored):
             task["docs"][position]["outputs"][0] = [("1" if bits[0] == "0" else "0") + bits[1:], logprob]
             key = next(k for k in task["metrics"] if k.startswith("copy_acc@"))
             task["metrics"][key] += 0.01  # a cell's mean follows the flip
+
         return change
 
     one = compare(stored, edited(stored, "forgetting_curve", flip(0)))
@@ -146,13 +160,22 @@ def test_a_booksort_choice_flips_as_a_near_tie_only_where_its_log_likelihoods_we
         def change(task):
             task["docs"][doc]["outputs"] = [-1.0, -1.0005]
             task["docs"][doc]["scores"]["acc"] = 1 - task["docs"][doc]["scores"]["acc"]
+
         return change
 
     tied = edited(stored, "booksort_in_context", tie_at(0))
-    again = edited(tied, "booksort_in_context", lambda task: task["docs"][0]["scores"].__setitem__("acc", 1 - task["docs"][0]["scores"]["acc"]))
+    again = edited(
+        tied,
+        "booksort_in_context",
+        lambda task: task["docs"][0]["scores"].__setitem__("acc", 1 - task["docs"][0]["scores"]["acc"]),
+    )
     diff = compare(tied, again)  # the same log-likelihoods, the other choice: a tie
     assert not diff and len(diff.ties) == 1
-    scored = edited(stored, "booksort_in_context", lambda task: task["docs"][0]["scores"].__setitem__("acc", 1 - task["docs"][0]["scores"]["acc"]))
+    scored = edited(
+        stored,
+        "booksort_in_context",
+        lambda task: task["docs"][0]["scores"].__setitem__("acc", 1 - task["docs"][0]["scores"]["acc"]),
+    )
     assert "from the same outputs" in " ".join(compare(stored, scored).moved["booksort_in_context"])  # a decided choice
 
 
@@ -169,7 +192,9 @@ def test_a_decided_booksort_choice_that_flips_is_not_a_near_tie(stored):
 def test_added_metrics_ask_for_a_refresh_without_a_version_bump(stored):
     diff = compare(stored, edited(stored, "babilong", lambda task: task["metrics"].__setitem__("abstained,none", 0.0)))
     assert not diff.moved and diff.added == {"babilong": ["abstained,none"]}
-    assert "Refresh the reference to record them: `python tests/reference_runs.py embedded_books`" in explain("embedded_books", stored, diff)
+    assert "Refresh the reference to record them: `python tests/reference_runs.py embedded_books`" in explain(
+        "embedded_books", stored, diff
+    )
 
 
 def test_the_message_for_numbers_moved_without_a_version_bump_says_what_to_do(stored):
@@ -177,7 +202,12 @@ def test_the_message_for_numbers_moved_without_a_version_bump_says_what_to_do(st
     message = explain("embedded_books", stored, diff)
     version = stored["versions"]["babilong"]
     assert f"babilong {version} in task_configs/babilong/babilong.yaml" in message
-    for words in ("bump `metadata: version`", "changelog", "python tests/reference_runs.py embedded_books", "acc,none: "):
+    for words in (
+        "bump `metadata: version`",
+        "changelog",
+        "python tests/reference_runs.py embedded_books",
+        "acc,none: ",
+    ):
         assert words in message, words
 
 
@@ -191,7 +221,11 @@ def test_a_stale_version_names_the_refresh_command(stored, monkeypatch):
 
 def test_a_version_without_a_changelog_line_is_named(monkeypatch):
     versions = reference_runs.task_versions()
-    monkeypatch.setattr(reference_runs, "task_versions", lambda: {**versions, "forgetting_curve": (99.9, versions["forgetting_curve"][1])})
+    monkeypatch.setattr(
+        reference_runs,
+        "task_versions",
+        lambda: {**versions, "forgetting_curve": (99.9, versions["forgetting_curve"][1])},
+    )
     (line,) = reference_runs.missing_changelog_lines()
     assert "forgetting_curve is version 99.9" in line and "task_configs/forgetting_curve/README.md" in line
 

@@ -13,17 +13,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem import harness
-from lm_eval_longmem.babilong.options import PREFIX as BABILONG, BabilongOptions
+from lm_eval_longmem.babilong.options import PREFIX as BABILONG
+from lm_eval_longmem.babilong.options import BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
-from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT, BooksortOptions
+from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT
+from lm_eval_longmem.booksort.options import BooksortOptions
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import declared, parse_options
-from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE
+from lm_eval_longmem.forgetting_curve.options import SweepOptions
 from lm_eval_longmem.paths import task_configs_dir
 
 EVALUATIONS = {
@@ -40,7 +42,10 @@ def _model_args(model: Path) -> str:
 
 def _lm_eval(model: Path, tasks: str, metadata: dict, out: Path, *extra: str, check: bool = True):
     out.mkdir(parents=True, exist_ok=True)
-    env = {"LM_HARNESS_CACHE_PATH": str(out.parent / "request-cache"), "LM_EVAL_LONGMEM_CACHE": str(out.parent / "data-cache")}
+    env = {
+        "LM_HARNESS_CACHE_PATH": str(out.parent / "request-cache"),
+        "LM_EVAL_LONGMEM_CACHE": str(out.parent / "data-cache"),
+    }
     (out.parent / "request-cache").mkdir(exist_ok=True)
     args = ["--model", "hf", "--model_args", _model_args(model), "--device", "cpu", "--tasks", tasks,
             "--metadata", json.dumps(metadata), *extra]  # fmt: skip
@@ -75,10 +80,16 @@ def replaced_inputs(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
     corpus, booksort_data, background = root / "corpus.txt", root / "booksort_data", root / "background"
     background.mkdir()
     metadata = {
-        "forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,32", "forgetting_curve_samples": 1,
+        "forgetting_curve_corpus": str(corpus),
+        "forgetting_curve_lengths": "16,32",
+        "forgetting_curve_samples": 1,
         "booksort_data": str(booksort_data),
-        "babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(background),
-        "babilong_samples": 2, "babilong_lengths": "2k", "babilong_tasks": "qa1",
+        "babilong_source": "generate",
+        "babilong_facts": "simulated",
+        "babilong_corpus": str(background),
+        "babilong_samples": 2,
+        "babilong_lengths": "2k",
+        "babilong_tasks": "qa1",
     }  # fmt: skip  (2k: the prompt's instruction and examples take most of 1k characters)
     runs = {}
     for run, (first, second) in {"before": ("macbeth", "tempest"), "after": ("hamlet", "othello")}.items():
@@ -144,7 +155,9 @@ def test_babilong_corpus_replaced_in_place_gives_new_contexts(replaced_inputs):
     """Defect 1c: generated samples come from the background corpus the folder holds now."""
     for run, other in (("before", "after"), ("after", "before")):
         records = replaced_inputs[run]["babilong"]
-        assert all(sha256_hex(_context(r)) == r["doc"]["context_sha256"] for r in records), run  # the context sent is this run's
+        assert all(sha256_hex(_context(r)) == r["doc"]["context_sha256"] for r in records), (
+            run
+        )  # the context sent is this run's
         contexts = " ".join(_words(_context(r)) for r in records)
         pieces = [p for p in re.split(r"(?<=[.!?])\s+", contexts) if len(p) > 30]  # book sentences (facts are short)
         found = lambda texts: [p for p in pieces if any(p in text for text in texts)]  # noqa: E731, B023 (called in this iteration)
@@ -168,8 +181,13 @@ def small_inputs(embedded_books_dir, tmp_path_factory):
     return {
         "forgetting_curve": {"forgetting_curve_corpus": str(background / "macbeth.txt"), "forgetting_curve_samples": 1},
         "booksort_in_context": {"booksort_data": str(_booksort_build(books, root / "booksort_data"))},
-        "babilong": {"babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(background),
-                     "babilong_samples": 1, "babilong_tasks": "qa1"},  # fmt: skip
+        "babilong": {
+            "babilong_source": "generate",
+            "babilong_facts": "simulated",
+            "babilong_corpus": str(background),
+            "babilong_samples": 1,
+            "babilong_tasks": "qa1",
+        },  # fmt: skip
     }
 
 
@@ -233,7 +251,9 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
 def test_a_negative_whole_number_is_echoed_as_typed():
     """Issue 28: the command line types `-3` as the float -3.0, and errors echoed `forgetting_curve_samples=-3.0`."""
     given = metadata_words(["forgetting_curve_samples=-3"])
-    with pytest.raises(UsageError, match=r"^--metadata forgetting_curve_samples=-3: expected a whole number >= 1; e\.g\."):
+    with pytest.raises(
+        UsageError, match=r"^--metadata forgetting_curve_samples=-3: expected a whole number >= 1; e\.g\."
+    ):
         parse_options(SweepOptions, FORGETTING_CURVE, given)
 
 
@@ -250,7 +270,9 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
     from lm_eval_longmem.forgetting_curve.data import build_sweep
 
     corpus = tmp_path / "three_plays.txt"  # 200k tokens of the character-level tokenizer for L = 100000
-    corpus.write_text("".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest")))
+    corpus.write_text(
+        "".join((embedded_books_dir / f"{n}.txt").read_text(encoding="utf-8") for n in ("macbeth", "hamlet", "tempest"))
+    )
     metadata = {"forgetting_curve_corpus": str(corpus), "forgetting_curve_lengths": "16,100000", "forgetting_curve_samples": 1,
                 "forgetting_curve_limit_order": "cheapest"}  # fmt: skip
     out = tmp_path / "out"

@@ -157,7 +157,11 @@ def layer_violations(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], 
 def test_the_layer_check_finds_upward_and_sideways_imports():
     layers = (("common",), ("a", "b"), ("readers",))
     assert layer_violations({"common": set(), "a": {"common"}, "readers": {"a", "common"}}, layers) == []
-    assert layer_violations({"a": {"readers"}, "b": {"a"}, "new": set()}, layers) == ["new is in no layer of LAYERS", "a -> readers", "b -> a"]
+    assert layer_violations({"a": {"readers"}, "b": {"a"}, "new": set()}, layers) == [
+        "new is in no layer of LAYERS",
+        "a -> readers",
+        "b -> a",
+    ]
 
 
 def test_every_part_imports_only_layers_below_its_own():
@@ -173,7 +177,13 @@ def test_the_evaluations_are_listed_in_the_registry_only():
         if module == f"{PACKAGE}.common.evaluations":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None) if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else None
+            items = (
+                node.keys
+                if isinstance(node, ast.Dict)
+                else getattr(node, "elts", None)
+                if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+                else None
+            )
             names = {item.value for item in items or () if isinstance(item, ast.Constant) and item.value in NAMES}
             if len(names) >= 2:
                 found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {sorted(names)}")
@@ -198,7 +208,9 @@ def test_every_logger_is_under_the_harness_logger(module, path):
     constants = {  # module-level NAME = "text", for getLogger(NAME)
         node.targets[0].id: node.value
         for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
     }
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "getLogger":
@@ -207,7 +219,7 @@ def test_every_logger_is_under_the_harness_logger(module, path):
             first = arg.values[0] if isinstance(arg, ast.JoinedStr) else arg
             text = first.value if isinstance(first, ast.Constant) else ""
             assert str(text).startswith("lm_eval."), (
-                f"{path.name}:{node.lineno}: log under lm_eval's logger, e.g. logging.getLogger(f\"lm_eval.{{__name__}}\")"
+                f'{path.name}:{node.lineno}: log under lm_eval\'s logger, e.g. logging.getLogger(f"lm_eval.{{__name__}}")'
             )
 
 
@@ -308,7 +320,9 @@ def test_lm_eval_is_reached_only_through_harness():
         for line, name in lm_eval_names(ast.parse(path.read_text(encoding="utf-8")))
         if not allowed_lm_eval_name(name)
     ]
-    assert not offences, "reach lm_eval through a function of harness.py (with its reliance and test):\n" + "\n".join(offences)
+    assert not offences, "reach lm_eval through a function of harness.py (with its reliance and test):\n" + "\n".join(
+        offences
+    )
 
 
 def lm_eval_private_attributes() -> set[str]:
@@ -317,7 +331,13 @@ def lm_eval_private_attributes() -> set[str]:
 
     root = Path(importlib.util.find_spec("lm_eval").submodule_search_locations[0])
     names: set[str] = set()
-    for source in ("api/task.py", "api/model.py", "api/instance.py", "models/huggingface.py", "models/vllm_causallms.py"):
+    for source in (
+        "api/task.py",
+        "api/model.py",
+        "api/instance.py",
+        "models/huggingface.py",
+        "models/vllm_causallms.py",
+    ):
         for klass in ast.walk(ast.parse((root / source).read_text(encoding="utf-8"))):
             if not isinstance(klass, ast.ClassDef):
                 continue
@@ -334,7 +354,12 @@ def test_no_private_attribute_of_the_harness_classes_outside_harness():
     attribute of theirs read or set anywhere but `harness.py` is a reliance no test names (and one of ours
     with such a name would silently replace theirs)."""
     private = lm_eval_private_attributes()
-    assert {"_encode_pair", "_metric_fn_list", "_model_generate", "_detect_batch_size"} <= private  # the reader reads them
+    assert {
+        "_encode_pair",
+        "_metric_fn_list",
+        "_model_generate",
+        "_detect_batch_size",
+    } <= private  # the reader reads them
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{node.lineno}: .{node.attr}"
         for module, path in package_modules().items()

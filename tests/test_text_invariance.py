@@ -132,6 +132,8 @@ def test_crlf_with_a_byte_order_mark_and_lf_without_give_the_same_results(varian
     assert any(isinstance(v, float) and 0 < v < 1 for row in a["results"].values() for v in row.values())
     for task in ("forgetting_curve", "booksort_in_context", "booksort_memoryless", "babilong"):
         keep = ("doc_id", "doc", "arguments", "filtered_resps", "metrics")
-        first = [{k: s[k] for k in keep} | {m: s[m] for m in s["metrics"]} for s in read_samples(runs["crlf+bom"], task)]
+        first = [
+            {k: s[k] for k in keep} | {m: s[m] for m in s["metrics"]} for s in read_samples(runs["crlf+bom"], task)
+        ]
         second = [{k: s[k] for k in keep} | {m: s[m] for m in s["metrics"]} for s in read_samples(runs["lf"], task)]
         assert first and first == second, task

@@ -78,7 +78,9 @@ def read_babi(path: str | Path) -> list[BabiSample]:
             question, answer, *support = rest.split("\t")
             ids = " ".join(support).split()
             if not answer.strip() or not all(i.isdigit() and int(i) in fact_index for i in ids):
-                raise malformed(line_no, f"expected 'N question<TAB>answer<TAB>supporting statement numbers', got {raw[:80]!r}")
+                raise malformed(
+                    line_no, f"expected 'N question<TAB>answer<TAB>supporting statement numbers', got {raw[:80]!r}"
+                )
             samples.append(
                 BabiSample(
                     facts=tuple(facts),

@@ -203,7 +203,7 @@ ABSTENTIONS: dict[str, str] = {
     "conflict": "two candidate answers name different labels (an answer line and the text before it, two answer lines, "
     "the answer and a later conclusion)",
     "several": "the answer names several labels (for a question with one answer) and no rule picks one",
-    "quote": "the answer that names a label quotes the context (double quotes, \"Document[3]\")",
+    "quote": 'the answer that names a label quotes the context (double quotes, "Document[3]")',
     "exclamation": 'the answer that names a label opens with an interjection ("Oh no, ...")',
     "elsewhere": "the answer names no label but the output names one elsewhere (narration, a prompt the model "
     "invented, a cut-off answer line, a complete answer after an empty one)",
@@ -251,8 +251,12 @@ _WORDS = re.compile(r"\w+")
 _TAG = re.compile(r"<context>|<example>", re.IGNORECASE)
 _EMPHASIS = re.compile(r"[*`]+|(?<!\w)_+|_+(?!\w)|^[ \t]*#+[ \t]*", re.MULTILINE)
 _BULLET = r"[ \t]*(?:[-*\[(][ \t]*)?"
-_PROMPT_LINE = re.compile(rf"^{_BULLET}(?:question|context|example|story|instruction|q)[ \t]*:", re.IGNORECASE | re.MULTILINE)
-_ANSWER_LINE = re.compile(rf"^{_BULLET}(final[ \t]+)?(?:answer|response|a)[ \t]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+_PROMPT_LINE = re.compile(
+    rf"^{_BULLET}(?:question|context|example|story|instruction|q)[ \t]*:", re.IGNORECASE | re.MULTILINE
+)
+_ANSWER_LINE = re.compile(
+    rf"^{_BULLET}(final[ \t]+)?(?:answer|response|a)[ \t]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE
+)
 _HEADER = re.compile(r"^\W*(?:(?:answer|response|solution|output|result|reply)\W*\d*\W*|.*:\s*)$", re.IGNORECASE)
 _OPTION = re.compile(r"^[ \t]*\(?([A-E])[.):][ \t]+\S", re.MULTILINE)
 _OPTIONS_HEADER = re.compile(r"\b(?:options|choices)[ \t]*:", re.IGNORECASE)
@@ -263,7 +267,9 @@ _DANGLING = re.compile(r"(?:\b(?:the|a|an|in|at|to|of|on|into|from|is|are|was|we
 _LIST_START = re.compile(r"^\s*1[.)\]]\s")
 _LIST_ITEM = re.compile(r"(?:^|\s)\d+[.)\]](?:\s|$)")
 _SENTENCE_END = re.compile(r"(?<![a-z] [A-Z])([.!?])(?=\s|$)")
-_CONCLUDES = re.compile(r"^\W*so\b|\b(?:therefore|thus|hence|in conclusion|(?:the|my|final) answer is)\b", re.IGNORECASE)
+_CONCLUDES = re.compile(
+    r"^\W*so\b|\b(?:therefore|thus|hence|in conclusion|(?:the|my|final) answer is)\b", re.IGNORECASE
+)
 _CONCLUSION_MARKER = re.compile(
     r"\b(?:therefore|thus|hence|in conclusion|which means|this means)\b(?: that)?|,\s*so\b|\b(?:the|my|final) answer is\b:?",
     re.IGNORECASE,
@@ -368,6 +374,7 @@ def _trimmed(sentence: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- finding labels
 
+
 @cache
 def _forms_pattern(labels: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]] | None:
     """One regex for all forms of `labels` (longest first, whole words), and the label of each form."""
@@ -414,7 +421,9 @@ def _label_pattern(labels: tuple[str, ...], whole_word: bool) -> re.Pattern[str]
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)" if whole_word else alternatives)
 
 
-def _mentions(text: str, labels: tuple[str, ...], rules: frozenset[str], question_words: frozenset[str]) -> list[tuple[int, str]]:
+def _mentions(
+    text: str, labels: tuple[str, ...], rules: frozenset[str], question_words: frozenset[str]
+) -> list[tuple[int, str]]:
     """(position, label) of each mention of a label in `text` that counts as given, under `rules`."""
     found = []
     if "whole-word" in rules:
@@ -445,6 +454,7 @@ def _path(text: str) -> set[str]:
 
 # ---------------------------------------------------------------- rule `polarity`: yes/no from a statement
 
+
 def _alternation(phrases: Iterable[str]) -> str:
     """A regex alternation of normalised `phrases`, longest first."""
     return "|".join(re.escape(normalize_answer(p)) for p in sorted(set(phrases), key=len, reverse=True))
@@ -454,9 +464,7 @@ _PLACE_WORDS = _alternation(
     [*words.ROOMS, *words.PLACES, *words.WIDE_ROOMS, *words.WIDE_PLACES]
     + [place + "s" for place in (*words.ROOMS, *words.PLACES)]
 )
-_PERSON_WORDS = frozenset(
-    name.lower() for name in (*words.PEOPLE, *words.GIVERS, *words.VISITORS, *words.WIDE_NAMES)
-)
+_PERSON_WORDS = frozenset(name.lower() for name in (*words.PEOPLE, *words.GIVERS, *words.VISITORS, *words.WIDE_NAMES))
 # the qa17 shapes and positions and the qa18 things, as regex alternations (also `predictions.QUESTION_FORMS`)
 SHAPE_WORDS = _alternation(words.SHAPES)
 POSITION_WORDS = _alternation(words.POSITIONS)
@@ -490,7 +498,7 @@ It has no polarity (it is not "no"); in qa10 its phrases are forms of "maybe" (`
 
 
 def _polarity(text: str, question: str) -> str | None:
-    """"yes", "no" or "maybe" as the statement `text` answers the yes/no `question` (both normalised), or None.
+    """ "yes", "no" or "maybe" as the statement `text` answers the yes/no `question` (both normalised), or None.
 
     None for a hedge (`HEDGE`): "no information about Daniel being in the kitchen" is not "no".
     """
@@ -598,10 +606,16 @@ def _role(text: str, question: str, labels: tuple[str, ...], names: frozenset[st
     for pattern, slots in _GIVE_STATEMENTS:
         for m in pattern.finditer(text):
             statement = dict(zip(("giver", "thing", "receiver"), (m[slot] for slot in slots)))
-            if not (statement["giver"] in names and statement["receiver"] in names
-                    and statement["thing"] in labels and statement["thing"] not in names):
+            if not (
+                statement["giver"] in names
+                and statement["receiver"] in names
+                and statement["thing"] in labels
+                and statement["thing"] not in names
+            ):
                 continue
-            if _NEGATION.search(text[: m.start()].rsplit(",", 1)[-1]) or re.match(rf"(?:,| and) (?:{'|'.join(names)})\b", text[m.end():]):
+            if _NEGATION.search(text[: m.start()].rsplit(",", 1)[-1]) or re.match(
+                rf"(?:,| and) (?:{'|'.join(names)})\b", text[m.end() :]
+            ):
                 continue
             parsed = True
             if all(statement[key] == value for key, value in told.items()):
@@ -635,7 +649,9 @@ def asked_labels(question: str, labels: tuple[str, ...]) -> tuple[str, ...]:
     return labels
 
 
-def _found(text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]) -> tuple[set[str] | None, bool]:
+def _found(
+    text: str, question: str, labels: tuple[str, ...], names: frozenset[str], rules: frozenset[str]
+) -> tuple[set[str] | None, bool]:
     """(the labels the normalised answer `text` gives for the normalised `question`, whether a rule settled it).
 
     Labels the question names do not count (the authors' rule): "Where was the apple before the
@@ -725,8 +741,12 @@ def _named_anywhere(text: str, question: str, labels: tuple[str, ...], rules: fr
     if all("," in label for label in labels):
         return bool(set(_WORDS.findall(text)) & COMPASS.keys())
     question_words = frozenset(_WORDS.findall(question))
-    in_question = {label for _, label in _mentions(_apply_forms(question, labels), labels, rules - {"negation"}, question_words)}
-    return bool({label for _, label in _mentions(_apply_forms(text, labels), labels, rules, question_words)} - in_question)
+    in_question = {
+        label for _, label in _mentions(_apply_forms(question, labels), labels, rules - {"negation"}, question_words)
+    }
+    return bool(
+        {label for _, label in _mentions(_apply_forms(text, labels), labels, rules, question_words)} - in_question
+    )
 
 
 def _verdict(target: str, answer: frozenset[str], labels: Iterable[str], rules: frozenset[str]) -> bool:

@@ -144,10 +144,18 @@ def source_problems(metadata: dict[str, Any]) -> list[str]:
         return []
     problems = []
     if why := check_text_source(options.corpus):
-        shown = f"{PREFIX}corpus={options.corpus}" if options.corpus else f"{PREFIX}corpus (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+        shown = (
+            f"{PREFIX}corpus={options.corpus}"
+            if options.corpus
+            else f"{PREFIX}corpus (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+        )
         problems.append(f"{shown}: {why}; local alternative: --metadata {PREFIX}corpus=BOOKS ({BOOKS_HINT})")
     if options.facts == "babi" and not (options.babi_dir and Path(options.babi_dir).expanduser().is_dir()):
-        given = f"{PREFIX}babi_dir={options.babi_dir} is not a folder" if options.babi_dir else f"{PREFIX}facts=babi needs the bAbI test files"
+        given = (
+            f"{PREFIX}babi_dir={options.babi_dir} is not a folder"
+            if options.babi_dir
+            else f"{PREFIX}facts=babi needs the bAbI test files"
+        )
         problems.append(
             f"{given}; pass {PREFIX}babi_dir=PATH (the en/ folder of tasks_1-20_v1-2), or generate without "
             f"files: --metadata {PREFIX}facts=simulated"
@@ -244,7 +252,9 @@ def _generated_rows(options: BabilongOptions, qa: str, length: str, metadata: di
         spec,
         facts=options.facts,
         wide_vocabulary=options.wide_vocabulary,
-        babi_dir=options.babi_dir, corpus=options.corpus, tokenizer=load_tokenizer(metadata)
+        babi_dir=options.babi_dir,
+        corpus=options.corpus,
+        tokenizer=load_tokenizer(metadata),
     )
 
 

@@ -158,7 +158,9 @@ _STRETCH = 2000
 """Sentences of the background on which `build_background` checks that their counts add up."""
 
 
-def build_background(texts: Sequence[str], tokenizer: Any, *, name: str = "", sentences: Sequence[str] | None = None) -> Background:
+def build_background(
+    texts: Sequence[str], tokenizer: Any, *, name: str = "", sentences: Sequence[str] | None = None
+) -> Background:
     """Sentences of `texts` and their token counts in `tokenizer` (both cached on disk)."""
     sentences = corpus_sentences(texts) if sentences is None else sentences
     if not sentences:
@@ -311,7 +313,13 @@ def _assemble(
     cursor = 0  # tokens placed so far
     chars = 0  # characters placed so far (pieces are joined by one space)
     for text, kind in pieces(layout, sample.facts, background.sentences):
-        tokens = int(fact_tokens[-1 - kind]) if kind < 0 else partial_tokens if kind == end else int(background.token_counts[kind])
+        tokens = (
+            int(fact_tokens[-1 - kind])
+            if kind < 0
+            else partial_tokens
+            if kind == end
+            else int(background.token_counts[kind])
+        )
         if kind < 0:
             depths.append(cursor / total if total else 0.0)
             starts.append(chars)
@@ -339,7 +347,9 @@ def context_of(doc: dict[str, Any], sentences: Sequence[str]) -> str:
     """The text of a generated sample, rebuilt from what it records (checked against its `context_sha256`)."""
     if doc.get("skip_reason"):
         return ""
-    layout = Layout(int(doc["sentence_start"]), int(doc["sentence_end"]), int(doc["partial_words"]), tuple(doc["fact_slots"]))
+    layout = Layout(
+        int(doc["sentence_start"]), int(doc["sentence_end"]), int(doc["partial_words"]), tuple(doc["fact_slots"])
+    )
     context = " ".join(text for text, _ in pieces(layout, doc["facts"], sentences))
     if sha256_hex(context) != doc["context_sha256"]:
         raise UsageError(
@@ -374,7 +384,9 @@ def generate_samples(
     is kept with a non-empty `skip_reason` and no text, so the skip is counted, never hidden.
     """
     qa_number = int(spec.qa.lower().removeprefix("qa"))
-    chosen = np.random.default_rng([spec.seed, qa_number]).choice(len(babi), size=min(spec.samples, len(babi)), replace=False)
+    chosen = np.random.default_rng([spec.seed, qa_number]).choice(
+        len(babi), size=min(spec.samples, len(babi)), replace=False
+    )
     rows = []
     for index in np.sort(chosen):
         sample = babi[int(index)]

@@ -8,7 +8,16 @@ from typing import Any
 
 from lm_eval_longmem.babilong.prompts import PromptSwitches
 from lm_eval_longmem.common.lengths import format_length, parse_length
-from lm_eval_longmem.common.options import flag, fraction_band, items, limit_order_option, one_of, option, text, whole_number
+from lm_eval_longmem.common.options import (
+    flag,
+    fraction_band,
+    items,
+    limit_order_option,
+    one_of,
+    option,
+    text,
+    whole_number,
+)
 
 PREFIX = "babilong_"
 STANDARD_LENGTHS: tuple[str, ...] = ("0k", "1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k", "1M")
@@ -24,7 +33,7 @@ def length_name(tokens: int) -> str:
 
 
 def standard_lengths(value: Any) -> tuple[str, ...] | None:
-    """"fit" (None: every standard length within the window) or a list of standard lengths, in length order."""
+    """ "fit" (None: every standard length within the window) or a list of standard lengths, in length order."""
     if isinstance(value, str) and value.strip().lower() == "fit":
         return None
     chosen: set[str] = set()
@@ -64,18 +73,30 @@ class BabilongOptions:
     """What `--metadata babilong_*` can set."""
 
     source: str = option(
-        "hub", one_of("hub", "hub-1k", "generate"), "hub (100 samples), hub-1k (1000 samples) or generate (fresh, seeded)", "generate"
+        "hub",
+        one_of("hub", "hub-1k", "generate"),
+        "hub (100 samples), hub-1k (1000 samples) or generate (fresh, seeded)",
+        "generate",
     )
     lengths: tuple[str, ...] | None = option(
-        None, standard_lengths, "lengths to run; default fit: every standard length within the model's window", "[0k,1k,4k]"
+        None,
+        standard_lengths,
+        "lengths to run; default fit: every standard length within the model's window",
+        "[0k,1k,4k]",
     )
     tasks: tuple[str, ...] = option(DEFAULT_TASKS, task_list, "bAbI tasks to run", "qa1-qa5")
-    facts: str = option("babi", one_of("babi", "simulated"), "generate: facts from bAbI files (babi) or the simulator", "simulated")
+    facts: str = option(
+        "babi", one_of("babi", "simulated"), "generate: facts from bAbI files (babi) or the simulator", "simulated"
+    )
     wide_vocabulary: bool = option(
         False, flag, "generate with facts=simulated: more names, places and objects than bAbI's", "true"
     )
     babi_dir: str | None = option(
-        None, text, "folder of bAbI test files (qa1_..._test.txt): generate with facts=babi; hub sets under retrieval (recall)", "tasks_1-20_v1-2/en", local_input=True
+        None,
+        text,
+        "folder of bAbI test files (qa1_..._test.txt): generate with facts=babi; hub sets under retrieval (recall)",
+        "tasks_1-20_v1-2/en",
+        local_input=True,
     )
     corpus: str | None = option(
         None,
@@ -86,8 +107,12 @@ class BabilongOptions:
     )
     seed: int = option(0, whole_number(0), "generate: seed of every random choice", "1")
     samples: int = option(100, whole_number(1), "generate: questions per task and length", "100")
-    depth: tuple[float, float] = option((0.0, 1.0), fraction_band, "generate: band of the context the facts lie in", "0-0.25")
-    reserve_tokens: int = option(0, whole_number(0), "generate: tokens kept free besides the answer's 20 (e.g. chat template)", "64")
+    depth: tuple[float, float] = option(
+        (0.0, 1.0), fraction_band, "generate: band of the context the facts lie in", "0-0.25"
+    )
+    reserve_tokens: int = option(
+        0, whole_number(0), "generate: tokens kept free besides the answer's 20 (e.g. chat template)", "64"
+    )
     instruction: bool = option(True, flag, "show the task instruction", "false")
     examples: bool = option(True, flag, "show the worked examples", "false")
     answer_format: bool = option(True, flag, "show the answer-format instruction", "false")

@@ -140,7 +140,8 @@ def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
     labels = {label.lower() for label in TASK_LABELS[qa]}
     lists = qa == "qa8"  # qa8 targets may list several objects
     in_labels = sum(
-        all(item in labels for item in re.split(r"\s*,\s*", row["target"].strip().lower())) if lists
+        all(item in labels for item in re.split(r"\s*,\s*", row["target"].strip().lower()))
+        if lists
         else row["target"].strip().lower() in labels
         for row in rows
     )
@@ -171,7 +172,9 @@ def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path)
     likely = [other for other, (t, q) in fits.items() if t * q == best and best > 0]
     if targets < 1.0:
         labels = {label.lower() for label in TASK_LABELS[qa]}
-        outside = sorted({row["target"] for row in rows if not set(re.split(r"\s*,\s*", row["target"].strip().lower())) <= labels})
+        outside = sorted(
+            {row["target"] for row in rows if not set(re.split(r"\s*,\s*", row["target"].strip().lower())) <= labels}
+        )
         what = f"targets such as {', '.join(repr(t) for t in outside[:3])} are not {qa} answers"
     else:
         what = f"only {questions:.0%} of its questions have the form of {qa}'s"
@@ -238,9 +241,18 @@ def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
         if verdict.acc != verdict.acc_corrected:
             rule = deciding_rule(row["target"], row["output"], row["question"], labels)
             answer = corrected_answer(row["output"], row["question"], labels)
-            disagreements.append(Disagreement(
-                index, row["target"], row["output"], answer, verdict.acc, verdict.acc_corrected, rule, row["question"]
-            ))
+            disagreements.append(
+                Disagreement(
+                    index,
+                    row["target"],
+                    row["output"],
+                    answer,
+                    verdict.acc,
+                    verdict.acc_corrected,
+                    rule,
+                    row["question"],
+                )
+            )
         elif not verdict.acc:
             both_fail.append(index)
     by_rule = Counter(d.rule for d in disagreements)
@@ -249,5 +261,10 @@ def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
         for direction in (CREDITED, FAILED)
     }
     return Audit(
-        _score(verdicts), disagreements, dict(by_rule.most_common()), by_direction, both_fail, dict(abstentions.most_common())
+        _score(verdicts),
+        disagreements,
+        dict(by_rule.most_common()),
+        by_direction,
+        both_fail,
+        dict(abstentions.most_common()),
     )

@@ -86,9 +86,7 @@ def format_examples(examples: tuple[Example, ...]) -> str:
     return "\n\n".join(f"<example>\n{e.input} {e.question}\nAnswer: {e.target}\n</example>" for e in examples)
 
 
-def format_prompt(
-    parts: PromptParts, context: str, question: str, switches: PromptSwitches = PromptSwitches()
-) -> str:
+def format_prompt(parts: PromptParts, context: str, question: str, switches: PromptSwitches = PromptSwitches()) -> str:
     """The whole prompt for one sample (the text the model is asked to continue)."""
     return _TEMPLATE.format(
         instruction=parts.instruction if switches.instruction else "",

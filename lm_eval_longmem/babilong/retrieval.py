@@ -160,9 +160,7 @@ def require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise UsageError(
-            f"--metadata {PREFIX}retrieval needs the optional package {module}: {INSTALL_EXTRA}"
-        ) from None
+        raise UsageError(f"--metadata {PREFIX}retrieval needs the optional package {module}: {INSTALL_EXTRA}") from None
 
 
 def bm25_scores(pieces: Sequence[str], query: str) -> np.ndarray:
@@ -307,7 +305,9 @@ def _babi_samples(babi_dir: str, qa: str) -> tuple[Any, ...]:
 
 
 def _rows_digest(rows: Sequence[dict[str, Any]], texts: Sequence[str]) -> str:
-    return items_digest([text, row["question"], row.get("skip_reason") or ""] for row, text in zip(rows, texts, strict=True))
+    return items_digest(
+        [text, row["question"], row.get("skip_reason") or ""] for row, text in zip(rows, texts, strict=True)
+    )
 
 
 def retrieve_cell(
@@ -350,7 +350,12 @@ def retrieve_cell(
         path.write_text(json.dumps(value), encoding="utf-8")
 
     chosen = load_or_build(
-        "babilong-retrieval", key, build, dump=dump, load=lambda p: json.loads(p.read_text(encoding="utf-8")), suffix=".json"
+        "babilong-retrieval",
+        key,
+        build,
+        dump=dump,
+        load=lambda p: json.loads(p.read_text(encoding="utf-8")),
+        suffix=".json",
     )
     out = []
     for row, spans in zip(rows, chosen):
@@ -400,7 +405,12 @@ def retrieve_cells(
             ]
             missing = sum(1 for row in rows if not row["supporting_spans"])
             if missing:
-                log.warning("babilong %s %s: %d doc(s) not found in the bAbI files: no retrieval_recall for them", qa, length, missing)
+                log.warning(
+                    "babilong %s %s: %d doc(s) not found in the bAbI files: no retrieval_recall for them",
+                    qa,
+                    length,
+                    missing,
+                )
         out[qa, length] = retrieve_cell(rows, options, retriever, tokenizer, haystack)
     return out
 

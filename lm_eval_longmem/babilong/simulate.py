@@ -68,8 +68,9 @@ DONE_TASKS = tuple(f"qa{i}" for i in range(1, 21))
 # --- the movement tasks (qa1-qa3, qa5-qa8) ----------------------------------------------------
 
 
-def _movement_story(dice: Dice, vocab: Vocabulary, spec: MoveSpec,
-                    ask: Callable[[World, Dice], tuple[str, str, tuple[int, ...]] | None]) -> Story:
+def _movement_story(
+    dice: Dice, vocab: Vocabulary, spec: MoveSpec, ask: Callable[[World, Dice], tuple[str, str, tuple[int, ...]] | None]
+) -> Story:
     """Two actions, then a question if one can be asked; until the task's number of questions."""
     while True:
         story = Story()
@@ -201,8 +202,18 @@ _MOVEMENT_TASKS = {
     1: (MoveSpec(recency=MOVE_RECENCY), _ask_qa1),
     2: (MoveSpec(move=0.78, take=0.12, drop=0.1, drop_there=0.18), _ask_qa2),
     3: (MoveSpec(move=0.6, take=0.2, drop=0.2, take_there=0.2, drop_there=0.2, stay=0.85), _ask_qa3),
-    5: (MoveSpec(move=0.4, take=0.18, drop=0.12, give=0.3, start_together=True, meet=0.5,
-                  recency=(0.6, 0.2, 0.12, 0.05, 0.03)), _ask_qa5),
+    5: (
+        MoveSpec(
+            move=0.4,
+            take=0.18,
+            drop=0.12,
+            give=0.3,
+            start_together=True,
+            meet=0.5,
+            recency=(0.6, 0.2, 0.12, 0.05, 0.03),
+        ),
+        _ask_qa5,
+    ),
     6: (MoveSpec(move=0.66, take=0.22, drop=0.12, recency=MOVE_RECENCY), _ask_qa6),
     7: (MoveSpec(move=0.4, take=0.2, drop=0.2, give=0.2, meet=0.5), _ask_qa7),
     8: (MoveSpec(move=0.6, take=0.25, drop=0.15), _ask_qa8),
@@ -357,13 +368,15 @@ def _story_qa14(dice: Dice, vocab: Vocabulary) -> Story:
                     text = f"{p} {verb} the {place} {when}."
                 shown[(p, t)] = story.say(text)
             # "before the X" needs X once in the whole day, and the time before it told
-            candidates = [(max(i, shown[(p, t - 1)]), (p, t)) for (p, t), i in shown.items()
-                          if (p, t - 1) in shown and days[p].count(days[p][t]) == 1]
+            candidates = [
+                (max(i, shown[(p, t - 1)]), (p, t))
+                for (p, t), i in shown.items()
+                if (p, t - 1) in shown and days[p].count(days[p][t]) == 1
+            ]
             chosen = pick_recent(dice, len(story.facts), candidates, (0.4, 0.25, 0.2, 0.1, 0.05))
             if chosen is not None:
                 p, t = chosen
-                story.ask(f"Where was {p} before the {days[p][t]}?", days[p][t - 1],
-                          (shown[(p, t)], shown[(p, t - 1)]))
+                story.ask(f"Where was {p} before the {days[p][t]}?", days[p][t - 1], (shown[(p, t)], shown[(p, t - 1)]))
         if len(story.questions) == 5:
             return story
 
@@ -415,8 +428,11 @@ def _story_qa16(dice: Dice, vocab: Vocabulary) -> Story:
     for name, what in told:
         text = f"{name} is a {kind[name]}." if what == "kind" else f"{name} is {colour[name]}."
         fact_of[(name, what)] = story.say(text)
-    story.ask(f"What color is {asked}?", colour[twin],
-              (fact_of[(asked, "kind")], fact_of[(twin, "kind")], fact_of[(twin, "colour")]))
+    story.ask(
+        f"What color is {asked}?",
+        colour[twin],
+        (fact_of[(asked, "kind")], fact_of[(twin, "kind")], fact_of[(twin, "colour")]),
+    )
     return story
 
 
@@ -511,9 +527,12 @@ def _story_qa18(dice: Dice, vocab: Vocabulary) -> Story:
                     told[(small, big)] = story.say(f"The {small} fits inside the {big}.")
                 else:
                     told[(small, big)] = story.say(f"The {big} is bigger than the {small}.")
-            chains = [(small, big, (told[(small, mid)], told[(mid, big)]))
-                      for (small, mid) in told for (mid2, big) in told
-                      if mid2 == mid and (small, big) not in told]
+            chains = [
+                (small, big, (told[(small, mid)], told[(mid, big)]))
+                for (small, mid) in told
+                for (mid2, big) in told
+                if mid2 == mid and (small, big) not in told
+            ]
             if chains:
                 for _ in range(5):
                     small, big, support = dice.pick(chains)
@@ -628,8 +647,11 @@ def write_babi_file(samples: Sequence[BabiSample], path: str | Path) -> Path:
     number = 0
     current_facts: Sequence[str] = ()
     for sample in samples:
-        if sample.story != story or len(sample.facts) < written or \
-                tuple(sample.facts[:written]) != tuple(current_facts[:written]):
+        if (
+            sample.story != story
+            or len(sample.facts) < written
+            or tuple(sample.facts[:written]) != tuple(current_facts[:written])
+        ):
             story, written, line_of, number = sample.story, 0, [], 0
         for fact in sample.facts[written:]:
             number += 1

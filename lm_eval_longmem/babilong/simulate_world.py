@@ -167,8 +167,7 @@ class Story:
         self.questions.append((len(self.facts), question, answer, tuple(supporting)))
 
 
-def pick_recent(dice: Dice, n_facts: int, candidates: Sequence[tuple[int, object]],
-                 recency: Sequence[float] = RECENCY):
+def pick_recent(dice: Dice, n_facts: int, candidates: Sequence[tuple[int, object]], recency: Sequence[float] = RECENCY):
     """One of the `(key fact, payload)` candidates, the key fact's age drawn from `recency`.
 
     The key fact is the one that must be recent (usually the newest supporting fact). None when no
@@ -228,9 +227,7 @@ class World:
         self.last_touch: dict[str, int] = {}  # object -> latest fact that picked it up/dropped/gave it
         self.dropped_at: dict[str, tuple[int, int | None]] = {}  # object -> (drop fact, dropper's move)
         # every place an object has been, in order, with the fact that showed it there (None: hidden)
-        self.history: dict[str, list[tuple[str, int | None]]] = {
-            o: [(self.lies[o], None)] for o in vocab.objects
-        }
+        self.history: dict[str, list[tuple[str, int | None]]] = {o: [(self.lies[o], None)] for o in vocab.objects}
         self.gives: list[tuple[int, str, str, str]] = []  # (fact, giver, object, receiver)
         self.actor: str | None = None  # who acted last
         self._weights = (spec.move, spec.take, spec.drop, spec.give)
@@ -266,8 +263,12 @@ class World:
         return True
 
     def _take(self, spec: MoveSpec, actor: str | None) -> bool:
-        options = [(p, o) for p in ((actor,) if actor else self.vocab.people) for o in self.vocab.objects
-                   if self.holder[o] is None and self.lies[o] == self.where[p]]
+        options = [
+            (p, o)
+            for p in ((actor,) if actor else self.vocab.people)
+            for o in self.vocab.objects
+            if self.holder[o] is None and self.lies[o] == self.where[p]
+        ]
         if not options:
             return False
         p, o = self.dice.pick(options)
@@ -298,8 +299,13 @@ class World:
         return True
 
     def _give(self, spec: MoveSpec, actor: str | None) -> bool:
-        options = [(p, o, q) for o, p in self.holder.items() if p is not None and actor in (None, p)
-                   for q in self.vocab.people if q != p and self.where[q] == self.where[p]]
+        options = [
+            (p, o, q)
+            for o, p in self.holder.items()
+            if p is not None and actor in (None, p)
+            for q in self.vocab.people
+            if q != p and self.where[q] == self.where[p]
+        ]
         if not options:
             return False
         p, o, q = self.dice.pick(options)

@@ -165,13 +165,24 @@ class BabilongTask(LongmemTask):
         wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
         labels = labels_for_simulated(doc["qa"], True) if wide else None
         verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
-        scores = {"acc": float(verdict.acc), "acc_corrected": float(verdict.acc_corrected), ABSTAINED.name: float(verdict.abstained)}
+        scores = {
+            "acc": float(verdict.acc),
+            "acc_corrected": float(verdict.acc_corrected),
+            ABSTAINED.name: float(verdict.abstained),
+        }
         if options.retrieval != "none":
             scores[RECALL.name] = doc["retrieval_recall"]  # None when the doc's facts are unknown
         return scores
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Answer:
-        return Answer(doc["qa"], int(doc["length"]), scores["acc"], scores["acc_corrected"], scores.get(RECALL.name), scores[ABSTAINED.name])
+        return Answer(
+            doc["qa"],
+            int(doc["length"]),
+            scores["acc"],
+            scores["acc_corrected"],
+            scores.get(RECALL.name),
+            scores[ABSTAINED.name],
+        )
 
     def summary_cells(self) -> tuple[list[int], list[str]]:
         """The lengths and the bAbI tasks of the run's cells, in their order."""
@@ -195,7 +206,9 @@ class BabilongTask(LongmemTask):
         if self.options.retrieval != "none":
             for length in lengths:
                 recall = recall_mean(items, length)
-                out.update(zip(metric_names.with_interval(RECALL.name, length), recall or (None,) * len(MEAN_AND_INTERVAL)))
+                out.update(
+                    zip(metric_names.with_interval(RECALL.name, length), recall or (None,) * len(MEAN_AND_INTERVAL))
+                )
         return out
 
     def summary_directions(self) -> dict[str, bool | None]:
@@ -204,11 +217,19 @@ class BabilongTask(LongmemTask):
         for check_name in (*CHECKS, ABSTAINED.name):
             better = ABSTAINED.higher_is_better if check_name == ABSTAINED.name else True
             for length in (None, *lengths):
-                out.update(dict.fromkeys(metric_names.with_interval(check_name, *(() if length is None else (length,))), better))
+                out.update(
+                    dict.fromkeys(
+                        metric_names.with_interval(check_name, *(() if length is None else (length,))), better
+                    )
+                )
             if check_name != ABSTAINED.name:
                 out.update(dict.fromkeys((metric_names.effective_context(check_name, qa) for qa in tasks), True))
         if self.options.retrieval != "none":
-            out.update(dict.fromkeys((name for length in lengths for name in metric_names.with_interval(RECALL.name, length)), True))
+            out.update(
+                dict.fromkeys(
+                    (name for length in lengths for name in metric_names.with_interval(RECALL.name, length)), True
+                )
+            )
         return out
 
     def result_facts(self) -> dict[str, Any]:

@@ -45,9 +45,7 @@ def _any(words) -> str:
 
 _WORD = r"([A-Za-z]+)"
 _TIME = _any(TIMES)
-_MOVE = re.compile(
-    rf"^(.+?) (?:{_any(move.removesuffix(' to') for move in MOVES)}) to the ([a-z]+)(?: ({_TIME}))?\.$"
-)
+_MOVE = re.compile(rf"^(.+?) (?:{_any(move.removesuffix(' to') for move in MOVES)}) to the ([a-z]+)(?: ({_TIME}))?\.$")
 _TAKE = re.compile(rf"^{_WORD} (?:{_any(TAKES)}) the {_WORD}(?: there)?\.$")
 _DROP = re.compile(rf"^{_WORD} (?:{_any(DROPS)}) the {_WORD}(?: there)?\.$")
 _GIVE = re.compile(rf"^{_WORD} (?:{_any(GIVES)}) the {_WORD} to {_WORD}\.$")
@@ -57,7 +55,6 @@ _EITHER = re.compile(rf"^{_WORD} is either in the {_WORD} or the {_WORD}\.$")
 _RELATION = re.compile(rf"^The {_WORD} is (north|south|east|west) of the {_WORD}\.$")
 _LINKER = re.compile(r"^(?:Then|After that|Afterwards|Following that) (he|she|they)$")
 _TIME_FIRST = re.compile(rf"^({_any(time.capitalize() for time in TIMES)}) (.+)$")
-
 
 
 def _parse_move(fact: str) -> tuple[str, str, str | None] | None:
@@ -106,8 +103,11 @@ def _places(facts: Sequence[str]) -> dict[str, frozenset[str] | tuple[str, str]]
         elif move := _parse_move(fact):
             who, place, _ = move
             if link := _LINKER.match(who):
-                if not subjects or (link[1] == "they") != (len(subjects) == 2) or \
-                        (link[1] != "they" and (subjects[0] in SHE) != (link[1] == "she")):
+                if (
+                    not subjects
+                    or (link[1] == "they") != (len(subjects) == 2)
+                    or (link[1] != "they" and (subjects[0] in SHE) != (link[1] == "she"))
+                ):
                     raise Unanswerable(f"{link[1]!r} refers to no one in {fact!r}")
                 people = subjects
             else:
@@ -279,13 +279,17 @@ def _path(facts, question):
     near = _neighbours(facts)
     ways = {
         f"{first[0]},{second[0]}"
-        for first in OPPOSITE for mid in near.get((m[1], first), ())
-        for second in OPPOSITE for end in near.get((mid, second), ()) if end == m[2]
+        for first in OPPOSITE
+        for mid in near.get((m[1], first), ())
+        for second in OPPOSITE
+        for end in near.get((mid, second), ())
+        if end == m[2]
     }
     return _one(ways, question)
 
 
 # --- qa14: time -------------------------------------------------------------------------------
+
 
 def _before(facts, question):
     m = re.fullmatch(r"Where was ([A-Za-z]+) before the ([a-z]+)\?", question)
@@ -349,7 +353,7 @@ def _sum(a: int | None, b: int | None) -> int | None:
 
 
 def _position(facts, question):
-    """"A is left of B" puts A in B's row, somewhere left; chain the statements from one shape."""
+    """ "A is left of B" puts A in B's row, somewhere left; chain the statements from one shape."""
     sides = _any(POSITIONS)
     told = []
     for fact in facts:
@@ -372,7 +376,7 @@ def _position(facts, question):
 
 
 def _size(facts, question):
-    """"A fits inside B" and "B is bigger than A" both say A < B; answer by following the chain."""
+    """ "A fits inside B" and "B is bigger than A" both say A < B; answer by following the chain."""
     smaller: dict[str, set[str]] = {}  # thing -> things told or shown bigger than it
     for fact in facts:
         if m := re.fullmatch(r"The ([a-z ]+?) fits inside the ([a-z ]+)\.", fact):
@@ -408,6 +412,7 @@ def _size(facts, question):
 
 # --- qa20: motivations ------------------------------------------------------------------------
 
+
 def _motive(facts, question):
     feeling = {}
     for fact in facts:
@@ -426,11 +431,25 @@ def _motive(facts, question):
 
 
 _ANSWER = {
-    "qa1": _where_is, "qa2": _where_is_object, "qa3": _where_was_object, "qa4": _relation,
-    "qa5": _give_question, "qa6": lambda f, q: _is_in(_movement_only(f), q), "qa7": _how_many,
-    "qa8": _carrying, "qa9": _is_in, "qa10": _is_in, "qa11": _where_is, "qa12": _where_is,
-    "qa13": _where_is, "qa14": _before, "qa15": _afraid, "qa16": _colour, "qa17": _position,
-    "qa18": _size, "qa19": _path,
+    "qa1": _where_is,
+    "qa2": _where_is_object,
+    "qa3": _where_was_object,
+    "qa4": _relation,
+    "qa5": _give_question,
+    "qa6": lambda f, q: _is_in(_movement_only(f), q),
+    "qa7": _how_many,
+    "qa8": _carrying,
+    "qa9": _is_in,
+    "qa10": _is_in,
+    "qa11": _where_is,
+    "qa12": _where_is,
+    "qa13": _where_is,
+    "qa14": _before,
+    "qa15": _afraid,
+    "qa16": _colour,
+    "qa17": _position,
+    "qa18": _size,
+    "qa19": _path,
     "qa20": _motive,
 }
 

@@ -26,8 +26,18 @@ AGENTS = ("Jason", "Antoine", "Sumit", "Yann")
 """qa20 (the questions write them in lower case)."""
 
 WIDE_NAMES = {
-    "Alice": "she", "Oliver": "he", "Nina": "she", "Victor": "he", "Grace": "she", "Hugo": "he",
-    "Leah": "she", "Omar": "he", "Rosa": "she", "Tomas": "he", "Irene": "she", "Felix": "he",
+    "Alice": "she",
+    "Oliver": "he",
+    "Nina": "she",
+    "Victor": "he",
+    "Grace": "she",
+    "Hugo": "he",
+    "Leah": "she",
+    "Omar": "he",
+    "Rosa": "she",
+    "Tomas": "he",
+    "Irene": "she",
+    "Felix": "he",
 }
 """Extra people of the simulator's wide vocabulary, with their pronoun.
 
@@ -77,11 +87,19 @@ SHAPES = ("red square", "triangle", "pink rectangle", "yellow square", "blue squ
 """qa17."""
 POSITIONS = ("to the left of", "to the right of", "below", "above")
 """qa17: how one shape is placed against another."""
-OPPOSITE_POSITION = {"to the left of": "to the right of", "to the right of": "to the left of",
-                     "below": "above", "above": "below"}
+OPPOSITE_POSITION = {
+    "to the left of": "to the right of",
+    "to the right of": "to the left of",
+    "below": "above",
+    "above": "below",
+}
 CONTAINERS = ("box", "box of chocolates", "chocolate", "container", "chest", "suitcase")
 """qa18: the things whose sizes are compared."""
 
-MOTIVES = {"thirsty": ("kitchen", "milk"), "hungry": ("kitchen", "apple"),
-           "bored": ("garden", "football"), "tired": ("bedroom", "pajamas")}
+MOTIVES = {
+    "thirsty": ("kitchen", "milk"),
+    "hungry": ("kitchen", "apple"),
+    "bored": ("garden", "football"),
+    "tired": ("bedroom", "pajamas"),
+}
 """qa20: each motive, the place it sends someone to and the thing they get there."""

@@ -89,6 +89,7 @@ log = logging.getLogger(f"lm_eval.{__name__}")
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
 
+
 def final_logit_transform(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor]:
     """The post-LM-head transforms of the model families we know, in the order their forward applies them."""
     config = model.config.get_text_config()
@@ -149,8 +150,7 @@ def uses_chunked_head(self: HFLM, probe: Sequence[int]) -> bool:
             usable = False
     if not usable:
         log.warning(
-            "%s: %s for %s; using the full-logits forward instead (exact, but memory grows with"
-            " sequence x vocabulary)",
+            "%s: %s for %s; using the full-logits forward instead (exact, but memory grows with sequence x vocabulary)",
             OUTPUT_TYPE,
             reason,
             type(model).__name__,
@@ -194,7 +194,9 @@ def head_chunk_rows(
     the head's output beside it.
     """
     logits_itemsize = None if logits_dtype is None else torch.finfo(logits_dtype).bits // 8
-    return cost.head_chunk_rows(body_forward_bytes(self, n_rows, device), vocab_size, torch.finfo(dtype).bits // 8, logits_itemsize)
+    return cost.head_chunk_rows(
+        body_forward_bytes(self, n_rows, device), vocab_size, torch.finfo(dtype).bits // 8, logits_itemsize
+    )
 
 
 def _argmax_hits(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -414,7 +416,12 @@ def batch_size_cap(self: HFLM, positions: int, extra_bytes: Callable[[int], int]
     """
     available = available_bytes(self.device)
     if available is None:
-        log.info("--batch_size auto (%s): no memory figure for %s; probing from %d as the harness does", what, self.device, self.max_batch_size)
+        log.info(
+            "--batch_size auto (%s): no memory figure for %s; probing from %d as the harness does",
+            what,
+            self.device,
+            self.max_batch_size,
+        )
         return self.max_batch_size
     if self.device.type == "cpu":  # data-parallel ranks on CPU share the machine's memory
         available //= max(1, self.world_size)
@@ -426,7 +433,11 @@ def batch_size_cap(self: HFLM, positions: int, extra_bytes: Callable[[int], int]
             f"model's weights, more than {AUTO_MEMORY_SHARE:.0%} of the {cost.gib(available)} available on {self.device}: "
             "free memory or run shorter lengths, or pass --batch_size 1 to run it anyway"
         )
-    how = f"trying sizes from {size} down" if trial_forwards(self.device) else f"using {size}, from the estimate alone (no trial run on CPU)"
+    how = (
+        f"trying sizes from {size} down"
+        if trial_forwards(self.device)
+        else f"using {size}, from the estimate alone (no trial run on CPU)"
+    )
     log.info(
         "--batch_size auto (%s): %d positions per sequence need about %s each beyond the weights; %s available on %s: %s",
         what, positions, one, cost.gib(available), self.device, how,
@@ -446,7 +457,9 @@ def accuracy_extra_bytes(self: HFLM, rows: int, chunked: bool) -> int:
     config = self.model.config.get_text_config()
     itemsize = torch.finfo(self.model.dtype).bits // 8
     softmax_itemsize = torch.finfo(self.softmax_dtype or torch.float32).bits // 8
-    after = rows * int(config.hidden_size) * itemsize + cost.head_chunk_bytes(body, config.vocab_size, softmax_itemsize, positions=rows)
+    after = rows * int(config.hidden_size) * itemsize + cost.head_chunk_bytes(
+        body, config.vocab_size, softmax_itemsize, positions=rows
+    )
     if not chunked:
         after += rows * config.vocab_size * itemsize
     return max(body - weights, after)
@@ -465,7 +478,9 @@ def stock_batch_size(self: HFLM, positions: int) -> tuple[int, bool]:
     def extra_bytes(size: int) -> int:
         return cost.hf_peak(shape, "loglikelihood", positions, batch=size).total - shape.weights_bytes
 
-    return batch_size_cap(self, positions, extra_bytes, "the harness's full-logits probe"), not trial_forwards(self.device)
+    return batch_size_cap(self, positions, extra_bytes, "the harness's full-logits probe"), not trial_forwards(
+        self.device
+    )
 
 
 def _auto_batch_size(self: HFLM, longest: EncodedRequest, width: int, chunked: bool) -> int:

@@ -151,7 +151,11 @@ def encode_request(lm: TemplateLM, args: tuple) -> EncodedRequest:
         ctx, cont = harness.encode_text_pair(lm, context, continuation)
     else:
         ctx = lm.tok_encode(context) if isinstance(context, str) else [int(t) for t in context]
-        cont = lm.tok_encode(continuation, add_special_tokens=False) if isinstance(continuation, str) else [int(t) for t in continuation]
+        cont = (
+            lm.tok_encode(continuation, add_special_tokens=False)
+            if isinstance(continuation, str)
+            else [int(t) for t in continuation]
+        )
     if not cont:
         raise ValueError(f"{OUTPUT_TYPE}: the continuation has no tokens; there is nothing to score")
     if not ctx:
@@ -168,4 +172,6 @@ def check_token_range(encoded: Sequence[EncodedRequest], vocab_size: int) -> Non
         low, high = min(min(req.context), min(req.continuation)), max(max(req.context), max(req.continuation))
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
-            raise ValueError(f"{OUTPUT_TYPE} request {i}: token id {bad} is outside the model's vocabulary [0, {vocab_size})")
+            raise ValueError(
+                f"{OUTPUT_TYPE} request {i}: token id {bad} is outside the model's vocabulary [0, {vocab_size})"
+            )

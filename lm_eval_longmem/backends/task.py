@@ -48,7 +48,9 @@ class LoglikelihoodAccuracyTask(LongmemTask):
     def __init__(self, data_dir=None, cache_dir=None, download_mode=None, config: dict | None = None) -> None:
         config = dict(config or {})  # LongmemTask drops the `class:` key the factory passes through
         if config.setdefault("output_type", OUTPUT_TYPE) != OUTPUT_TYPE:
-            raise ValueError(f"{type(self).__name__} emits {OUTPUT_TYPE} requests; remove output_type {config['output_type']!r}")
+            raise ValueError(
+                f"{type(self).__name__} emits {OUTPUT_TYPE} requests; remove output_type {config['output_type']!r}"
+            )
         # Our metrics are computed by process_results, not looked up in lm-eval's metric registry
         # (which would warn and try HF `evaluate` for names it does not know): declared here (harness R22).
         metric_list = config.pop("metric_list", None) or [{"metric": name} for name in DEFAULT_METRICS]
@@ -87,6 +89,7 @@ class LoglikelihoodAccuracyTask(LongmemTask):
             )
             for i, (context, continuation) in enumerate(self.accuracy_requests(doc))
         ]
+
 
 def default_scores(doc: dict, results: list[TokenAccuracy]) -> dict[str, float]:
     """`token_acc` over all of the doc's continuation tokens and the summed `logprob`."""

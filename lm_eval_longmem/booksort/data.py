@@ -29,7 +29,14 @@ from typing import Any, NamedTuple
 
 from lm_eval_longmem.booksort.build import BUILDER_VERSION, N_BINS, Trial
 from lm_eval_longmem.booksort.options import AUTHORS, OURS, PREFIX, BooksortOptions
-from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, Condition, authors_title, get_variant, render, render_authors
+from lm_eval_longmem.booksort.prompts import (
+    AUTHORS_PROMPTS,
+    Condition,
+    authors_title,
+    get_variant,
+    render,
+    render_authors,
+)
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.corpus import hub_failure
 from lm_eval_longmem.common.embedded import BOOKS_HINT
@@ -85,7 +92,9 @@ def _read_hub(name: str, split: str) -> Source:
             f"{int(row['excerpt_idx']):03d}-{row['segment_idx']}",
         )
     if texts is None:
-        raise UsageError(f"the Book-SORT dataset {name!r} has no excerpt_text column: point booksort_data at a Book-SORT set")
+        raise UsageError(
+            f"the Book-SORT dataset {name!r} has no excerpt_text column: point booksort_data at a Book-SORT set"
+        )
     return Source(rows, lambda row: str(texts[int(row["hub_row"])]["excerpt_text"]))
 
 

@@ -76,7 +76,9 @@ class FinetuneOptions:
     epochs: int = option(5, whole_number(1), "epochs per arm, one checkpoint each (the reference code trains 5)", "3")
     method: str = option("lora", one_of("lora", "full"), "lora (peft adapters) or full fine-tuning", "full")
     chunk_words: int = option(5000, whole_number(1), "words per book chunk (the reference code: 5,000)", "500")
-    chunks: int | None = option(None, whole_number(1), "train on at most this many chunks, a seeded draw (default: all)", "64")
+    chunks: int | None = option(
+        None, whole_number(1), "train on at most this many chunks, a seeded draw (default: all)", "64"
+    )
     instructions: str = option(
         GENERATED,
         text,
@@ -84,15 +86,24 @@ class FinetuneOptions:
         "hf:teknium/OpenHermes-2.5",
         local_input=True,
     )
-    instruction_samples: int = option(3500, whole_number(1), "instruction conversations in both arms (the paper: 3,500)", "200")
+    instruction_samples: int = option(
+        3500, whole_number(1), "instruction conversations in both arms (the paper: 3,500)", "200"
+    )
     learning_rate: float | None = option(
         None, positive_number, "AdamW learning rate, constant (default 1e-4 for lora, 5e-6 for full)", "2e-4"
     )
     batch_size: int = option(8, whole_number(1), "training examples per optimizer step", "4")
-    max_tokens: int = option(8192, whole_number(16), "longest training example in tokens (longer chunks: error; instructions: skipped)", "2048")
+    max_tokens: int = option(
+        8192,
+        whole_number(16),
+        "longest training example in tokens (longer chunks: error; instructions: skipped)",
+        "2048",
+    )
     lora_rank: int = option(16, whole_number(1), "LoRA rank r (adapters on every linear layer)", "8")
     lora_alpha: int = option(32, whole_number(1), "LoRA scaling alpha", "16")
-    seed: int = option(0, whole_number(0), "seed of the chunk draw, instruction draw, adapter init and example order", "1")
+    seed: int = option(
+        0, whole_number(0), "seed of the chunk draw, instruction draw, adapter init and example order", "1"
+    )
 
     @property
     def lr(self) -> float:
@@ -149,7 +160,9 @@ def _merged_spans(starts_ends: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return spans
 
 
-def book_chunks(rows: Sequence[dict[str, Any]], excerpt: Callable[[dict[str, Any]], str], chunk_words: int) -> list[Chunk]:
+def book_chunks(
+    rows: Sequence[dict[str, Any]], excerpt: Callable[[dict[str, Any]], str], chunk_words: int
+) -> list[Chunk]:
     """The excerpt text of `rows`, each book's overlapping excerpts merged, cut into `chunk_words`-word chunks.
 
     Local builds give word offsets, so overlapping excerpts merge into spans and no word repeats;
@@ -177,7 +190,9 @@ def book_chunks(rows: Sequence[dict[str, Any]], excerpt: Callable[[dict[str, Any
         ] + texts.get(book, [])
         for piece in pieces:
             words = piece.split()
-            chunks += [Chunk(book, title, " ".join(words[i : i + chunk_words])) for i in range(0, len(words), chunk_words)]
+            chunks += [
+                Chunk(book, title, " ".join(words[i : i + chunk_words])) for i in range(0, len(words), chunk_words)
+            ]
     return chunks
 
 
@@ -280,7 +295,9 @@ class ModelSpec:
 
         dtype = "auto" if self.dtype == "auto" else getattr(torch, self.dtype, None)
         if dtype is None:
-            raise UsageError(f"--model_args dtype={self.dtype}: not a torch dtype; e.g. dtype=float32 or dtype=bfloat16")
+            raise UsageError(
+                f"--model_args dtype={self.dtype}: not a torch dtype; e.g. dtype=float32 or dtype=bfloat16"
+            )
         revision = None if path else self.revision
         return AutoModelForCausalLM.from_pretrained(
             path or self.pretrained, revision=revision, dtype=dtype, trust_remote_code=self.trust_remote_code
@@ -303,7 +320,11 @@ def _new_model(spec: ModelSpec, options: FinetuneOptions, device: str) -> Any:
 
         torch.manual_seed(options.seed)  # the same adapter initialisation in both arms
         config = LoraConfig(
-            r=options.lora_rank, lora_alpha=options.lora_alpha, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM"
+            r=options.lora_rank,
+            lora_alpha=options.lora_alpha,
+            lora_dropout=0.0,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
         )
         model = get_peft_model(model, config)
     return model.to(device)
@@ -327,7 +348,9 @@ def _pad_id(tokenizer: Any) -> int:
     """Padding never carries loss or attention, so any id works: the tokenizer's pad, else its EOS."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if pad is None:
-        raise UsageError("the tokenizer has neither a pad nor an EOS token: pass --model_args tokenizer=NAME of one that has")
+        raise UsageError(
+            "the tokenizer has neither a pad nor an EOS token: pass --model_args tokenizer=NAME of one that has"
+        )
     return int(pad)
 
 
@@ -351,7 +374,16 @@ def _scored_tokens(batch: dict[str, Any]) -> int:
     return int((batch["labels"][:, 1:] != -100).sum())
 
 
-def train_epoch(model: Any, optimizer: Any, examples: Sequence[Example], *, order: np.ndarray, batch_size: int, pad_id: int, device: str) -> float:
+def train_epoch(
+    model: Any,
+    optimizer: Any,
+    examples: Sequence[Example],
+    *,
+    order: np.ndarray,
+    batch_size: int,
+    pad_id: int,
+    device: str,
+) -> float:
     """One pass over `examples` in `order`; returns the token-weighted mean training loss."""
     import torch
 
@@ -424,7 +456,9 @@ def read_checkpoint(path: Path, key: str, *, overwrite: bool = False) -> dict[st
     return record
 
 
-def save_checkpoint(path: Path, model: Any, optimizer: Any, tokenizer: Any, record: dict[str, Any], method: str) -> dict[str, Any]:
+def save_checkpoint(
+    path: Path, model: Any, optimizer: Any, tokenizer: Any, record: dict[str, Any], method: str
+) -> dict[str, Any]:
     """Write the checkpoint into a temporary sibling folder, then rename it into place (`atomic_write`)."""
     import torch
 
@@ -460,11 +494,21 @@ class Trained(NamedTuple):
 
 def train_key(spec: ModelSpec, options: FinetuneOptions, arm: str, examples: Sequence[Example]) -> str:
     # the data options and max_tokens act through `examples`; epochs only add checkpoints
-    data_options = {"epochs", "chunks", "chunk_words", "instructions", "instruction_samples", "max_tokens", "learning_rate"}
+    data_options = {
+        "epochs",
+        "chunks",
+        "chunk_words",
+        "instructions",
+        "instruction_samples",
+        "max_tokens",
+        "learning_rate",
+    }
     if options.method == "full":
         data_options |= {"lora_rank", "lora_alpha"}
     training = {k: v for k, v in asdict(options).items() if k not in data_options}
-    return cache_key(v=VERSION, model=asdict(spec), training=training, lr=options.lr, arm=arm, data=examples_digest(examples))
+    return cache_key(
+        v=VERSION, model=asdict(spec), training=training, lr=options.lr, arm=arm, data=examples_digest(examples)
+    )
 
 
 def train_arm(
@@ -509,7 +553,9 @@ def train_arm(
             start = time.perf_counter()
             torch.manual_seed(options.seed * 1000 + epoch)
             order = np.random.default_rng([options.seed, _ARM_SEED[arm], epoch]).permutation(len(examples))
-            loss = train_epoch(model, optimizer, examples, order=order, batch_size=options.batch_size, pad_id=pad_id, device=device)
+            loss = train_epoch(
+                model, optimizer, examples, order=order, batch_size=options.batch_size, pad_id=pad_id, device=device
+            )
             probe_loss = mean_loss(model, probe, batch_size=options.batch_size, pad_id=pad_id, device=device)
             record = save_checkpoint(
                 path,
@@ -529,7 +575,9 @@ def train_arm(
     return Trained(arm, paths, records)
 
 
-def base_probe_loss(spec: ModelSpec, options: FinetuneOptions, probe: Sequence[Example], tokenizer: Any, root: Path, device: str) -> float | None:
+def base_probe_loss(
+    spec: ModelSpec, options: FinetuneOptions, probe: Sequence[Example], tokenizer: Any, root: Path, device: str
+) -> float | None:
     """The untrained model's mean loss on the book chunks (epoch 0 of both arms), cached under `root`."""
     key = cache_key(v=VERSION, model=asdict(spec), data=examples_digest(probe), batch=options.batch_size)
     path = root / "base.json"
@@ -539,7 +587,9 @@ def base_probe_loss(spec: ModelSpec, options: FinetuneOptions, probe: Sequence[E
             return record["book_chunk_loss"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    loss = mean_loss(spec.load().to(device), probe, batch_size=options.batch_size, pad_id=_pad_id(tokenizer), device=device)
+    loss = mean_loss(
+        spec.load().to(device), probe, batch_size=options.batch_size, pad_id=_pad_id(tokenizer), device=device
+    )
     write_json(path, {"key": key, "book_chunk_loss": loss})
     return loss
 

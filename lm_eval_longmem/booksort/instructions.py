@@ -68,7 +68,10 @@ def _count_letter(rng: np.random.Generator) -> tuple[str, str]:
     word = _WORDS[int(rng.integers(len(_WORDS)))]
     letter = word[int(rng.integers(len(word)))]
     n = word.count(letter)
-    return f'How many times does the letter "{letter}" occur in "{word}"?', f'"{letter}" occurs {n} time{"s" * (n != 1)} in "{word}".'
+    return (
+        f'How many times does the letter "{letter}" occur in "{word}"?',
+        f'"{letter}" occurs {n} time{"s" * (n != 1)} in "{word}".',
+    )
 
 
 def _convert_units(rng: np.random.Generator) -> tuple[str, str]:
@@ -120,7 +123,11 @@ def conversation(row: Any) -> Conversation | None:
     if isinstance(row.get("messages"), list):
         turns = [(m.get("role"), m.get("content")) for m in row["messages"] if isinstance(m, dict)]
     elif isinstance(row.get("conversations"), list):
-        turns = [(_SHAREGPT_ROLES.get(str(m.get("from"))), m.get("value")) for m in row["conversations"] if isinstance(m, dict)]
+        turns = [
+            (_SHAREGPT_ROLES.get(str(m.get("from"))), m.get("value"))
+            for m in row["conversations"]
+            if isinstance(m, dict)
+        ]
     elif "instruction" in row and "output" in row:
         prompt = "\n\n".join(str(part) for part in (row["instruction"], row.get("input")) if part)
         turns = [("user", prompt), ("assistant", row["output"])]
@@ -128,7 +135,11 @@ def conversation(row: Any) -> Conversation | None:
         turns = [("user", row["prompt"]), ("assistant", row["response"])]
     else:
         return None
-    if not turns or turns[-1][0] != "assistant" or any(role is None or not isinstance(text, str) or not text for role, text in turns):
+    if (
+        not turns
+        or turns[-1][0] != "assistant"
+        or any(role is None or not isinstance(text, str) or not text for role, text in turns)
+    ):
         return None
     return [{"role": str(role), "content": str(text)} for role, text in turns]  # (text: a str, checked above)
 
@@ -137,13 +148,17 @@ def _read_jsonl(path: Path) -> Iterable[Any]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"--metadata booksort_finetune_instructions={path}: cannot read it as UTF-8 text ({err})") from None
+        raise UsageError(
+            f"--metadata booksort_finetune_instructions={path}: cannot read it as UTF-8 text ({err})"
+        ) from None
     for number, line in enumerate(lines, start=1):
         if line.strip():
             try:
                 yield json.loads(line)
             except json.JSONDecodeError as err:
-                raise UsageError(f"{path}, line {number}: not a JSON object ({err.msg}); write one conversation per line") from None
+                raise UsageError(
+                    f"{path}, line {number}: not a JSON object ({err.msg}); write one conversation per line"
+                ) from None
 
 
 def _read_hub(name: str) -> Iterable[Any]:

@@ -34,10 +34,16 @@ class BooksortOptions:
         "booksort_data/",
         local_input=True,
     )
-    excerpt_lengths: tuple[int, ...] | None = option(None, words, "keep these excerpt lengths L_E (words)", "[250,1000]")
+    excerpt_lengths: tuple[int, ...] | None = option(
+        None, words, "keep these excerpt lengths L_E (words)", "[250,1000]"
+    )
     segment_lengths: tuple[int, ...] | None = option(None, words, "keep these segment lengths L_S (words)", "[20,50]")
-    books: tuple[str, ...] | None = option(None, book_ids, "keep these books (Gutenberg number or file stem)", "[69087]")
-    distance_bins: tuple[int, ...] | None = option(None, distance_bins, "keep these distance bins (0 nearest .. 3)", "[0,3]")
+    books: tuple[str, ...] | None = option(
+        None, book_ids, "keep these books (Gutenberg number or file stem)", "[69087]"
+    )
+    distance_bins: tuple[int, ...] | None = option(
+        None, distance_bins, "keep these distance bins (0 nearest .. 3)", "[0,3]"
+    )
     prompt: str = option(
         DEFAULT_VARIANT,
         one_of(*VARIANTS, *AUTHORS_PROMPTS),

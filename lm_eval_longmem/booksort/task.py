@@ -111,7 +111,7 @@ def authors_label_ids(tokenizer: Any) -> list[int]:
 
 
 def authors_answer_space(tokenizer: Any) -> str:
-    """" " when the tokenizer writes every space as a token of its own, else "".
+    """ " " when the tokenizer writes every space as a token of its own, else "".
 
     The authors' script tests the tokenizer this way and then ends its prompt with a space after
     "Answer: Segment" (practically never: most tokenizers fold the space into the next word).
@@ -123,7 +123,11 @@ def authors_answer_space(tokenizer: Any) -> str:
 
 def factor_cells(doc: dict[str, Any]) -> list[str]:
     """The per-factor cells a trial belongs to (suffixes of its ``acc@`` metrics)."""
-    le, ls, k = factor("LE", doc["excerpt_length"]), factor("LS", doc["segment_length"]), factor("bin", doc["distance_bin_idx"])
+    le, ls, k = (
+        factor("LE", doc["excerpt_length"]),
+        factor("LS", doc["segment_length"]),
+        factor("bin", doc["distance_bin_idx"]),
+    )
     return [le, ls, k, factor("book", doc["book_idx"]), metric_names.cell(le, k)]
 
 
@@ -149,7 +153,6 @@ class Trial(NamedTuple):
     """log P("A") - log P("B"); None when the answer was generated or read the authors' way."""
     label: int
     """The gold label's index (0: "A")."""
-
 
 
 def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]]:
@@ -208,7 +211,9 @@ def calibrated_correct(items: Sequence[Trial]) -> list[float | None]:
             out.append(None)
             continue
         shifted = float(trial.log_odds) - medians[trial.condition]
-        answers_a = shifted > 0 or (shifted == 0 and float(trial.log_odds) >= 0)  # at the median: the model's own answer
+        answers_a = shifted > 0 or (
+            shifted == 0 and float(trial.log_odds) >= 0
+        )  # at the median: the model's own answer
         out.append(float(answers_a == (int(trial.label) == 0)))
     return out
 
@@ -321,7 +326,9 @@ class BooksortTask(LongmemTask):
         answer-bias cells do not."""
         if spec.name not in ("acc", self.CALIBRATED.name):
             return super().cell_stats(spec)
-        return super().cell_stats(spec) | {P_ABOVE_CHANCE: (lambda values, units: binomial_p_above_chance(values), False)}
+        return super().cell_stats(spec) | {
+            P_ABOVE_CHANCE: (lambda values, units: binomial_p_above_chance(values), False)
+        }
 
     def run_score_specs(self) -> tuple[ScoreSpec, ...]:
         return (self.CALIBRATED,) if self.OUTPUT_TYPE == "multiple_choice" else ()
@@ -357,16 +364,22 @@ class BooksortTask(LongmemTask):
         }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Trial:
-        return Trial(condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"], scores["log_odds"], int(doc["label"]))
+        return Trial(
+            condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"], scores["log_odds"], int(doc["label"])
+        )
 
     def summarize(self, items: Sequence[Trial]) -> dict[str, float | None]:
         """The paper's accuracy over conditions (and the calibrated one, log-prob tasks) with interval and test
         against chance, the pooled answer bias with its interval, and (generation) the invalid answers."""
         by_condition = [(t.condition, t.acc) for t in items]
-        out: dict[str, float | None] = {metric_names.name("acc", stat=s): fn(by_condition) for s, fn in _PAPER_ACC.items()}
+        out: dict[str, float | None] = {
+            metric_names.name("acc", stat=s): fn(by_condition) for s, fn in _PAPER_ACC.items()
+        }
         if self.OUTPUT_TYPE == "multiple_choice":
             calibrated = [(t.condition, right) for t, right in zip(items, calibrated_correct(items), strict=True)]
-            out.update({metric_names.name(self.CALIBRATED.name, stat=s): fn(calibrated) for s, fn in _PAPER_ACC.items()})
+            out.update(
+                {metric_names.name(self.CALIBRATED.name, stat=s): fn(calibrated) for s, fn in _PAPER_ACC.items()}
+            )
         answered_a = [t.pct_A for t in items]
         out.update({metric_names.name("pct_A", stat=s): fn(answered_a) for s, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
@@ -375,7 +388,9 @@ class BooksortTask(LongmemTask):
 
     def summary_directions(self) -> dict[str, bool | None]:
         accuracies = ("acc", self.CALIBRATED.name) if self.OUTPUT_TYPE == "multiple_choice" else ("acc",)
-        out: dict[str, bool | None] = {metric_names.name(a, stat=s): s != P_ABOVE_CHANCE for a in accuracies for s in _PAPER_ACC}
+        out: dict[str, bool | None] = {
+            metric_names.name(a, stat=s): s != P_ABOVE_CHANCE for a in accuracies for s in _PAPER_ACC
+        }
         out.update(dict.fromkeys((metric_names.name("pct_A", stat=s) for s in _PCT_A), None))
         if self.OUTPUT_TYPE == "generate_until":
             out[metric_names.INVALID] = False

@@ -69,8 +69,10 @@ def _score(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"file": str(path), "task": qa, **score._asdict()}))
         else:
-            print(f"{path}: n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}  "
-                  f"abstained={score.abstained:.2f}")
+            print(
+                f"{path}: n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}  "
+                f"abstained={score.abstained:.2f}"
+            )
     return 1 if failed else 0
 
 
@@ -115,22 +117,34 @@ def _audit(args: argparse.Namespace) -> int:
                 failed += 1
     for path, qa, audit, _ in results:
         if args.json:
-            print(json.dumps({
-                "file": str(path), "task": qa, **audit.score._asdict(),
-                "disagreements": [{**d._asdict(), "direction": d.direction} for d in audit.disagreements],
-                "by_rule": audit.by_rule, "by_direction": audit.by_direction, "both_fail": len(audit.both_fail),
-                "abstentions": audit.abstentions,
-            }))
+            print(
+                json.dumps(
+                    {
+                        "file": str(path),
+                        "task": qa,
+                        **audit.score._asdict(),
+                        "disagreements": [{**d._asdict(), "direction": d.direction} for d in audit.disagreements],
+                        "by_rule": audit.by_rule,
+                        "by_direction": audit.by_direction,
+                        "both_fail": len(audit.both_fail),
+                        "abstentions": audit.abstentions,
+                    }
+                )
+            )
             continue
         if args.rows:
             for d in audit.disagreements:
-                print(f"row {d.row}: target={d.target!r} answer={d.answer!r} "
-                      f"acc={int(d.acc)} acc_corrected={int(d.acc_corrected)} rule={d.rule}")
+                print(
+                    f"row {d.row}: target={d.target!r} answer={d.answer!r} "
+                    f"acc={int(d.acc)} acc_corrected={int(d.acc_corrected)} rule={d.rule}"
+                )
         score = audit.score
         abstentions = ", ".join(f"{kind} {count}" for kind, count in audit.abstentions.items()) or "none"
-        print(f"{path}: {qa} n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}  "
-              f"disagreeing={len(audit.disagreements)} ({_counts(audit)})  both fail={len(audit.both_fail)}  "
-              f"abstained={score.abstained:.2f} ({abstentions})")
+        print(
+            f"{path}: {qa} n={score.n}  acc={score.acc:.2f}  acc_corrected={score.acc_corrected:.2f}  "
+            f"disagreeing={len(audit.disagreements)} ({_counts(audit)})  both fail={len(audit.both_fail)}  "
+            f"abstained={score.abstained:.2f} ({abstentions})"
+        )
     if args.sample:
         _print_sample(results, args.sample, args.seed)
     return 1 if failed else 0
@@ -152,12 +166,25 @@ def _print_sample(results, n: int, seed: int) -> None:
             if members and len(picked) < n:
                 picked.append((key, members.pop()))
     rows_of = {path: rows for path, _, _, rows in results}
-    print(f"# sample of {len(picked)} answers from {len(strata)} strata (seed {seed}); judge each: "
-          "is acc_corrected right?")
+    print(
+        f"# sample of {len(picked)} answers from {len(strata)} strata (seed {seed}); judge each: "
+        "is acc_corrected right?"
+    )
     for (qa, stratum), (path, index, _) in picked:
         row = rows_of[path][index]
-        print(json.dumps({"task": qa, "stratum": stratum, "file": str(path), "row": index,
-                          "question": row["question"], "target": row["target"], "output": row["output"]}))
+        print(
+            json.dumps(
+                {
+                    "task": qa,
+                    "stratum": stratum,
+                    "file": str(path),
+                    "row": index,
+                    "question": row["question"],
+                    "target": row["target"],
+                    "output": row["output"],
+                }
+            )
+        )
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -196,7 +223,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) of one task")
     score.add_argument("--task", required=True, help="the bAbI task the files answer: qa1 .. qa20")
     score.add_argument("--json", action="store_true", help="one JSON object per file instead of text")
-    add_flag(score, "--any_file_name", "--any-file-name", action="store_true", help="score even when the file name names another task")
+    add_flag(
+        score,
+        "--any_file_name",
+        "--any-file-name",
+        action="store_true",
+        help="score even when the file name names another task",
+    )
     score.set_defaults(func=_score)
 
     audit = sub.add_parser(
@@ -208,14 +241,29 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) (columns target, output, question)")
     audit.add_argument("--task", help="the bAbI task the files answer: qa1 .. qa20 (default: from each file's name)")
     audit.add_argument("--rows", action="store_true", help="also list every disagreeing answer with its rule")
-    audit.add_argument("--sample", type=number(int, low=0), default=0, metavar="N",
-                       help="print N answers drawn evenly from each task's disagreements (by direction and rule) "
-                            "and answers both checks fail, for a reader to judge")
+    audit.add_argument(
+        "--sample",
+        type=number(int, low=0),
+        default=0,
+        metavar="N",
+        help="print N answers drawn evenly from each task's disagreements (by direction and rule) "
+        "and answers both checks fail, for a reader to judge",
+    )
     audit.add_argument("--seed", type=number(int, low=0), default=0, help="seed of --sample (default 0)")
-    audit.add_argument("--jobs", type=number(int, low=1), default=min(2, os.cpu_count() or 1),
-                       help="files audited in parallel (default: 2, or 1 on one core)")
+    audit.add_argument(
+        "--jobs",
+        type=number(int, low=1),
+        default=min(2, os.cpu_count() or 1),
+        help="files audited in parallel (default: 2, or 1 on one core)",
+    )
     audit.add_argument("--json", action="store_true", help="one JSON object per file (scores, rows, counts)")
-    add_flag(audit, "--any_file_name", "--any-file-name", action="store_true", help="audit even when the file name names another task")
+    add_flag(
+        audit,
+        "--any_file_name",
+        "--any-file-name",
+        action="store_true",
+        help="audit even when the file name names another task",
+    )
     audit.set_defaults(func=_audit)
 
     sim = sub.add_parser(
@@ -226,8 +274,19 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     )
     sim.add_argument("--task", required=True, help="the bAbI task: qa1 .. qa20")
     sim.add_argument("--samples", type=number(int, low=1), default=1000, help="questions to write (default 1000)")
-    sim.add_argument("--seed", type=number(int, low=0), default=0, help="seed (default 0); the same seed gives the same file anywhere")
-    add_flag(sim, "--wide_vocabulary", "--wide-vocabulary", action="store_true", help="more names, places and objects than bAbI's")
+    sim.add_argument(
+        "--seed",
+        type=number(int, low=0),
+        default=0,
+        help="seed (default 0); the same seed gives the same file anywhere",
+    )
+    add_flag(
+        sim,
+        "--wide_vocabulary",
+        "--wide-vocabulary",
+        action="store_true",
+        help="more names, places and objects than bAbI's",
+    )
     add_output_flags(sim, "--out", type=Path, required=True, what="the file to write, e.g. qa3_sim_test.txt")
     sim.set_defaults(func=_simulate)
 

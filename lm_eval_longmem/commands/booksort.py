@@ -9,7 +9,15 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, SEGMENT_LENGTHS, BuildSpec, build, is_build, load_books, write_dataset
+from lm_eval_longmem.booksort.build import (
+    EXCERPT_LENGTHS,
+    SEGMENT_LENGTHS,
+    BuildSpec,
+    build,
+    is_build,
+    load_books,
+    write_dataset,
+)
 from lm_eval_longmem.booksort.data import booksort_options
 from lm_eval_longmem.booksort.options import AUTHORS
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, VARIANTS
@@ -33,7 +41,9 @@ def _int_list(text: str) -> tuple[int, ...]:
     """Word counts "250,1000": each a whole number >= 1 (the type of --excerpt_lengths and --segment_lengths)."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts or not all(part.isdigit() and int(part) >= 1 for part in parts):
-        raise argparse.ArgumentTypeError(f"expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got {text!r}"
+        )
     return tuple(int(part) for part in parts)
 
 
@@ -147,7 +157,13 @@ def add_commands(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     b.add_argument("--books", nargs="+", required=True, type=Path, help=".txt books and/or directories of them")
-    add_output_flags(b, "--out", required=True, type=Path, what="output directory (an earlier build there is replaced with --overwrite)")
+    add_output_flags(
+        b,
+        "--out",
+        required=True,
+        type=Path,
+        what="output directory (an earlier build there is replaced with --overwrite)",
+    )
     b.add_argument("--seed", type=number(int, low=0), default=0, help="seed of every random draw (default 0)")
     add_flag(
         b,
@@ -158,7 +174,12 @@ def add_commands(subparsers: Any) -> None:
         help="excerpt lengths in words (default: 250,1000,2500,10000,20000)",
     )
     add_flag(
-        b, "--segment_lengths", "--segment-lengths", type=_int_list, default=SEGMENT_LENGTHS, help="segment lengths in words (default: 20,50)"
+        b,
+        "--segment_lengths",
+        "--segment-lengths",
+        type=_int_list,
+        default=SEGMENT_LENGTHS,
+        help="segment lengths in words (default: 20,50)",
     )
     b.set_defaults(func=_build)
 
@@ -176,7 +197,9 @@ def add_commands(subparsers: Any) -> None:
         default=None,
         help=f"comma list (default: all of {', '.join(VARIANTS)}; with booksort_protocol=authors, the authors' prompt_0 .. prompt_12)",
     )
-    s.add_argument("--limit", type=number(int, low=1), default=None, help="validation trials per variant (default: all)")
+    s.add_argument(
+        "--limit", type=number(int, low=1), default=None, help="validation trials per variant (default: all)"
+    )
     s.add_argument("--batch_size", default="1")
     s.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     s.add_argument("--apply_chat_template", action="store_true")
@@ -229,14 +252,32 @@ def _add_finetune(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dict_flag(f, "--model_args", required=True, help="as for lm_eval: pretrained=NAME[,dtype=...] or a JSON object")
-    add_dict_flag(f, "--metadata", default={}, help="booksort_* and booksort_finetune_* options (see the task README), as for lm_eval")
+    add_dict_flag(
+        f,
+        "--metadata",
+        default={},
+        help="booksort_* and booksort_finetune_* options (see the task README), as for lm_eval",
+    )
     add_output_flags(
         f, type=Path, required=True,
         what="folder for checkpoints, results and the summary (reruns resume; --overwrite retrains checkpoints "
         "made with other settings, model or data)",
     )  # fmt: skip
-    f.add_argument("--device", default=None, help="torch device for training and evaluation (default: cuda if available, else cpu)")
-    f.add_argument("--batch_size", default="1", help="lm_eval --batch_size of each evaluation (training: booksort_finetune_batch_size)")
-    f.add_argument("--limit", type=number(int, low=1), default=None, help="lm_eval --limit: evaluate the first N trials of each checkpoint")
-    f.add_argument("--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations")
+    f.add_argument(
+        "--device", default=None, help="torch device for training and evaluation (default: cuda if available, else cpu)"
+    )
+    f.add_argument(
+        "--batch_size",
+        default="1",
+        help="lm_eval --batch_size of each evaluation (training: booksort_finetune_batch_size)",
+    )
+    f.add_argument(
+        "--limit",
+        type=number(int, low=1),
+        default=None,
+        help="lm_eval --limit: evaluate the first N trials of each checkpoint",
+    )
+    f.add_argument(
+        "--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations"
+    )
     f.set_defaults(func=_finetune)

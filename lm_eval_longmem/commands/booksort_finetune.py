@@ -76,7 +76,9 @@ def finetune_folder(path: Path) -> bool:
     return all(entry.name in ours or entry.name.startswith(".") for entry in Path(path).iterdir())
 
 
-def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: Path, say: Callable[[str], None]) -> Run:
+def evaluate(
+    checkpoint: Path | None, method: str, settings: EvalSettings, out: Path, say: Callable[[str], None]
+) -> Run:
     """`booksort_memoryless` on the base model (`checkpoint` None) or a checkpoint; reused when already done.
 
     The results and samples files are the harness's own (`EvaluationTracker`) under `out`; a record
@@ -108,7 +110,9 @@ def evaluate(checkpoint: Path | None, method: str, settings: EvalSettings, out: 
         model="hf",
         model_args=model_args,
         tasks=[TASK],
-        task_manager=task_manager(metadata=metadata, include_defaults=False),  # index only our tasks: seconds, not ~20 s
+        task_manager=task_manager(
+            metadata=metadata, include_defaults=False
+        ),  # index only our tasks: seconds, not ~20 s
         device=settings.device,
         batch_size=settings.batch_size,
         limit=settings.limit,
@@ -134,7 +138,10 @@ def _correct_by_doc(run: Run) -> dict[int, float]:
 def arm_row(run: Run, epoch: int, record: dict[str, Any] | None, base_loss: float | None, root: Path) -> dict[str, Any]:
     """One (arm, epoch) row of the summary, from the results the task stored (`results`: relative to `root`)."""
     metrics = run.metrics(TASK)
-    stats = {metric_names.name("acc", stat=stat): metrics.get(metric_names.name("acc", stat=stat)) for stat in ("", *metric_names.STATS)}
+    stats = {
+        metric_names.name("acc", stat=stat): metrics.get(metric_names.name("acc", stat=stat))
+        for stat in ("", *metric_names.STATS)
+    }
     return {
         "epoch": epoch,
         **stats,
@@ -205,7 +212,16 @@ def run_finetune(
     mixes = {"book": data.book + data.instructions, "control": data.instructions}
     trained = {
         arm: train_arm(
-            arm, mixes[arm], data.book, spec=spec, options=options, tokenizer=tokenizer, root=root, device=device, say=say, overwrite=overwrite
+            arm,
+            mixes[arm],
+            data.book,
+            spec=spec,
+            options=options,
+            tokenizer=tokenizer,
+            root=root,
+            device=device,
+            say=say,
+            overwrite=overwrite,
         )
         for arm in ARMS
     }
@@ -220,7 +236,9 @@ def run_finetune(
         runs = {}
         for arm in ARMS:
             checkpoint, record = trained[arm].checkpoints[epoch - 1], trained[arm].records[epoch - 1]
-            runs[arm] = evaluate(checkpoint, options.method, settings, output_path / "results" / arm / f"epoch-{epoch}", say)
+            runs[arm] = evaluate(
+                checkpoint, options.method, settings, output_path / "results" / arm / f"epoch-{epoch}", say
+            )
             rows.append({"arm": arm, **arm_row(runs[arm], epoch, record, None, output_path)})
         tests.append(epoch_matched(runs["book"], runs["control"], epoch))
     summary = {

@@ -35,8 +35,8 @@ from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
 from lm_eval_longmem.common.evaluations import NAMES
 from lm_eval_longmem.common.flags import args_string
 from lm_eval_longmem.common.model_info import default_device
-from lm_eval_longmem.readers.results import find_results_file, load_run
 from lm_eval_longmem.common.text import book_files
+from lm_eval_longmem.readers.results import find_results_file, load_run
 
 TASKS = NAMES
 
@@ -94,7 +94,9 @@ def build_booksort_data(books_dir: Path, out: Path, size: DemoSize) -> tuple[Pat
     n_test = sum(t.split == "test" for t in result.trials)
     if not n_test:
         reasons = "; ".join(f"{s['book_id']}: {s['reason']}" for s in result.skipped)
-        raise ValueError(f"no Book-SORT trial could be drawn from {books_dir} ({reasons}): pass --corpus with longer books")
+        raise ValueError(
+            f"no Book-SORT trial could be drawn from {books_dir} ({reasons}): pass --corpus with longer books"
+        )
     return write_dataset(books, result, spec, out), n_test
 
 
@@ -224,7 +226,11 @@ def run_demo(
     booksort_data = out / "booksort_data"
     if "booksort" in tasks:
         step += 1
-        start = _step(step, total, f"Book-SORT data from {chosen.booksort_books} book(s), excerpts of {list(chosen.booksort_excerpt_lengths)} words")
+        start = _step(
+            step,
+            total,
+            f"Book-SORT data from {chosen.booksort_books} book(s), excerpts of {list(chosen.booksort_excerpt_lengths)} words",
+        )
         booksort_data, n_trials = build_booksort_data(books, booksort_data, chosen)
         _done(start, f"{n_trials} test trials in {booksort_data}")
 
@@ -313,10 +319,15 @@ def babilong_sentence(run: Any) -> str | None:
     overall = tuple(metrics.get(key) for key in metric_names.with_interval("acc"))
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     per_length = "; ".join(
-        f"{_pct(mean)} at {names.get(length, str(length))}" for length, mean in babilong_report.read_length_means(run.data).items()
+        f"{_pct(mean)} at {names.get(length, str(length))}"
+        for length, mean in babilong_report.read_length_means(run.data).items()
     )
     per_cell = [int(n) for n in (run.facts(task).get("docs_per_cell") or {}).values()]
-    counts = f"{'-'.join(map(str, sorted(set(per_cell))))} questions per task and length" if per_cell else "questions per cell unknown"
+    counts = (
+        f"{'-'.join(map(str, sorted(set(per_cell))))} questions per task and length"
+        if per_cell
+        else "questions per cell unknown"
+    )
     task_text = f"{tasks[0]}-{tasks[-1]}" if len(tasks) > 1 else tasks[0]
     return (
         f"BABILong {task_text}: {_pct(overall)} of {sum(per_cell) or run.n_samples(task)} questions answered right "

@@ -45,11 +45,15 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     summarize_cmd.add_argument("file", type=Path, help="results JSON, samples JSONL, or an original tool's JSON")
-    summarize_cmd.add_argument("--claimed", default=None, help="the model's claimed window, e.g. 8k (if the file lacks it)")
+    summarize_cmd.add_argument(
+        "--claimed", default=None, help="the model's claimed window, e.g. 8k (if the file lacks it)"
+    )
     summarize_cmd.add_argument(
         "--level", type=number(float, low=0, high=1, open_low=True, open_high=True), default=0.95,
         help="confidence level of all intervals, 0 < level < 1 (default 0.95)",
     )  # fmt: skip
-    summarize_cmd.add_argument("--resamples", type=number(int, low=100), default=2000, help="bootstrap resamples, 100 or more (default 2000)")
+    summarize_cmd.add_argument(
+        "--resamples", type=number(int, low=100), default=2000, help="bootstrap resamples, 100 or more (default 2000)"
+    )
     summarize_cmd.add_argument("--seed", type=number(int, low=0), default=0, help="bootstrap seed (default 0)")
     summarize_cmd.set_defaults(func=_summarize)

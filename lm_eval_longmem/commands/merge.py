@@ -40,8 +40,8 @@ from lm_eval_longmem.common.cache import atomic_write, check_folder
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import EVALUATIONS, load
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
-from lm_eval_longmem.readers.results import Run, load_runs, skip_reasons
 from lm_eval_longmem.common.task import LongmemTask
+from lm_eval_longmem.readers.results import Run, load_runs, skip_reasons
 
 MAY_DIFFER = ("batch_size", "batch_sizes", "device", "use_cache")
 """Keys of a results file's `config` that may differ between shards: they change no number."""
@@ -86,10 +86,15 @@ def merge_shards(paths: Sequence[Path], output_path: Path, *, include_path: list
     doc_ids = {task: disjoint_doc_ids(task, shards, records[task]) for task in leaves}
 
     tasks, groups = harness.load_tasks(
-        load_names(first.data, leaves), run_metadata(first.data, leaves), include_path=include_path, usage_error=UsageError
+        load_names(first.data, leaves),
+        run_metadata(first.data, leaves),
+        include_path=include_path,
+        usage_error=UsageError,
     )
     if set(tasks) != set(leaves):
-        raise UsageError(f"{first.path}: its tasks {sorted(leaves)} load here as {sorted(tasks)}; merge with the task configs that ran the shards")
+        raise UsageError(
+            f"{first.path}: its tasks {sorted(leaves)} load here as {sorted(tasks)}; merge with the task configs that ran the shards"
+        )
     skips = {name: summed_skips(name, shards) for name in tasks}
     coverage = {}
     for name, task in tasks.items():
@@ -98,12 +103,17 @@ def merge_shards(paths: Sequence[Path], output_path: Path, *, include_path: list
             check_reproduced(name, task, shard, shard_records)
         coverage[name] = covered(name, task, len(shards), doc_ids[name], skips[name])
 
-    merged = {task: sorted((r for rs in records[task] for r in rs), key=lambda r: (r["doc_id"], r["filter"])) for task in leaves}
+    merged = {
+        task: sorted((r for rs in records[task] for r in rs), key=lambda r: (r["doc_id"], r["filter"]))
+        for task in leaves
+    }
     raw = {}
     for name, task in tasks.items():
         task.adopt_run(skips[name], [r["cells"] for r in merged[name] if r["filter"] == merged[name][0]["filter"]])
         raw[name] = payload_columns(merged[name])
-    processed = harness.results_from_payloads(tasks, groups, raw, (first.data.get("config") or {}).get("bootstrap_iters"))
+    processed = harness.results_from_payloads(
+        tasks, groups, raw, (first.data.get("config") or {}).get("bootstrap_iters")
+    )
     return write_merged(shards, processed, merged, coverage, output_path)
 
 
@@ -119,14 +129,18 @@ def shard_samples(
     if nodes < 2:
         raise UsageError(f"--nodes {nodes}: give the number of nodes, 2 or more")
     tasks, _ = harness.load_tasks(list(names), metadata, include_path=include_path, usage_error=UsageError)
-    others = sorted(name for name, task in tasks.items() if not (isinstance(task, LongmemTask) and task.scored_by_cells))
+    others = sorted(
+        name for name, task in tasks.items() if not (isinstance(task, LongmemTask) and task.scored_by_cells)
+    )
     if others:
         raise UsageError(f"--tasks: {', '.join(others)} cannot be merged from shards (not ours): run them on one node")
     sizes = {name: len(task.eval_docs) for name, task in tasks.items()}
     few = {name: n for name, n in sizes.items() if n < nodes}
     if few:
         name, n = next(iter(few.items()))
-        raise UsageError(f"--nodes {nodes}: {name} has only {n} docs, so a node would run none of it; use at most {n} nodes")
+        raise UsageError(
+            f"--nodes {nodes}: {name} has only {n} docs, so a node would run none of it; use at most {n} nodes"
+        )
     return [{name: list(range(node, n, nodes)) for name, n in sizes.items()} for node in range(nodes)]
 
 
@@ -147,7 +161,9 @@ def check_shard(shard: Run, first: Run, leaves: list[str]) -> None:
     a, b = config_facts(first), config_facts(shard)
     for key in sorted(set(a) | set(b)):
         if a.get(key) != b.get(key):
-            raise UsageError(f"{shard.path} does not match {first.path} in {key} ({b.get(key)!r} vs {a.get(key)!r}): {fix}")
+            raise UsageError(
+                f"{shard.path} does not match {first.path} in {key} ({b.get(key)!r} vs {a.get(key)!r}): {fix}"
+            )
 
 
 def config_facts(run: Run) -> dict[str, Any]:
@@ -168,7 +184,9 @@ def disjoint_doc_ids(task: str, shards: list[Run], records: list[list[dict[str, 
     for index, (shard, shard_records) in enumerate(zip(shards, records, strict=True)):
         for r in shard_records:
             if not {"doc_id", "filter", "metrics", "doc_hash"} <= set(r):
-                raise UsageError(f"{shard.samples_file(task)}: a record without doc_id, filter, metrics or doc_hash; pass the samples file lm_eval wrote")
+                raise UsageError(
+                    f"{shard.samples_file(task)}: a record without doc_id, filter, metrics or doc_hash; pass the samples file lm_eval wrote"
+                )
             key = (r["filter"], int(r["doc_id"]))
             if owner.setdefault(key, index) != index:
                 raise UsageError(
@@ -240,7 +258,9 @@ def same(a: Any, b: Any) -> bool:
     return nan or a == b
 
 
-def covered(name: str, task: LongmemTask, shards: int, doc_ids: set[int], skips: dict[str, dict[str, int]]) -> dict[str, int]:
+def covered(
+    name: str, task: LongmemTask, shards: int, doc_ids: set[int], skips: dict[str, dict[str, int]]
+) -> dict[str, int]:
     """Docs of the sweep run, skipped and in no shard; shards that together count more than the task has are an error."""
     skipped = sum(sum(reasons.values()) for reasons in skips.values())
     docs = len(task.eval_docs)
@@ -281,15 +301,21 @@ def write_merged(
     first = shards[0]
     folder = Path(output_path) / first.path.parent.name
     if any(folder.resolve() == shard.path.parent.resolve() for shard in shards):
-        raise UsageError(f"--output_path {output_path} would write beside a shard's results in {folder}: choose another folder")
+        raise UsageError(
+            f"--output_path {output_path} would write beside a shard's results in {folder}: choose another folder"
+        )
     data = dict(processed) | {k: v for k, v in first.data.items() if k not in RUN_KEYS}
     for task, config in data["configs"].items():
         facts = dict(config.get(CONFIG_KEY) or {})
         facts["merge"] = {"shards": coverage[task]["shards"], "docs_missing": coverage[task]["missing"]}
-        data["configs"][task] = {k: v for k, v in first.data["configs"][task].items() if k != CONFIG_KEY} | {CONFIG_KEY: facts}
+        data["configs"][task] = {k: v for k, v in first.data["configs"][task].items() if k != CONFIG_KEY} | {
+            CONFIG_KEY: facts
+        }
     data["task_hashes"] = {task: harness.task_hash(records) for task, records in merged.items()}
     data["date"] = time.time()
-    data["total_evaluation_time_seconds"] = str(sum(float(s.data.get("total_evaluation_time_seconds") or 0) for s in shards))
+    data["total_evaluation_time_seconds"] = str(
+        sum(float(s.data.get("total_evaluation_time_seconds") or 0) for s in shards)
+    )
     data["longmem_merge"] = {"shards": [str(shard.path) for shard in shards]}
     stamp = datetime.now().isoformat().replace(":", "-")
     samples = []

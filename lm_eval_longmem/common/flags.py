@@ -54,7 +54,13 @@ class _Former(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
         self.new = new
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         print(f"{parser.prog}: {option_string} is deprecated; use {self.new}", file=sys.stderr)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
@@ -80,7 +86,12 @@ def shown(value: float) -> str:
 
 
 def number(
-    kind: type = int, *, low: float | None = None, high: float | None = None, open_low: bool = False, open_high: bool = False
+    kind: type = int,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    open_low: bool = False,
+    open_high: bool = False,
 ) -> Callable[[str], Any]:
     """The argparse `type` of a numeric flag: `kind` (int or float) within [low, high] (`open_*`: bound excluded).
 

@@ -186,7 +186,12 @@ def as_written(metric: str) -> str:
     interval, written ``fine_memory_length_low``/``_high`` since the first results files (see the module
     docstring); `parse` reads either spelling."""
     parsed = parse(metric)
-    if parsed is not None and parsed.score.endswith("_memory_length") and not parsed.cell and parsed.stat in (CI_LOW, CI_HIGH):
+    if (
+        parsed is not None
+        and parsed.score.endswith("_memory_length")
+        and not parsed.cell
+        and parsed.stat in (CI_LOW, CI_HIGH)
+    ):
         return parsed.score + next(old for old, stat in OLD_STATS.items() if stat == parsed.stat)
     return metric
 

@@ -107,7 +107,9 @@ def share_interval(values: Sequence[float] | np.ndarray, units: Sequence[int], l
     data = np.asarray(values, dtype=float)
     sizes = np.asarray(units, dtype=float)
     if data.size == 0 or data.shape != sizes.shape or not (sizes > 0).all():
-        raise ValueError(f"share_interval needs one positive unit count per value, got {len(values)} values, {len(units)} counts")
+        raise ValueError(
+            f"share_interval needs one positive unit count per value, got {len(values)} values, {len(units)} counts"
+        )
     order = np.lexsort((sizes, data))  # sorted, so the result does not depend on the samples' order
     data, sizes = data[order], sizes[order]
     n = data.size
@@ -279,4 +281,3 @@ def above_chance(successes: int, n: int, chance: float = 0.5, level: float = 0.9
         raise ValueError("above_chance needs n > 0")
     p = float(stats.binomtest(int(successes), int(n), p=chance, alternative="greater").pvalue)
     return p, p < 1 - level
-

@@ -87,6 +87,7 @@ def read_item(kind: Any, record: Any) -> Any:
         raise ValueError(f"a logged summary item {record!r} is not a {kind.__name__} {kind._fields}: {err}") from None
     raise ValueError(f"a logged summary item {record!r} is not a {kind.__name__} {kind._fields}")
 
+
 _RENDER_KEYS = ("system_instruction", "apply_chat_template", "fewshot_as_multiturn", "chat_template")
 
 
@@ -182,7 +183,11 @@ class LongmemTask(ConfigurableTask):
         text files are read (`common.text.READER_VERSION`: the same bytes read another way are other requests)."""
         local = [input_digest([path]) for path in self.local_inputs()]
         model = model_digest(self.metadata, weights=False)
-        blob = json.dumps([self.metadata, self.window.tokens, self.window.positions, local, model, READER_VERSION], sort_keys=True, default=str)
+        blob = json.dumps(
+            [self.metadata, self.window.tokens, self.window.positions, local, model, READER_VERSION],
+            sort_keys=True,
+            default=str,
+        )
         return sha256_hex(blob)[:16]
 
     # --- window fit and skips ------------------------------------------------------------------
@@ -285,7 +290,9 @@ class LongmemTask(ConfigurableTask):
     def doc_work(self, doc: dict[str, Any]) -> int:
         """Estimated work of a doc's requests, as the data builder's balanced order estimates it; for
         the `cheapest` limit order."""
-        raise NotImplementedError(f"{type(self).__name__} has no work estimate, so it cannot take its docs cheapest first")
+        raise NotImplementedError(
+            f"{type(self).__name__} has no work estimate, so it cannot take its docs cheapest first"
+        )
 
     @cached_property
     def doc_order(self) -> list[int]:
@@ -513,7 +520,9 @@ class LongmemTask(ConfigurableTask):
         return out
 
     def aggregate_payloads(
-        self, raw_metrics: dict[tuple[str, str], list[Any]], harness_default: Callable[[dict], tuple[dict[str, Any], int]]
+        self,
+        raw_metrics: dict[tuple[str, str], list[Any]],
+        harness_default: Callable[[dict], tuple[dict[str, Any], int]],
     ) -> tuple[dict[str, Any], int]:
         """This task's results row (`name,filter` -> number or None) and its doc count, from every doc's payload.
 
@@ -561,7 +570,9 @@ class LongmemTask(ConfigurableTask):
         for spec in specs:
             statistics = self.cell_stats(spec)
             for c in order:
-                pairs = sorted(((v, u) for v, u in by_cell[c][spec.name] if v is not None), key=lambda p: (p[0], p[1] or 0))
+                pairs = sorted(
+                    ((v, u) for v, u in by_cell[c][spec.name] if v is not None), key=lambda p: (p[0], p[1] or 0)
+                )
                 values = [v for v, _ in pairs]
                 units = [u for _, u in pairs] if spec.units else None
                 for suffix, (statistic, _) in statistics.items():
@@ -576,7 +587,8 @@ class LongmemTask(ConfigurableTask):
         if not self.scored_by_cells:
             return dict(super().aggregation())
         out: dict[str, Callable[[Sequence[Any]], Any]] = {
-            spec.name: (lambda values: math.fsum(sorted(values)) / len(values) if values else None) for spec in self.score_specs()
+            spec.name: (lambda values: math.fsum(sorted(values)) / len(values) if values else None)
+            for spec in self.score_specs()
         }
         return out | {CELLS_KEY: lambda items: None, SUMMARY_KEY: lambda items: None}
 

@@ -62,7 +62,9 @@ def normalise(text: str) -> str:
 def decode(raw: bytes, name: str | Path) -> str:
     """The text of the bytes of file `name` (see the module docstring); a `UsageError` when they are not text."""
     if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise UsageError(f"{name} is UTF-16 text (its byte-order mark says so): convert it to UTF-8, e.g. `iconv -f UTF-16 -t UTF-8 OLD > NEW`")
+        raise UsageError(
+            f"{name} is UTF-16 text (its byte-order mark says so): convert it to UTF-8, e.g. `iconv -f UTF-16 -t UTF-8 OLD > NEW`"
+        )
     if b"\0" in raw:
         raise UsageError(f"{name} is not a text file (it holds NUL bytes): use plain-text books only")
     try:

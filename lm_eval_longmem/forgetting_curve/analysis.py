@@ -215,7 +215,9 @@ def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float 
         lm=share_interval(lm, units, level),
         copy_std=float(np.std(copy)) if n >= 2 else None,  # population std, as the tool; none of one sample
         lm_std=float(np.std(lm)) if n >= 2 else None,
-        difference=Interval(diff.estimate, max(-1.0, diff.low), min(1.0, diff.high)) if not math.isnan(diff.low) else diff,
+        difference=Interval(diff.estimate, max(-1.0, diff.low), min(1.0, diff.high))
+        if not math.isnan(diff.low)
+        else diff,
         p_value=None if p_value is None or math.isnan(p_value) else p_value,
     )
 

@@ -37,7 +37,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.common.cache import texts_digest
-from lm_eval_longmem.common.corpus import DEFAULT_DATASET, check_text_source, hub_dataset_spec, load_hub_dataset, load_texts, token_stream
+from lm_eval_longmem.common.corpus import (
+    DEFAULT_DATASET,
+    check_text_source,
+    hub_dataset_spec,
+    load_hub_dataset,
+    load_texts,
+    token_stream,
+)
 from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
@@ -74,7 +81,9 @@ def resolve_lengths(options: SweepOptions, metadata: dict[str, Any]) -> tuple[li
         return authors_grid(claimed, options.points), claimed
     lengths = length_grid(claimed, options.points)
     if not lengths:
-        raise UsageError(f"--metadata {PREFIX}points={options.points}: claimed length {claimed} gives no length >= 2 tokens")
+        raise UsageError(
+            f"--metadata {PREFIX}points={options.points}: claimed length {claimed} gives no length >= 2 tokens"
+        )
     return lengths, claimed
 
 
@@ -120,7 +129,9 @@ def separator_id(tokenizer: Any, separator: str | None = None, protocol: str = O
         # the vocabulary itself, not convert_tokens_to_ids: a real token may share its id with the unknown token
         token_id = tokenizer.get_vocab().get(separator)
         if token_id is None:
-            raise UsageError(f"--metadata {PREFIX}separator={separator!r} is not a single token of this tokenizer; give a token or an id")
+            raise UsageError(
+                f"--metadata {PREFIX}separator={separator!r} is not a single token of this tokenizer; give a token or an id"
+            )
         return int(token_id)
     for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
         if token_id is not None:
@@ -196,14 +207,18 @@ def corpus_stream(options: SweepOptions, metadata: dict[str, Any]) -> np.ndarray
     return source_stream(options.corpus, metadata)
 
 
-def source_stream(source: str | None, metadata: dict[str, Any], key: str | None = None, protocol: str = OURS) -> np.ndarray:
+def source_stream(
+    source: str | None, metadata: dict[str, Any], key: str | None = None, protocol: str = OURS
+) -> np.ndarray:
     """A text source (None: the default PG-19 test books) as one token stream in the model's tokenizer.
 
     `key` names the option that chose the source, for errors about it. Ours: each text tokenized
     without special tokens; the authors' protocol: their pieces (`authors_pieces`), each tokenized
     with the tokenizer's default special tokens, as their tool calls it.
     """
-    return token_stream(source_texts(source, key, protocol), load_tokenizer(metadata), special_tokens=protocol == AUTHORS)
+    return token_stream(
+        source_texts(source, key, protocol), load_tokenizer(metadata), special_tokens=protocol == AUTHORS
+    )
 
 
 def source_texts(source: str | None, key: str | None = None, protocol: str = OURS) -> list[str]:
@@ -233,7 +248,11 @@ def source_problems(metadata: dict[str, Any]) -> list[str]:
             continue
         seen.add(spec)
         if why := check_text_source(spec):
-            shown = f"{key}={spec}" if spec is not None else f"{key} (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+            shown = (
+                f"{key}={spec}"
+                if spec is not None
+                else f"{key} (default: hub dataset {DEFAULT_DATASET!r}, PG-19 test books)"
+            )
             problems.append(f"{shown}: {why}; local alternative: --metadata {key}=BOOKS ({BOOKS_HINT})")
     return problems
 
@@ -359,7 +378,9 @@ def vocabulary_ids(tokenizer: Any) -> np.ndarray:
     """Every token id of the tokenizer except special tokens (BOS, EOS, PAD, added special tokens)."""
     special = set(tokenizer.all_special_ids)
     special.update(i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special)
-    ids = np.setdiff1d(np.arange(len(tokenizer), dtype=np.int64), np.fromiter(special, dtype=np.int64, count=len(special)))
+    ids = np.setdiff1d(
+        np.arange(len(tokenizer), dtype=np.int64), np.fromiter(special, dtype=np.int64, count=len(special))
+    )
     return ids.astype(np.int32)
 
 
@@ -384,7 +405,9 @@ def source_start(sources: Sources, role: int, sizes: dict[int, int], length: int
     return int(np.random.default_rng([seed, length, sample, role]).integers(0, sizes[role] - length + 1))
 
 
-def role_tokens(doc: dict[str, Any], sources: Sources, role: int, stream: np.ndarray | None, vocabulary: np.ndarray | None) -> np.ndarray:
+def role_tokens(
+    doc: dict[str, Any], sources: Sources, role: int, stream: np.ndarray | None, vocabulary: np.ndarray | None
+) -> np.ndarray:
     """The L tokens of S (`COPY`) or I (`PREFIX_ROLE`) of one doc: cut from its stream, or drawn at random."""
     length = int(doc["length"])
     if sources.of(role) == RANDOM:
@@ -476,7 +499,9 @@ class AuthorsDraw(NamedTuple):
     """Python's `random` state before this sample's calls (a random S and I are drawn again from it)."""
 
 
-def authors_draws(lengths: list[int], samples: int, seed: int, copy_tokens: int | None) -> dict[tuple[int, int], AuthorsDraw]:
+def authors_draws(
+    lengths: list[int], samples: int, seed: int, copy_tokens: int | None
+) -> dict[tuple[int, int], AuthorsDraw]:
     """The authors' one `random` sequence (seeded once with `seed`), call by call, per (L, sample).
 
     `lengths` are those that run, ascending (a length that cannot run is never drawn for; only
@@ -518,7 +543,9 @@ def authors_random_tokens(draw: AuthorsDraw, length: int) -> tuple[np.ndarray, n
 def authors_prefix_start(n_tokens: int, length: int) -> int:
     """Where the authors' I starts: the last L tokens of its stream."""
     if n_tokens < length:
-        raise UsageError(f"the prefix stream has {n_tokens} tokens, fewer than length {length}: use a larger source or shorter lengths")
+        raise UsageError(
+            f"the prefix stream has {n_tokens} tokens, fewer than length {length}: use a larger source or shorter lengths"
+        )
     return n_tokens - length
 
 

@@ -37,7 +37,10 @@ class SweepOptions:
     """What `--metadata forgetting_curve_*` can set."""
 
     lengths: tuple[int, ...] | None = option(
-        None, sweep_lengths, "explicit lengths L (tokens of S); default: the paper's grid up to the claimed window", "[1k,2k,4k]"
+        None,
+        sweep_lengths,
+        "explicit lengths L (tokens of S); default: the paper's grid up to the claimed window",
+        "[1k,2k,4k]",
     )
     claimed_length: int | None = option(
         None, length, "the claimed window l the grid runs up to; default: the model's window", "8k"
@@ -74,7 +77,10 @@ class SweepOptions:
         True, flag, "let sequences run past the claimed window (the paper's grid needs up to 2l+2 tokens)", "false"
     )
     separator: str | None = option(
-        None, text, "token (string or id) used as [bos]; default: BOS, else EOS (authors protocol: id 1)", "<|endoftext|>"
+        None,
+        text,
+        "token (string or id) used as [bos]; default: BOS, else EOS (authors protocol: id 1)",
+        "<|endoftext|>",
     )
     protocol: str = option(
         OURS,

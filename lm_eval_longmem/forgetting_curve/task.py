@@ -216,7 +216,9 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     def tokens(self, doc: dict[str, Any], role: int) -> np.ndarray:
         """S or I of one doc, after checking that its stream is the one the docs were built from."""
         if self.authors_random and self.sources.of(role) == RANDOM:
-            return authors_random_tokens(self.authors_random[int(doc["length"]), int(doc["sample"])], int(doc["length"]))[role - 1]
+            return authors_random_tokens(
+                self.authors_random[int(doc["length"]), int(doc["sample"])], int(doc["length"])
+            )[role - 1]
         stream = self.streams[role]
         if stream is not None:
             key = "corpus_tokens" if "corpus_tokens" in doc else ("copy_tokens" if role == COPY else "prefix_tokens")
@@ -252,7 +254,9 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def curve(self, points: Sequence[Point]) -> analysis.Curve:
         """The measured curve, with the lengths skipped in this run and the claimed window."""
-        curve = analysis.curve_from_points(analysis.CurvePoint(p.length, p.sample, p.copy_acc, p.lm_acc) for p in points)
+        curve = analysis.curve_from_points(
+            analysis.CurvePoint(p.length, p.sample, p.copy_acc, p.lm_acc) for p in points
+        )
         return replace(curve, skipped=tuple(sorted(int(L) for L in self.skips)), claimed=self.claimed)
 
     def summarize(self, items: Sequence[Point]) -> dict[str, float | None]:
@@ -275,7 +279,12 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         for criterion in analysis.CRITERIA:
             out[metric_names.memory_length(criterion)] = True
             out[metric_names.memory_censored(criterion)] = None
-            out.update({metric_names.as_written(metric_names.memory_length(criterion, stat)): True for stat in (CI_LOW, CI_HIGH)})
+            out.update(
+                {
+                    metric_names.as_written(metric_names.memory_length(criterion, stat)): True
+                    for stat in (CI_LOW, CI_HIGH)
+                }
+            )
         return out | {metric_names.CLAIMED_LENGTH: None}
 
     def apply_filters(self) -> None:

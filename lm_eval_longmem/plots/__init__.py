@@ -36,7 +36,9 @@ def plot_results(
     supported = Figure().canvas.get_supported_filetypes()
     unknown = [fmt for fmt in formats if fmt not in supported]
     if unknown or not formats:
-        raise UsageError(f"--formats {','.join(formats)}: {','.join(unknown) or 'no format'} is not a figure format; use some of {','.join(sorted(supported))}")
+        raise UsageError(
+            f"--formats {','.join(formats)}: {','.join(unknown) or 'no format'} is not a figure format; use some of {','.join(sorted(supported))}"
+        )
     results_file = find_results_file(path)
     results = read_json(results_file)
     if isinstance(results, dict):  # an lm_eval results file (the original forgetting-curve tool writes a list)

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.babilong.summary import Metric
-from lm_eval_longmem.readers.babilong import babilong_task, length_names, read_cells, read_effective_context, read_length_means
+from lm_eval_longmem.readers.babilong import (
+    babilong_task,
+    length_names,
+    read_cells,
+    read_effective_context,
+    read_length_means,
+)
 
 
 def _model_name(results: dict) -> str:

@@ -47,7 +47,9 @@ def figure(series: Sequence[Series], tasks: Sequence[str]) -> Figure:
             color = "0.35" if line.reference else colors[i % len(colors)]
             style = "--" if line.reference else "-"
             ax.plot(xs, [100 * v.estimate for _, v in points], style, marker="o", ms=3, color=color, label=line.label)
-            ax.fill_between(xs, [100 * v.low for _, v in points], [100 * v.high for _, v in points], color=color, alpha=0.12)
+            ax.fill_between(
+                xs, [100 * v.low for _, v in points], [100 * v.high for _, v in points], color=color, alpha=0.12
+            )
         ax.set_title(qa)
         ax.set_xticks(range(len(lengths)), lengths, rotation=45)
         ax.set_xlabel("context length")

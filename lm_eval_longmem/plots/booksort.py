@@ -47,11 +47,24 @@ def _point(row: dict[str, Any], cell: str, score: str = "acc") -> tuple[float, f
     return value, value - low, high - value, p < 0.05
 
 
-def _draw(ax: Any, x: Sequence[float], points: list[tuple[float, float, float, bool]], label: str, *, stars: bool = True, **style: Any) -> str:
+def _draw(
+    ax: Any,
+    x: Sequence[float],
+    points: list[tuple[float, float, float, bool]],
+    label: str,
+    *,
+    stars: bool = True,
+    **style: Any,
+) -> str:
     """One accuracy line with its error bars and (unless `stars` is False) stars; returns its colour."""
     values = [p[0] for p in points]
     container = ax.errorbar(
-        x, values, yerr=[[p[1] for p in points], [p[2] for p in points]], **({"marker": "o"} | style), capsize=3, label=label
+        x,
+        values,
+        yerr=[[p[1] for p in points], [p[2] for p in points]],
+        **({"marker": "o"} | style),
+        capsize=3,
+        label=label,
     )
     for xi, (value, _, up, significant) in zip(x, points, strict=True):
         if significant and stars:
@@ -59,12 +72,23 @@ def _draw(ax: Any, x: Sequence[float], points: list[tuple[float, float, float, b
     return container[0].get_color()
 
 
-def _draw_calibrated(ax: Any, x: Sequence[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
+def _draw_calibrated(
+    ax: Any, x: Sequence[float], row: dict[str, Any], cells: list[str], color: str, label: str
+) -> None:
     """The calibrated accuracy per cell (``acc_calibrated@<cell>``), dashed, squares, in the accuracy line's colour."""
     if not all(metric_names.name(CALIBRATED, cell) in row for cell in cells):
         return  # a generation task, or results written before `acc_calibrated` existed
     points = [_point(row, cell, CALIBRATED) for cell in cells]
-    _draw(ax, [xi + CALIBRATED_OFFSET for xi in x], points, f"{label}: calibrated", stars=False, marker="s", linestyle="--", color=color)
+    _draw(
+        ax,
+        [xi + CALIBRATED_OFFSET for xi in x],
+        points,
+        f"{label}: calibrated",
+        stars=False,
+        marker="s",
+        linestyle="--",
+        color=color,
+    )
 
 
 def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
@@ -105,13 +129,18 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = excerpt_lengths(row)
-        color = _draw(ax_a, [position[le] for le in lengths], [_point(row, metric_names.factor("LE", le)) for le in lengths], name)
+        color = _draw(
+            ax_a, [position[le] for le in lengths], [_point(row, metric_names.factor("LE", le)) for le in lengths], name
+        )
         excerpt_cells = [metric_names.factor("LE", le) for le in lengths]
         _draw_calibrated(ax_a, [position[le] for le in lengths], row, excerpt_cells, color, name)
         _draw_answer_bias(ax_a, [position[le] for le in lengths], row, excerpt_cells, color, name)
         if paper_bins:
             bins = distance_bins(row, PAPER_BIN_LENGTH)
-            cells = [metric_names.cell(metric_names.factor("LE", PAPER_BIN_LENGTH), metric_names.factor("bin", k)) for k in bins]
+            cells = [
+                metric_names.cell(metric_names.factor("LE", PAPER_BIN_LENGTH), metric_names.factor("bin", k))
+                for k in bins
+            ]
         else:
             bins = distance_bins(row)
             cells = [metric_names.factor("bin", k) for k in bins]

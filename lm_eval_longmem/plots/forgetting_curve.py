@@ -23,9 +23,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.readers.results import task_metrics
 from lm_eval_longmem.forgetting_curve.analysis import Summary, holds, summarize
-from lm_eval_longmem.readers.forgetting_curve import curve_from_data, forgetting_curve_task, is_reference, stored_summary
+from lm_eval_longmem.readers.forgetting_curve import (
+    curve_from_data,
+    forgetting_curve_task,
+    is_reference,
+    stored_summary,
+)
+from lm_eval_longmem.readers.results import task_metrics
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -53,7 +58,9 @@ def _title(results: Any) -> str:
     return "Forgetting curve"
 
 
-def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg"), *, claimed: int | None = None) -> list[Path]:
+def plot(
+    results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg"), *, claimed: int | None = None
+) -> list[Path]:
     """Draw the figure; writes `<out_prefix>_forgetting_curve.<fmt>` for each format and returns the paths."""
     if isinstance(results, dict):
         source = results.get("_source_path")
@@ -78,7 +85,9 @@ def plot(results: Any, out_prefix: Path, formats: tuple[str, ...] = ("png", "svg
     return written
 
 
-def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[str, list[PerplexityPoint]] | None = None) -> Figure:
+def figure(
+    summary: Summary, title: str = "Forgetting curve", perplexity: dict[str, list[PerplexityPoint]] | None = None
+) -> Figure:
     """The figure of one curve's statistics (`analysis.summarize`/`stored_summary`; the caller saves and closes it);
     with `perplexity` (see `perplexity_series`), a second panel under it, on the same lengths, as the paper's Figure 5."""
     import matplotlib
@@ -108,7 +117,14 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
         "amnesia": "amnesia",
     }
     for status, start, end in regions(summary):
-        ax.axvspan(start, end, color=colors[status], alpha=0.10 if status == "amnesia" else 0.12, lw=0, label=labels.pop(status, None))
+        ax.axvspan(
+            start,
+            end,
+            color=colors[status],
+            alpha=0.10 if status == "amnesia" else 0.12,
+            lw=0,
+            label=labels.pop(status, None),
+        )
 
     for name, color, pick in (
         ("copy accuracy", COPY_COLOR, lambda s: s.copy),
@@ -117,7 +133,9 @@ def figure(summary: Summary, title: str = "Forgetting curve", perplexity: dict[s
         intervals = [pick(s) for s in summary.per_length]
         ax.plot(x, [iv.estimate for iv in intervals], "o-", color=color, ms=3.5, lw=1.6, label=name)
         ax.fill_between(x, [iv.low for iv in intervals], [iv.high for iv in intervals], color=color, alpha=0.25, lw=0)
-        draw_without_interval(ax, [(xi, iv.estimate, iv.low, iv.high) for xi, iv in zip(x, intervals, strict=True)], color)
+        draw_without_interval(
+            ax, [(xi, iv.estimate, iv.low, iv.high) for xi, iv in zip(x, intervals, strict=True)], color
+        )
     if any(math.isnan(iv.low) for s in summary.per_length for iv in (s.copy, s.lm)):
         ax.plot([], [], "o", mfc="white", mec="grey", ms=4.5, ls="none", label=without_interval_label(summary))
 
@@ -172,7 +190,9 @@ def draw_without_interval(ax: Any, points: list[tuple[float, float, float, float
     has = [not math.isnan(low) for _, _, low, _ in points]
     for i, (x, value, low, high) in enumerate(points):
         if has[i] and not (i > 0 and has[i - 1]) and not (i + 1 < len(points) and has[i + 1]):
-            ax.errorbar([x], [value], yerr=[[value - low], [high - value]], color=color, alpha=0.6, lw=1, capsize=3, fmt="none")
+            ax.errorbar(
+                [x], [value], yerr=[[value - low], [high - value]], color=color, alpha=0.6, lw=1, capsize=3, fmt="none"
+            )
 
 
 def without_interval_label(summary: Summary) -> str:
@@ -207,9 +227,14 @@ def perplexity_series(metrics: dict[str, Any]) -> dict[str, list[PerplexityPoint
         for cell in metric_names.cells_of(metrics, score):
             value = metric_names.number(metrics.get(metric_names.name(score, *cell)))
             if len(cell) == 1 and cell[0].isdigit() and value is not None:
-                low, high = (metric_names.number(metrics.get(metric_names.name(score, *cell, stat=stat))) for stat in (metric_names.CI_LOW, metric_names.CI_HIGH))
+                low, high = (
+                    metric_names.number(metrics.get(metric_names.name(score, *cell, stat=stat)))
+                    for stat in (metric_names.CI_LOW, metric_names.CI_HIGH)
+                )
                 nan = math.nan
-                points.append(PerplexityPoint(int(cell[0]), value, nan if low is None else low, nan if high is None else high))
+                points.append(
+                    PerplexityPoint(int(cell[0]), value, nan if low is None else low, nan if high is None else high)
+                )
         if points:
             out[score] = sorted(points)
     return out
@@ -285,14 +310,32 @@ def sources_figure(runs: list[SourcedCurve], title: str = "Forgetting curve by t
         x = [s.length for s in summary.per_length]
         color = colors[i % len(colors)]
         ax_a.plot(x, [s.lm.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"I: {run.prefix}")
-        ax_a.fill_between(x, [s.lm.low for s in summary.per_length], [s.lm.high for s in summary.per_length], color=color, alpha=0.2, lw=0)
+        ax_a.fill_between(
+            x,
+            [s.lm.low for s in summary.per_length],
+            [s.lm.high for s in summary.per_length],
+            color=color,
+            alpha=0.2,
+            lw=0,
+        )
     for i, run in enumerate(panel_b):
         summary = run.summary
         x = [s.length for s in summary.per_length]
         color = colors[i % len(colors)]
-        ax_b.plot(x, [s.copy.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"S: {run.copy} (copy)")
-        ax_b.plot(x, [s.lm.estimate for s in summary.per_length], "s--", color=color, ms=3, lw=1, label=f"S: {run.copy} (LM)")
-        ax_b.fill_between(x, [s.copy.low for s in summary.per_length], [s.copy.high for s in summary.per_length], color=color, alpha=0.2, lw=0)
+        ax_b.plot(
+            x, [s.copy.estimate for s in summary.per_length], "o-", color=color, ms=3.5, label=f"S: {run.copy} (copy)"
+        )
+        ax_b.plot(
+            x, [s.lm.estimate for s in summary.per_length], "s--", color=color, ms=3, lw=1, label=f"S: {run.copy} (LM)"
+        )
+        ax_b.fill_between(
+            x,
+            [s.copy.low for s in summary.per_length],
+            [s.copy.high for s in summary.per_length],
+            color=color,
+            alpha=0.2,
+            lw=0,
+        )
     ax_a.set_title(f"(a) LM accuracy by prefix source (S from {fixed_copy})", fontsize=10)
     ax_b.set_title(f"(b) forgetting curve by copy source (I from {fixed_prefix})", fontsize=10)
     for ax in (ax_a, ax_b):

@@ -13,7 +13,15 @@ import math
 from typing import Any
 
 from lm_eval_longmem.babilong.options import DEFAULT_TASKS, length_name
-from lm_eval_longmem.babilong.summary import ABSTAINED, DEFAULT_THRESHOLD, EFFECTIVE, Cell, Metric, effective_context, ordered
+from lm_eval_longmem.babilong.summary import (
+    ABSTAINED,
+    DEFAULT_THRESHOLD,
+    EFFECTIVE,
+    Cell,
+    Metric,
+    effective_context,
+    ordered,
+)
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.readers.results import facts, skip_reasons, task_metrics
@@ -51,8 +59,14 @@ def read_cells(results: dict[str, Any]) -> list[Cell]:
         return []
     metrics = task_metrics(results, task)
     return ordered(
-        Cell(qa, length, 0, _interval(metrics, "acc", qa, length), _interval(metrics, "acc_corrected", qa, length),
-             _interval(metrics, ABSTAINED, qa, length))
+        Cell(
+            qa,
+            length,
+            0,
+            _interval(metrics, "acc", qa, length),
+            _interval(metrics, "acc_corrected", qa, length),
+            _interval(metrics, ABSTAINED, qa, length),
+        )
         for qa, length in _task_cells(metrics)
     )
 
@@ -116,7 +130,9 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     lines.append("")
     lines.append(f"mean over tasks per length ({which}), 95% interval:")
     for length, value in means.items():
-        lines.append(f"  {names.get(length, length_name(length)):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]")
+        lines.append(
+            f"  {names.get(length, length_name(length)):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]"
+        )
     task = babilong_task(results)
     assert task is not None  # read_cells found its cells
     overall = _interval(task_metrics(results, task), metric)
@@ -136,13 +152,17 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     found = stored if set(stored) == set(tasks) else effective_context(cells, threshold=threshold, metric=metric)
     for qa in tasks:
         reached = found.get(qa)
-        lines.append(f"  {qa:<5}: {names.get(reached, length_name(reached)) if reached is not None else 'none (below threshold at the shortest length run)'}")
+        lines.append(
+            f"  {qa:<5}: {names.get(reached, length_name(reached)) if reached is not None else 'none (below threshold at the shortest length run)'}"
+        )
     skipped = skip_reasons(results, task)
     if skipped:
         lines.append("")
         lines.append("docs skipped (never truncated):")
         for cell_text, reasons in skipped.items():
-            lines.append(f"  {cell_label(cell_text, names)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
+            lines.append(
+                f"  {cell_label(cell_text, names)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items())
+            )
     return "\n".join(lines)
 
 

@@ -12,7 +12,13 @@ from lm_eval_longmem.readers.results import task_metrics
 
 def excerpt_lengths(row: dict[str, Any]) -> list[int]:
     """L_E (words) of every `acc@LE<words>` cell of a metric row (canonical names), ascending."""
-    return sorted({n for c in metric_names.cells_of(row, "acc") if len(c) == 1 and (n := metric_names.factor_value(c[0], "LE")) is not None})
+    return sorted(
+        {
+            n
+            for c in metric_names.cells_of(row, "acc")
+            if len(c) == 1 and (n := metric_names.factor_value(c[0], "LE")) is not None
+        }
+    )
 
 
 def distance_bins(row: dict[str, Any], excerpt_length: int | None = None) -> list[int]:
@@ -21,7 +27,12 @@ def distance_bins(row: dict[str, Any], excerpt_length: int | None = None) -> lis
     for c in metric_names.cells_of(row, "acc"):
         if excerpt_length is None and len(c) == 1 and (k := metric_names.factor_value(c[0], "bin")) is not None:
             found.add(k)
-        elif excerpt_length is not None and len(c) == 2 and metric_names.factor_value(c[0], "LE") == excerpt_length and (k := metric_names.factor_value(c[1], "bin")) is not None:
+        elif (
+            excerpt_length is not None
+            and len(c) == 2
+            and metric_names.factor_value(c[0], "LE") == excerpt_length
+            and (k := metric_names.factor_value(c[1], "bin")) is not None
+        ):
             found.add(k)
     return sorted(found)
 

@@ -21,7 +21,11 @@ TASK = "booksort_memoryless"
 def _pct(value: Any, low: Any = None, high: Any = None) -> str:
     if not isinstance(value, (int, float)):
         return "-"
-    interval = f" [{100 * low:.1f}, {100 * high:.1f}]" if isinstance(low, (int, float)) and isinstance(high, (int, float)) else ""
+    interval = (
+        f" [{100 * low:.1f}, {100 * high:.1f}]"
+        if isinstance(low, (int, float)) and isinstance(high, (int, float))
+        else ""
+    )
     return f"{100 * value:.1f}{interval}"
 
 
@@ -29,7 +33,15 @@ def _num(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
 
 
-TABLE_HEADER = ["epoch", "book acc", "control acc", "book - control", "p (epoch-matched)", "book chunk loss", "control chunk loss"]
+TABLE_HEADER = [
+    "epoch",
+    "book acc",
+    "control acc",
+    "book - control",
+    "p (epoch-matched)",
+    "book chunk loss",
+    "control chunk loss",
+]
 
 
 def summary_table(summary: dict[str, Any]) -> list[list[str]]:
@@ -86,7 +98,10 @@ def read_summary(path: Path) -> dict[str, Any]:
         isinstance(data, dict)
         and isinstance(data.get("model"), str)
         and isinstance(data.get("rows"), list)
-        and all(isinstance(r, dict) and {"arm", "epoch", *metric_names.with_interval("acc"), "results"} <= r.keys() for r in data["rows"])
+        and all(
+            isinstance(r, dict) and {"arm", "epoch", *metric_names.with_interval("acc"), "results"} <= r.keys()
+            for r in data["rows"]
+        )
         and any(r["arm"] == "base" for r in data["rows"])
         and isinstance(data.get("epoch_matched"), list)
         and all(isinstance(t, dict) and {"epoch", "p_value", "differs"} <= t.keys() for t in data["epoch_matched"])

@@ -20,7 +20,16 @@ import numpy as np
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import Interval
-from lm_eval_longmem.forgetting_curve.analysis import COPY, CRITERIA, LM, Curve, CurvePoint, Summary, curve_from_points, summarize
+from lm_eval_longmem.forgetting_curve.analysis import (
+    COPY,
+    CRITERIA,
+    LM,
+    Curve,
+    CurvePoint,
+    Summary,
+    curve_from_points,
+    summarize,
+)
 from lm_eval_longmem.readers.results import (
     Run,
     evaluation_of,
@@ -109,13 +118,22 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
     claimed = metric_names.number(metrics.get(metric_names.CLAIMED_LENGTH))
     reported: dict[str, Any] = {}
     for criterion in CRITERIA:
-        length, low, high = (metric_names.number(metrics.get(metric_names.memory_length(criterion, stat))) for stat in metric_names.MEAN_AND_INTERVAL)
+        length, low, high = (
+            metric_names.number(metrics.get(metric_names.memory_length(criterion, stat)))
+            for stat in metric_names.MEAN_AND_INTERVAL
+        )
         if length is not None:
             reported[f"{criterion}_length"] = int(length)
-            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(metric_names.memory_censored(criterion))))
+            reported[f"{criterion}_censored"] = bool(
+                metric_names.number(metrics.get(metric_names.memory_censored(criterion)))
+            )
         if low is not None and high is not None:
             reported[f"{criterion}_interval"] = (int(low), int(high))
-    counts = {int(cell): int(n) for cell, n in (facts(results, task).get("docs_per_cell") or {}).items() if str(cell).isdigit()}
+    counts = {
+        int(cell): int(n)
+        for cell, n in (facts(results, task).get("docs_per_cell") or {}).items()
+        if str(cell).isdigit()
+    }
     return Curve(
         tuple(sorted(copy)),
         copy,
@@ -158,7 +176,7 @@ def curve_from_data(data: Any, *, path: Path | None = None, claimed: int | None 
     """
     if isinstance(data, dict) and "results" in data and not isinstance(data["results"], dict):
         raise UsageError(
-            f"{path or 'the data'}: its \"results\" is a {type(data['results']).__name__}, not an object of tasks: "
+            f'{path or "the data"}: its "results" is a {type(data["results"]).__name__}, not an object of tasks: '
             "pass the results_*.json lm_eval wrote for the forgetting_curve task"
         )
     if is_reference(data):

@@ -42,7 +42,9 @@ def read_json(path: Path) -> Any:
     if path.is_dir():
         raise ResultsFileError(f"{path} is a folder: pass a results_*.json file, or use the folder as a whole")
     if not path.is_file():
-        raise ResultsFileError(f"{path}: no such file; pass a results_*.json file or the folder given to lm_eval --output_path")
+        raise ResultsFileError(
+            f"{path}: no such file; pass a results_*.json file or the folder given to lm_eval --output_path"
+        )
     raw = path.read_bytes()
     if not raw.strip():
         raise ResultsFileError(
@@ -65,7 +67,9 @@ def find_results_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.exists():
-        raise ResultsFileError(f"{path}: no such file or folder; pass a results_*.json file or the folder given to lm_eval --output_path")
+        raise ResultsFileError(
+            f"{path}: no such file or folder; pass a results_*.json file or the folder given to lm_eval --output_path"
+        )
     newest: dict[Path, Path] = {}
     for found in sorted(path.rglob(RESULTS_GLOB)):
         if found.is_file() and (found.parent not in newest or _newer(found, newest[found.parent])):
@@ -110,7 +114,11 @@ class Run:
     @property
     def model(self) -> str:
         """The evaluated model's short name: the last part of `pretrained` (or of lm_eval's `model_name`)."""
-        name = self.model_args.get("pretrained") or self.data.get("model_name") or (self.data.get("config") or {}).get("model")
+        name = (
+            self.model_args.get("pretrained")
+            or self.data.get("model_name")
+            or (self.data.get("config") or {}).get("model")
+        )
         return str(name or "unknown model").rstrip("/").rsplit("/", 1)[-1]
 
     @property
@@ -215,7 +223,9 @@ def guessed_evaluation(results: dict[str, Any], task: str) -> str | None:
     names = [parsed for key in task_metrics(results, task) if (parsed := metric_names.parse(key))]
     if any(n.score == "copy_acc" and n.cell for n in names):
         return "forgetting_curve"
-    if any(n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in names):
+    if any(
+        n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in names
+    ):
         return "booksort"
     if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in names):
         return "babilong"
@@ -234,9 +244,13 @@ def read_samples_file(path: Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ResultsFileError(f"{path}, line {number}: not valid JSON ({err.msg}); the file is damaged, rerun lm_eval") from None
+            raise ResultsFileError(
+                f"{path}, line {number}: not valid JSON ({err.msg}); the file is damaged, rerun lm_eval"
+            ) from None
         if not isinstance(record, dict):
-            raise ResultsFileError(f"{path}, line {number}: not a sample record; pass a samples_*.jsonl file that lm_eval wrote")
+            raise ResultsFileError(
+                f"{path}, line {number}: not a sample record; pass a samples_*.jsonl file that lm_eval wrote"
+            )
         records.append(record)
     if not records:
         raise ResultsFileError(f"{path} holds no samples; rerun lm_eval with --log_samples")
@@ -248,7 +262,7 @@ def load_run(path: Path) -> Run:
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise ResultsFileError(
-            f"{path} is JSON but not an lm_eval results file (no \"results\" object): pass the results_*.json lm_eval wrote"
+            f'{path} is JSON but not an lm_eval results file (no "results" object): pass the results_*.json lm_eval wrote'
         )
     return Run(Path(path), data)
 
@@ -261,7 +275,9 @@ def load_runs(paths: Iterable[Path]) -> list[Run]:
 def run_labels(runs: Sequence[Run]) -> list[str]:
     """A distinct, short label per run: the model name, with the run's date when a model appears twice."""
     labels = [run.model for run in runs]
-    labels = [f"{label} [{run.date}]" if labels.count(label) > 1 and run.date else label for label, run in zip(labels, runs)]
+    labels = [
+        f"{label} [{run.date}]" if labels.count(label) > 1 and run.date else label for label, run in zip(labels, runs)
+    ]
     seen: dict[str, int] = {}
     unique = []
     for label in labels:

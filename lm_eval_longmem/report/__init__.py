@@ -84,6 +84,7 @@ def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
             section.blocks.extend(module.headline_flags(runs, labels))
     return section
 
+
 class CoverageNote(NamedTuple):
     """One thing a run's numbers do not rest on."""
 
@@ -142,7 +143,9 @@ def _coverage_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     if not lines:
         return None
     section = Section("What these numbers rest on")
-    section.blocks.append("Read every number below with these gaps in mind (each also shows in the headline table's \"rests on\" column).")
+    section.blocks.append(
+        'Read every number below with these gaps in mind (each also shows in the headline table\'s "rests on" column).'
+    )
     section.blocks.extend(lines)
     return section
 
@@ -153,7 +156,9 @@ def main_metric(run: Run, task: str) -> tuple[str, float, float | None, bool | N
     metrics = run.metrics(task)
     declared = (run.data.get("higher_is_better") or {}).get(task) or {}
     candidates = [m for m in declared if number(metrics.get(m)) is not None]
-    candidates += [m for m, v in metrics.items() if number(v) is not None and not m.endswith("_stderr") and m not in candidates]
+    candidates += [
+        m for m, v in metrics.items() if number(v) is not None and not m.endswith("_stderr") and m not in candidates
+    ]
     if not candidates:
         return None
     name = candidates[0]
@@ -168,7 +173,10 @@ def _skips_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None
             if is_ours(run, task) and skipped:
                 reasons = run.skip_reasons(task)
                 label_of = _cell_label(run, task)
-                detail = "; ".join(f"{label_of(cell)}: " + ", ".join(f"{n} {why}" for why, n in whys.items()) for cell, whys in reasons.items())
+                detail = "; ".join(
+                    f"{label_of(cell)}: " + ", ".join(f"{n} {why}" for why, n in whys.items())
+                    for cell, whys in reasons.items()
+                )
                 rows.append([label, task, str(int(skipped)), detail or "-"])
     if not rows:
         return None
@@ -227,6 +235,7 @@ def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] =
             sections += module.closing_sections(runs, labels)
     sections.append(_runs_section(runs, labels))
     return Report(list(runs), labels, sections)
+
 
 REPORT_FILES = ("report.md", "report.html")
 

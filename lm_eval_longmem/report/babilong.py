@@ -42,6 +42,7 @@ def sections(runs: Sequence[Run], labels: Sequence[str], references: Sequence[Re
     found = [_babilong_section(runs, labels), _babilong_conditions_section(runs, labels, references)]
     return [s for s in found if s is not None]
 
+
 BABILONG_TASK = "babilong"
 
 
@@ -71,10 +72,20 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths]
             + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
-    header = ["model", "acc"] + [metric_names.name("acc", names.get(ln, length_name(ln))) for ln in lengths] + ["effective context", "questions per cell"]
+    header = (
+        ["model", "acc"]
+        + [metric_names.name("acc", names.get(ln, length_name(ln))) for ln in lengths]
+        + ["effective context", "questions per cell"]
+    )
     section.blocks.append(Table(header, rows))
     for run, label, _ in found:
-        section.blocks.append(FigureBlock(f"babilong_{slug(label)}", f"BABILong task x length accuracy of {label}.", babilong_plot.figure(run.data, label)))
+        section.blocks.append(
+            FigureBlock(
+                f"babilong_{slug(label)}",
+                f"BABILong task x length accuracy of {label}.",
+                babilong_plot.figure(run.data, label),
+            )
+        )
     return section
 
 
@@ -102,7 +113,9 @@ def _babilong_conditions_section(
     runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()
 ) -> Section | None:
     """In-context and retrieval runs side by side: accuracy by length, retrieval recall, the paper's Figure 3a."""
-    found = [(run, label, m, babilong_condition(run)) for run, label in zip(runs, labels) if (m := babilong_metrics(run))]
+    found = [
+        (run, label, m, babilong_condition(run)) for run, label in zip(runs, labels) if (m := babilong_metrics(run))
+    ]
     if not found or ({c for *_, c in found} == {"in-context"} and not references):
         return None
     section = Section("BABILong conditions: in-context and retrieval")
@@ -116,7 +129,7 @@ def _babilong_conditions_section(
         "Accuracy (%, authors' answer check) per task and length with 95% intervals, and the mean over tasks."
     )
     rows = []
-    for run, label, metrics, condition in found:
+    for _run, label, metrics, condition in found:
         rows += [[label, condition, qa] + [pct(*interval_of(metrics, "acc", qa, ln)) for ln in lengths] for qa in tasks]
         rows.append([label, condition, "mean"] + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths])
     for reference in references:
@@ -127,7 +140,7 @@ def _babilong_conditions_section(
         ]  # fmt: skip
     section.blocks.append(Table(header, rows))
     recall_rows = []
-    for run, label, metrics, condition in found:
+    for _run, label, metrics, condition in found:
         for parts in [(qa,) for qa in tasks] + [()]:
             values = [interval_of(metrics, "retrieval_recall", *parts, ln) for ln in lengths]
             if any(number(v[0]) is not None for v in values):

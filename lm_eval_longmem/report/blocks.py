@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 RUN_COLORS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
 
+
 @dataclass
 class Table:
     header: list[str]
@@ -51,6 +52,7 @@ class ReportFiles(NamedTuple):
     html: Path
     figures: list[Path]
 
+
 def number(value: Any) -> float | None:
     return None if isinstance(value, bool) else metric_names.number(value)
 
@@ -76,7 +78,11 @@ def estimate(value: Any, low: Any, high: Any, n: int | None, scale: float = 1.0,
         return "-"
     lo, hi = number(low), number(high)
     text = f"{scale * v:.{digits}f}"
-    return text + (f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]" if lo is not None and hi is not None else no_interval_note(n))
+    return text + (
+        f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]"
+        if lo is not None and hi is not None
+        else no_interval_note(n)
+    )
 
 
 def tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None) -> str:
@@ -100,7 +106,9 @@ def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple
 
 def memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:
     """(length, censored, low, high) of the forgetting curve's memory length under `criterion`, for `tokens`."""
-    length, low, high = (metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL)
+    length, low, high = (
+        metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL
+    )
     return length, metrics.get(metric_names.memory_censored(criterion)), low, high
 
 

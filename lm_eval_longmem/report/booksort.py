@@ -59,6 +59,7 @@ def closing_sections(runs: Sequence[Run], labels: Sequence[str]) -> list[Section
     section = _booksort_finetune_section(runs, labels)
     return [section] if section is not None else []
 
+
 def booksort_rows(run: Run) -> dict[str, dict[str, Any]]:
     """Raw metric rows (with lm_eval's `,none` suffix) of every Book-SORT task of the run."""
     return booksort_tasks(run.data)
@@ -108,7 +109,9 @@ def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
             )
             if number(metrics.get("acc_calibrated")) is not None:
                 calibrated = pct(*interval_of(metrics, "acc_calibrated"))
-                flag += f" With the bias removed (`acc_calibrated`, from the log-odds of the two labels): {calibrated}%."
+                flag += (
+                    f" With the bias removed (`acc_calibrated`, from the log-odds of the two labels): {calibrated}%."
+                )
             flags.append(flag)
     return flags
 
@@ -148,7 +151,13 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     header = ["model", "acc", "answered A"] + (["acc_calibrated"] if calibrated else [])
     section.blocks.append(Table(header + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
     section.blocks.extend(answer_bias_flags(runs, labels))
-    section.blocks.append(FigureBlock("booksort", "Book-SORT accuracy by excerpt length (a) and by segment distance (b).", booksort_plot.figure(lines)))
+    section.blocks.append(
+        FigureBlock(
+            "booksort",
+            "Book-SORT accuracy by excerpt length (a) and by segment distance (b).",
+            booksort_plot.figure(lines),
+        )
+    )
     return section
 
 

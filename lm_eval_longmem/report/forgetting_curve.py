@@ -50,7 +50,12 @@ def headline_line(cells: list[str]) -> str:
 
 def sections(runs: Sequence[Run], labels: Sequence[str], references: Sequence[Any] = ()) -> list[Section]:
     """The forgetting-curve sections the runs support (`references`: none for this evaluation)."""
-    return [s for s in (_forgetting_curve_section(runs, labels), _forgetting_curve_sources_section(runs, labels)) if s is not None]
+    return [
+        s
+        for s in (_forgetting_curve_section(runs, labels), _forgetting_curve_sources_section(runs, labels))
+        if s is not None
+    ]
+
 
 def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     """All runs' copy-accuracy curves on one axis, each with its fine (solid) and coarse (dashed) memory length.
@@ -70,7 +75,9 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
                 label=f"{label}: fine {summary.fine.label}, coarse {summary.coarse.label}")  # fmt: skip
         ax.fill_between(x, [s.copy.low for s in summary.per_length], [s.copy.high for s in summary.per_length],
                         color=color, alpha=0.15, lw=0)  # fmt: skip
-        fc_plot.draw_without_interval(ax, [(s.length, s.copy.estimate, s.copy.low, s.copy.high) for s in summary.per_length], color)
+        fc_plot.draw_without_interval(
+            ax, [(s.length, s.copy.estimate, s.copy.low, s.copy.high) for s in summary.per_length], color
+        )
         if summary.fine.length > 0:
             ax.axvline(summary.fine.length, color=color, ls="-", lw=1.0, alpha=0.8)
         if summary.coarse.length > 0:
@@ -91,14 +98,18 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     if claimed:
         on_scale = [w for w in sorted(claimed) if w <= 1.5 * high]
         names = ", ".join(format_length(w) for w in sorted(claimed))
-        ax.plot([], [], color="black", ls=":", lw=1.2, label=f"claimed window ({names}{'' if on_scale else ', off scale'})")
+        ax.plot(
+            [], [], color="black", ls=":", lw=1.2, label=f"claimed window ({names}{'' if on_scale else ', off scale'})"
+        )
     ax.axhline(0.99, color="grey", lw=0.6, alpha=0.6)
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlabel("length L of the copied text (tokens)")
     ax.set_ylabel("copy accuracy (later half of S)")
     ax.set_title("Forgetting curve: copy accuracy of every model")
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False)  # below: full-width axes
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8, frameon=False
+    )  # below: full-width axes
     fig.tight_layout()
     return fig
 
@@ -134,15 +145,36 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
         "Fine-grained memory length: the longest tested L whose copy accuracy exceeds 99%; coarse-grained: the "
         "longest L where copy accuracy beats LM accuracy (same text after an unrelated prefix) by more than 1 point."
     )
-    section.blocks.append(Table(["model", "fine_memory_length", "coarse_memory_length", "claimed window", "lengths tested", "samples per length", "skipped lengths"], rows))
+    section.blocks.append(
+        Table(
+            [
+                "model",
+                "fine_memory_length",
+                "coarse_memory_length",
+                "claimed window",
+                "lengths tested",
+                "samples per length",
+                "skipped lengths",
+            ],
+            rows,
+        )
+    )
     section.blocks.append(PER_LENGTH_NOTE)
     section.blocks.append(Table(PER_LENGTH_HEADER, [row for (run, label, task), (_, summary) in zip(found, summaries)
                                                     for row in per_length_rows(label, run.metrics(task), summary)]))  # fmt: skip
-    section.blocks.append(FigureBlock("forgetting_curve_overlay", "Copy accuracy of every model, with its memory lengths (95% bands).", copy_overlay_figure(summaries)))
+    section.blocks.append(
+        FigureBlock(
+            "forgetting_curve_overlay",
+            "Copy accuracy of every model, with its memory lengths (95% bands).",
+            copy_overlay_figure(summaries),
+        )
+    )
     for (run, label, task), (_, summary) in zip(found, summaries):
         perplexity = fc_plot.perplexity_series(run.metrics(task))
         fig = fc_plot.figure(summary, f"Forgetting curve: {label}", perplexity)
-        caption = f"Copy and LM accuracy of {label}" + (", with the perplexity of the same tokens under it (the paper's Figure 5)." if perplexity else ".")
+        caption = f"Copy and LM accuracy of {label}" + (
+            ", with the perplexity of the same tokens under it (the paper's Figure 5)." if perplexity else "."
+        )
         section.blocks.append(FigureBlock(f"forgetting_curve_{slug(label)}", caption, fig))
     return section
 
@@ -183,7 +215,9 @@ def source_groups(runs: Sequence[Run], labels: Sequence[str]) -> list[list[tuple
     for run, label in zip(runs, labels):
         if forgetting_curve_task(run.data) is None:
             continue
-        rest = {k: v for k, v in _fc_metadata(run).items() if k.startswith("forgetting_curve_") and k not in _SOURCE_KEYS}
+        rest = {
+            k: v for k, v in _fc_metadata(run).items() if k.startswith("forgetting_curve_") and k not in _SOURCE_KEYS
+        }
         key = repr((run.model, sorted(rest.items(), key=str)))
         groups.setdefault(key, []).append((label, run))
     out = []

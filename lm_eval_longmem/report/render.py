@@ -89,7 +89,11 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
         out.append(f"<h2>{html.escape(section.title)}</h2>")
         for block in section.blocks:
             if isinstance(block, Table):
-                out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
+                out.append(
+                    "<table><thead><tr>"
+                    + "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
+                    + "</tr></thead><tbody>"
+                )
                 out += ["<tr>" + "".join(f"<td>{_breakable(c)}</td>" for c in row) + "</tr>" for row in block.rows]
                 out.append("</tbody></table>")
             elif isinstance(block, FigureBlock):

@@ -17,4 +17,3 @@ def books(embedded_books_dir, tmp_path_factory) -> Path:
     for name in SMALL_BOOKS:
         shutil.copy(embedded_books_dir / name, folder / name)
     return folder
-

@@ -35,7 +35,9 @@ def test_crlf_line_ends_and_a_byte_order_mark_read_the_same_samples(folder, form
 def test_missing_or_empty_folder_is_one_usage_error(tmp_path):
     with pytest.raises(UsageError, match=r"bAbI folder '.*nowhere' not found: set --metadata babilong_babi_dir=PATH"):
         task_file(tmp_path / "nowhere", "qa1")
-    with pytest.raises(UsageError, match=r"expected one file qa1_\*_test\.txt in the bAbI folder .*, found none: set --metadata"):
+    with pytest.raises(
+        UsageError, match=r"expected one file qa1_\*_test\.txt in the bAbI folder .*, found none: set --metadata"
+    ):
         task_file(tmp_path, "qa1")
 
 
@@ -45,7 +47,10 @@ def test_missing_or_empty_folder_is_one_usage_error(tmp_path):
         ("Mary went to the hallway.\n", r"line 1: expected 'N text'"),
         ("1 Mary went to the hallway.\n2 Where is Mary?\t\t1\n", r"line 2: expected 'N question<TAB>answer"),
         ("1 Mary went to the hallway.\n2 Where is Mary?\thallway\tone\n", r"line 2: expected 'N question"),
-        ("1 Mary went to the hallway.\n2 Where is Mary?\thallway\t7\n", r"line 2: expected 'N question"),  # no statement 7
+        (
+            "1 Mary went to the hallway.\n2 Where is Mary?\thallway\t7\n",
+            r"line 2: expected 'N question",
+        ),  # no statement 7
         ("2 Mary went to the hallway.\n", r"line 1: the first story does not start at line number 1"),
         ("1 Mary went to the hallway.\n", r"holds no bAbI questions"),
         (b"1 Mary went to the caf\xe9.\n", r"is not UTF-8 text \(byte 22 is 0xe9\)"),

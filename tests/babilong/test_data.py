@@ -130,7 +130,9 @@ def test_babi_reader(shared_data, tmp_path):
 
 def test_babi_reader_on_a_written_file(tmp_path):
     path = tmp_path / "qa1_x_test.txt"
-    path.write_text("1 Mary went home.\n2 Where is Mary? \thome\t1\n1 Bill left.\n2 Bill came back.\n3 Where is Bill?\tback\t1 2\n")
+    path.write_text(
+        "1 Mary went home.\n2 Where is Mary? \thome\t1\n1 Bill left.\n2 Bill came back.\n3 Where is Bill?\tback\t1 2\n"
+    )
     parsed = read_babi(path)
     assert [s.story for s in parsed] == [0, 1] and parsed[1].supporting == (0, 1)
     with pytest.raises(UsageError, match="babilong_babi_dir"):
@@ -152,11 +154,23 @@ def test_hub_rows_become_docs(monkeypatch, tiny_llama_dir):
 
     monkeypatch.setattr(data.datasets, "load_dataset", fake_load_dataset)
     docs = load_docs(
-        pretrained=str(tiny_llama_dir), max_length=8192, babilong_lengths="4k", babilong_tasks="qa2", babilong_source="hub-1k"
+        pretrained=str(tiny_llama_dir),
+        max_length=8192,
+        babilong_lengths="4k",
+        babilong_tasks="qa2",
+        babilong_source="hub-1k",
     )["test"]
     assert calls == [("RMT-team/babilong-1k-samples", "4k", "qa2")]
     doc = docs[0]
-    assert (doc["qa"], doc["length"], doc["length_name"], doc["target"], doc["skip_reason"]) == ("qa2", 4096, "4k", "office", "")
+    assert (doc["qa"], doc["length"], doc["length_name"], doc["target"], doc["skip_reason"]) == (
+        "qa2",
+        4096,
+        "4k",
+        "office",
+        "",
+    )
     assert "input" not in doc and doc["prompt_sha256"] == ""  # the haystack stays in the HF cache; counted at run time
     haystacks = data.Haystacks(data.babilong_options({"babilong_source": "hub-1k"}))
-    assert haystacks(doc) == haystacks(doc) == "Mary went to the office. " * 3 and len(calls) == 2  # each split loaded once
+    assert (
+        haystacks(doc) == haystacks(doc) == "Mary went to the office. " * 3 and len(calls) == 2
+    )  # each split loaded once

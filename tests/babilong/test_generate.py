@@ -7,11 +7,16 @@ import os
 import pytest
 
 from lm_eval_longmem.babilong.babi import read_babi, task_file
-from lm_eval_longmem.babilong.generate import GenerationSpec, generated_context, generated_docs, prompt_tokens, split_sentences
+from lm_eval_longmem.babilong.generate import (
+    GenerationSpec,
+    generated_context,
+    generated_docs,
+    prompt_tokens,
+    split_sentences,
+)
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import simulate
 from lm_eval_longmem.common.errors import UsageError
-
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,9 @@ def fresh_cache(tmp_path_factory, smollm2_dir):
 def _generate(tokenizer, books, **spec):
     """Fresh samples with simulated facts (nothing from outside the package's dependencies)."""
     spec = {"samples": 6, **spec}
-    return generated_docs(GenerationSpec(**spec), facts="simulated", babi_dir=None, corpus=str(books), tokenizer=tokenizer)
+    return generated_docs(
+        GenerationSpec(**spec), facts="simulated", babi_dir=None, corpus=str(books), tokenizer=tokenizer
+    )
 
 
 def _text(row, books):
@@ -130,7 +137,9 @@ def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(tokenizer, tm
         _generate(tokenizer, tiny, qa="qa1", length=4096)
     message = str(raised.value)
     assert "\n" not in message and f"babilong_corpus={tiny} has 8 tokens of text" in message, message
-    assert "fewer than the 3," in message and "one 4k BABILong sample needs" in message, message  # ~3,5xx tokens of background
+    assert "fewer than the 3," in message and "one 4k BABILong sample needs" in message, (
+        message
+    )  # ~3,5xx tokens of background
     assert "point --metadata babilong_corpus at more books" in message and "choose shorter babilong_lengths" in message
 
 
@@ -153,7 +162,9 @@ def test_corpus_too_short_through_lm_eval_is_one_line_without_traceback(tiny_lla
     )  # fmt: skip
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"lm-eval-longmem: error: babilong_corpus={tiny} has 37 tokens of text, fewer than the "), last  # one per character
+    assert last.startswith(f"lm-eval-longmem: error: babilong_corpus={tiny} has 37 tokens of text, fewer than the "), (
+        last
+    )  # one per character
     assert "one 1k BABILong sample needs: point --metadata babilong_corpus at more books" in last, last
 
 
@@ -171,7 +182,9 @@ def test_babi_file_facts_give_the_published_questions(tokenizer, shared_data, bo
     """With `facts="babi"`, the questions and answers are the published test file's."""
     babi = read_babi(task_file(shared_data / "babi" / "en", "qa2"))
     spec = GenerationSpec(qa="qa2", length=1024, samples=4)
-    rows = generated_docs(spec, facts="babi", babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=tokenizer)
+    rows = generated_docs(
+        spec, facts="babi", babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=tokenizer
+    )
     for row in rows:
         sample = babi[row["sample_id"]]
         assert (row["question"], row["target"]) == (sample.question, sample.answer)

@@ -68,7 +68,8 @@ def test_all_published_files_are_present(shared_data):
 
 @pytest.mark.parametrize(
     "path",
-    FILES or [pytest.param(None, marks=pytest.mark.skip(reason=f"compares with the authors' predictions in {PREDICTIONS}"))],
+    FILES
+    or [pytest.param(None, marks=pytest.mark.skip(reason=f"compares with the authors' predictions in {PREDICTIONS}"))],
     ids=[p.name.split("_instruction")[0] for p in FILES] or ["absent"],
 )
 def test_official_check_reproduces_every_file(path):

@@ -54,7 +54,11 @@ def test_read_predictions_takes_long_outputs_and_names_the_real_cause(tmp_path):
 def test_a_file_is_read_as_the_task_its_content_answers(tmp_path):
     """`read_task_predictions` (what `score` and `audit` read): the rows when they answer `qa`, else one clear error."""
     path = tmp_path / "preds5.csv"
-    path.write_text("target,output,question\nFred,Fred,Who gave the apple to Jeff?\napple,apple,What did Fred give to Jeff?\n")
+    path.write_text(
+        "target,output,question\nFred,Fred,Who gave the apple to Jeff?\napple,apple,What did Fred give to Jeff?\n"
+    )
     assert read_task_predictions(path, "qa5") == read_predictions(path) != []
-    with pytest.raises(UsageError, match=r"preds5\.csv: targets such as 'Fred', 'apple' are not qa1 answers; it looks like qa5"):
+    with pytest.raises(
+        UsageError, match=r"preds5\.csv: targets such as 'Fred', 'apple' are not qa1 answers; it looks like qa5"
+    ):
         read_task_predictions(path, "qa1")

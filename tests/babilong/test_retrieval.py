@@ -13,7 +13,15 @@ from lm_eval_longmem.babilong.babi import BabiSample
 from lm_eval_longmem.babilong.data import Haystacks, babilong_options, load_docs
 from lm_eval_longmem.babilong.generate import GenerationSpec, generated_context, generated_docs
 from lm_eval_longmem.babilong.options import BabilongOptions
-from lm_eval_longmem.babilong.retrieval import Span, chunk_spans, covered, locate_supporting, ranked, recall, sentence_spans
+from lm_eval_longmem.babilong.retrieval import (
+    Span,
+    chunk_spans,
+    covered,
+    locate_supporting,
+    ranked,
+    recall,
+    sentence_spans,
+)
 from lm_eval_longmem.babilong.simulate import simulate
 from lm_eval_longmem.common.errors import UsageError
 
@@ -165,7 +173,9 @@ def test_generated_docs_know_where_their_supporting_facts_are(tokenizer, books, 
         if row["skip_reason"]:
             continue
         sample = stories[row["sample_id"]]
-        assert texts(generated_context(row, str(books)), row["supporting_spans"]) == [sample.facts[i] for i in sample.supporting]
+        assert texts(generated_context(row, str(books)), row["supporting_spans"]) == [
+            sample.facts[i] for i in sample.supporting
+        ]
         checked += 1
     assert checked >= 2
 
@@ -177,8 +187,13 @@ def test_generated_docs_from_babi_files_carry_spans_too(tokenizer, tmp_path, fre
         "1 Mary moved to the bathroom.\n2 John went to the hallway.\n3 Where is Mary? \tbathroom\t1\n"
         "4 Daniel went back to the hallway.\n5 Mary went to the garden.\n6 Where is Mary? \tgarden\t5\n"
     )
-    rows = generated_docs(GenerationSpec(qa="qa1", length=0, samples=2), facts="babi", babi_dir=babi, corpus=None, tokenizer=tokenizer)
-    assert [texts(generated_context(r, None), r["supporting_spans"]) for r in rows] == [["Mary moved to the bathroom."], ["Mary went to the garden."]]
+    rows = generated_docs(
+        GenerationSpec(qa="qa1", length=0, samples=2), facts="babi", babi_dir=babi, corpus=None, tokenizer=tokenizer
+    )
+    assert [texts(generated_context(r, None), r["supporting_spans"]) for r in rows] == [
+        ["Mary moved to the bathroom."],
+        ["Mary went to the garden."],
+    ]
 
 
 def test_hub_facts_are_located_by_their_babi_question():
@@ -252,7 +267,9 @@ def test_condition_labels():
 
 
 def test_lengths_beyond_the_window_are_allowed_under_retrieval(tiny_llama_dir, books, fresh_cache):
-    metadata = {"pretrained": str(tiny_llama_dir), "max_length": 512} | simulated(books, babilong_lengths="[1k]", babilong_tasks="qa1")
+    metadata = {"pretrained": str(tiny_llama_dir), "max_length": 512} | simulated(
+        books, babilong_lengths="[1k]", babilong_tasks="qa1"
+    )
     with pytest.raises(UsageError, match="window"):
         load_docs(**metadata)
     docs = load_docs(**metadata, babilong_retrieval="sentences")["test"]
@@ -277,9 +294,18 @@ def test_hub_docs_get_recall_from_the_babi_files(monkeypatch, tiny_llama_dir, tm
         "The ship sailed at dawn. Mary moved to the bathroom. The wind rose. John went to the hallway. "
         "Daniel went back to the hallway. It rained all day on the garden. Mary went to the garden. The end came."
     )
-    rows = {"input": [text, text.replace("Mary went to the garden. ", "")], "question": ["Where is Mary?"] * 2, "target": ["garden", "garden"]}
+    rows = {
+        "input": [text, text.replace("Mary went to the garden. ", "")],
+        "question": ["Where is Mary?"] * 2,
+        "target": ["garden", "garden"],
+    }
     monkeypatch.setattr(data.datasets, "load_dataset", lambda path, name, split: datasets.Dataset.from_dict(rows))
-    metadata = {"pretrained": str(tiny_llama_dir), "babilong_lengths": "[1k]", "babilong_tasks": "qa1", "babilong_retrieval": "sentences"}
+    metadata = {
+        "pretrained": str(tiny_llama_dir),
+        "babilong_lengths": "[1k]",
+        "babilong_tasks": "qa1",
+        "babilong_retrieval": "sentences",
+    }
     found, missing = load_docs(**metadata, babilong_babi_dir=str(babi), babilong_retrieval_k=2)["test"]
     assert texts(haystack(found, metadata), found["supporting_spans"]) == ["Mary went to the garden."]
     assert found["retrieval_recall"] == 1.0  # BM25 on "mary": the two sentences naming her

@@ -60,8 +60,13 @@ def test_retrieval_run_scores_recall_per_cell_and_length(two_runs):
 def test_report_puts_both_conditions_side_by_side(two_runs, tmp_path):
     reference = tmp_path / "rag-reference"
     reference.mkdir()
-    rows = "".join(f"{i},kitchen, The most recent location of Mary is {'kitchen' if i % 2 else 'garden'}.,0,Where is Mary?\n" for i in range(4))
-    (reference / "qa1_0k_instruction_yes_examples_yes_post_prompt_yes.csv").write_text(",target,output,result,question\n" + rows)
+    rows = "".join(
+        f"{i},kitchen, The most recent location of Mary is {'kitchen' if i % 2 else 'garden'}.,0,Where is Mary?\n"
+        for i in range(4)
+    )
+    (reference / "qa1_0k_instruction_yes_examples_yes_post_prompt_yes.csv").write_text(
+        ",target,output,result,question\n" + rows
+    )
     out = tmp_path / "report"
     proc = subprocess.run(
         [CLI, "report", str(two_runs["in-context"]), str(two_runs["rag-s"]), "--output_path", str(out), "--babilong_reference", str(reference)],

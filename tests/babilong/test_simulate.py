@@ -9,7 +9,6 @@ import re
 from functools import cache
 
 import pytest
-
 from kit import SHARED_DATA
 
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
@@ -20,9 +19,15 @@ from lm_eval_longmem.babilong.verify import Unanswerable, answer_distance, answe
 
 N = 10_000
 TASKS = [f"qa{i}" for i in range(1, 21)]
-PUBLISHED_TASKS = TASKS if (SHARED_DATA / "babi" / "en").is_dir() else [
-    pytest.param("all", marks=pytest.mark.skip(reason=f"compares with the bAbI test files in {SHARED_DATA / 'babi'}"))
-]
+PUBLISHED_TASKS = (
+    TASKS
+    if (SHARED_DATA / "babi" / "en").is_dir()
+    else [
+        pytest.param(
+            "all", marks=pytest.mark.skip(reason=f"compares with the bAbI test files in {SHARED_DATA / 'babi'}")
+        )
+    ]
+)
 """The tasks to compare with the published files: all twenty, or one skip when they are absent."""
 
 
@@ -50,8 +55,11 @@ def test_file_round_trip_labels_and_validator(qa, tmp_path):
     labels = set(TASK_LABELS[qa])
     outside = {s.answer for s in samples if (set(s.answer.split(",")) if qa == "qa8" else {s.answer}) - labels}
     assert not outside, f"answers outside the {qa} label set: {sorted(outside)[:5]}"
-    disagree = [(s.question, s.answer, answer_from_story(qa, s.facts, s.question)) for s in samples
-                if answer_from_story(qa, s.facts, s.question) != s.answer]
+    disagree = [
+        (s.question, s.answer, answer_from_story(qa, s.facts, s.question))
+        for s in samples
+        if answer_from_story(qa, s.facts, s.question) != s.answer
+    ]
     assert disagree == [], f"{len(disagree)} of {N} disagree, e.g. {disagree[:3]}"
     assert all(s.supporting and max(s.supporting) < len(s.facts) for s in samples)
 
@@ -128,22 +136,44 @@ def test_negative_count_or_seed_is_refused():
 UNDERDETERMINED = [
     ("qa1", ["Mary went to the kitchen."], "Where is John?"),
     ("qa2", ["John got the milk there.", "John dropped the milk."], "Where is the milk?"),
-    ("qa3", ["John got the milk.", "John went to the office.", "John went to the garden.",
-             "John went to the office."], "Where was the milk before the office?"),
+    (
+        "qa3",
+        ["John got the milk.", "John went to the office.", "John went to the garden.", "John went to the office."],
+        "Where was the milk before the office?",
+    ),
     ("qa5", ["Fred gave the milk to Jeff.", "Bill gave the milk to Jeff."], "Who gave the milk?"),
     ("qa9", ["Mary is not in the kitchen."], "Is Mary in the garden?"),
     ("qa11", ["Mary went to the kitchen.", "Then he went to the garden."], "Where is Mary?"),
-    ("qa14", ["Mary went to the park this morning.", "Mary went to the school this evening."],
-     "Where was Mary before the school?"),
-    ("qa16", ["Lily is a frog.", "Greg is a frog.", "Greg is white.", "Brian is a frog.", "Brian is gray."],
-     "What color is Lily?"),
-    ("qa17", ["The triangle is to the left of the red square.", "The red square is to the right of the blue square."],
-     "Is the triangle to the left of the blue square?"),
-    ("qa18", ["The box fits inside the chest.", "The suitcase fits inside the chest."],
-     "Is the box bigger than the suitcase?"),
-    ("qa19", ["The kitchen is east of the garden.", "The office is north of the kitchen.",
-              "The hallway is north of the garden.", "The office is east of the hallway."],
-     "How do you go from the garden to the office?"),
+    (
+        "qa14",
+        ["Mary went to the park this morning.", "Mary went to the school this evening."],
+        "Where was Mary before the school?",
+    ),
+    (
+        "qa16",
+        ["Lily is a frog.", "Greg is a frog.", "Greg is white.", "Brian is a frog.", "Brian is gray."],
+        "What color is Lily?",
+    ),
+    (
+        "qa17",
+        ["The triangle is to the left of the red square.", "The red square is to the right of the blue square."],
+        "Is the triangle to the left of the blue square?",
+    ),
+    (
+        "qa18",
+        ["The box fits inside the chest.", "The suitcase fits inside the chest."],
+        "Is the box bigger than the suitcase?",
+    ),
+    (
+        "qa19",
+        [
+            "The kitchen is east of the garden.",
+            "The office is north of the kitchen.",
+            "The hallway is north of the garden.",
+            "The office is east of the hallway.",
+        ],
+        "How do you go from the garden to the office?",
+    ),
 ]
 
 
@@ -194,10 +224,12 @@ def test_distributions_match_the_published_test_file(qa, shared_data):
     real = summarize(published(shared_data / "babi" / "en", qa))
     sim = summarize(simulated(qa))
     tol = {**DEFAULT_TOLERANCE, **TOLERANCE.get(qa, {})}
-    table = (f"{qa}: facts/question {sim.facts_mean:.1f} vs {real.facts_mean:.1f}, facts/story "
-             f"{sim.story_facts_mean:.1f} vs {real.story_facts_mean:.1f}, questions/story "
-             f"{sim.questions_per_story:.1f} vs {real.questions_per_story:.1f}, distance "
-             f"{sim.distance_mean:.1f} vs {real.distance_mean:.1f}, answer TV {answer_distance(sim, real):.3f}")
+    table = (
+        f"{qa}: facts/question {sim.facts_mean:.1f} vs {real.facts_mean:.1f}, facts/story "
+        f"{sim.story_facts_mean:.1f} vs {real.story_facts_mean:.1f}, questions/story "
+        f"{sim.questions_per_story:.1f} vs {real.questions_per_story:.1f}, distance "
+        f"{sim.distance_mean:.1f} vs {real.distance_mean:.1f}, answer TV {answer_distance(sim, real):.3f}"
+    )
     print(table)
     assert sim.facts_mean == pytest.approx(real.facts_mean, rel=tol["facts"]), table
     assert sim.story_facts_mean == pytest.approx(real.story_facts_mean, rel=tol["facts"]), table
@@ -215,7 +247,10 @@ def test_simulate_cli_refuses_to_overwrite_without_overwrite(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--output_path", str(out)])
     assert exit_info.value.code == 1
-    assert capsys.readouterr().err == f"lm-eval-longmem: error: --output_path {out} exists: pass --overwrite to replace it, or choose another --output_path\n"
+    assert (
+        capsys.readouterr().err
+        == f"lm-eval-longmem: error: --output_path {out} exists: pass --overwrite to replace it, or choose another --output_path\n"
+    )
     assert out.read_text() == "my own notes\n"
     main(["babilong", "simulate", "--task", "qa1", "--samples", "3", "--output_path", str(out), "--overwrite"])
     assert len(read_babi(out)) == 3 and sorted(p.name for p in tmp_path.iterdir()) == [out.name]
@@ -238,5 +273,7 @@ def test_simulate_never_replaces_a_folder_even_with_overwrite(tmp_path, capsys):
             f"lm-eval-longmem: error: --output_path {mydata} is a folder, and a file is written there: it is never replaced, "
             "not even with --overwrite: choose another --output_path\n"
         )
-    assert (mydata / "sub" / "results.json").read_text() == '{"kept": true}' and (mydata / "notes.txt").read_text() == "my notes\n"
+    assert (mydata / "sub" / "results.json").read_text() == '{"kept": true}' and (
+        mydata / "notes.txt"
+    ).read_text() == "my notes\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mydata"]  # nothing half-written beside it

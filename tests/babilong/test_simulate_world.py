@@ -48,8 +48,10 @@ def test_dice_draws_stay_in_range():
 def test_pick_recent_only_picks_facts_within_the_recency_window():
     dice = Dice(0, 1)
     assert pick_recent(dice, 20, [(5, "old"), (19 - len(RECENCY), "too old")]) is None
-    picks = {pick_recent(dice, 20, [(19, "newest"), (15, "fifth back"), (14, "sixth back"), (20, "not yet said")])
-             for _ in range(500)}
+    picks = {
+        pick_recent(dice, 20, [(19, "newest"), (15, "fifth back"), (14, "sixth back"), (20, "not yet said")])
+        for _ in range(500)
+    }
     assert picks == {"newest", "fifth back"}
 
 

@@ -77,12 +77,20 @@ def test_logged_prompt_is_the_papers_layout_after_the_system_instruction(tiny_re
     prompt = sample["arguments"][0][0]
     doc = sample["doc"]
     assert prompt.startswith("S" * 150)
-    assert "input" not in doc and len(str(doc)) < 2000  # the doc records what rebuilds its haystack; the prompt holds it
+    assert (
+        "input" not in doc and len(str(doc)) < 2000
+    )  # the doc records what rebuilds its haystack; the prompt holds it
     context = prompt[prompt.index("<context>\n") + 10 : prompt.index("\n</context>")]
     assert sha256_hex(context) == doc["context_sha256"]
     assert prompt.endswith(build_prompt(doc["qa"], context, doc["question"]))
     assert sample["arguments"][0][1]["max_gen_toks"] == 20 and sample["arguments"][0][1]["do_sample"] is False
-    assert sample["metrics"] == ["acc", "acc_corrected", "corrected_abstained", "cells", "summary"]  # its own scores and cell
+    assert sample["metrics"] == [
+        "acc",
+        "acc_corrected",
+        "corrected_abstained",
+        "cells",
+        "summary",
+    ]  # its own scores and cell
     assert sample["corrected_abstained"] in (0.0, 1.0)
     if sample["corrected_abstained"]:
         assert sample["acc_corrected"] == sample["acc"]  # abstained: the authors' verdict stands
@@ -142,6 +150,7 @@ def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+
     def chat_template(messages, add_generation_prompt=True):
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
 
@@ -194,7 +203,10 @@ def test_cells_and_means_on_degenerate_docs(docs):
         iv = cell_interval(docs, spec)
         assert spec.family == "binary" and 0.0 <= iv.low <= iv.estimate <= iv.high <= 1.0 and iv.low < iv.high
     cell = proportion_interval(round(sum(docs)), len(docs))
-    cells = [Cell("qa1", 0, len(docs), cell, cell), Cell("qa2", 0, 1, proportion_interval(1, 1), proportion_interval(1, 1))]
+    cells = [
+        Cell("qa1", 0, len(docs), cell, cell),
+        Cell("qa2", 0, 1, proportion_interval(1, 1), proportion_interval(1, 1)),
+    ]
     mean = mean_interval(cells, "acc")
     assert 0.0 <= mean.low <= mean.estimate <= mean.high <= 1.0 and mean.low < mean.high
 
@@ -209,7 +221,9 @@ def test_window_fit_reads_the_generators_exact_counts(smollm2_dir, books, cache)
     from lm_eval_longmem.common.model_info import Window
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-    metadata = {"pretrained": str(smollm2_dir), "max_length": 8192} | simulated(books, babilong_lengths="1k", babilong_tasks="qa1")
+    metadata = {"pretrained": str(smollm2_dir), "max_length": 8192} | simulated(
+        books, babilong_lengths="1k", babilong_tasks="qa1"
+    )
 
     def task():
         return task_manager(metadata=metadata).load(["babilong"])["tasks"]["babilong"]
@@ -238,7 +252,11 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
     task = BabilongTask.__new__(BabilongTask)  # aggregation reads only cells, skips, options and declarations
     task._config = SimpleNamespace(metadata={})  # default options: in-context
     task.cells, task.skips, task.docs_per_cell = ["qa1_0", "qa1_1024", "qa2_0", "qa2_1024"], {}, {}
-    task.score = lambda doc, results: {"acc": results[0], "acc_corrected": results[1], "corrected_abstained": results[2]}
+    task.score = lambda doc, results: {
+        "acc": results[0],
+        "acc_corrected": results[1],
+        "corrected_abstained": results[2],
+    }
     docs = [({"qa": qa, "length": length}, [float(k % 3 > 0), float(k % 2), float(k == 0)])
             for qa in ("qa1", "qa2") for length in (0, 1024) for k in range(5)]  # fmt: skip
     row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in docs])

@@ -56,15 +56,23 @@ def _record_batches(monkeypatch):
     """Every batch `score_batch` runs (its size), in order."""
     batches = []
     real_score = hf.score_batch
-    monkeypatch.setattr(hf, "score_batch", lambda self, batch, width, chunked: batches.append(len(batch)) or real_score(self, batch, width, chunked))
+    monkeypatch.setattr(
+        hf,
+        "score_batch",
+        lambda self, batch, width, chunked: batches.append(len(batch)) or real_score(self, batch, width, chunked),
+    )
     return batches
 
 
 @pytest.mark.slow
-def test_auto_batch_size_on_cpu_is_decided_by_the_estimate_without_a_trial(tiny_llama_dir, pairs, monkeypatch, make_lm, caplog):
+def test_auto_batch_size_on_cpu_is_decided_by_the_estimate_without_a_trial(
+    tiny_llama_dir, pairs, monkeypatch, make_lm, caplog
+):
     lm = make_lm(tiny_llama_dir, batch_size="auto:2", max_batch_size=4)
     batches = _record_batches(monkeypatch)
-    monkeypatch.setattr(type(lm), "_model_call", lambda *a, **k: pytest.fail("auto must not probe the full-logits path"))
+    monkeypatch.setattr(
+        type(lm), "_model_call", lambda *a, **k: pytest.fail("auto must not probe the full-logits path")
+    )
     with caplog.at_level(logging.INFO, logger="lm_eval"):
         got = lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
     assert sum(batches) == len(pairs), "no forward beyond the requests themselves: on CPU nothing is tried"
@@ -89,7 +97,10 @@ def test_auto_batch_size_never_picks_a_size_beyond_the_memory_available(tiny_lla
 def test_auto_batch_size_refuses_when_one_sequence_exceeds_the_memory(tiny_llama_dir, pairs, monkeypatch, make_lm):
     lm = make_lm(tiny_llama_dir, batch_size="auto")
     monkeypatch.setattr(hf, "available_bytes", lambda device: 1000)
-    with pytest.raises(UsageError, match=r"--batch_size auto \(loglikelihood_accuracy\): one sequence of \d+ positions.*pass --batch_size 1"):
+    with pytest.raises(
+        UsageError,
+        match=r"--batch_size auto \(loglikelihood_accuracy\): one sequence of \d+ positions.*pass --batch_size 1",
+    ):
         lm.loglikelihood_accuracy(instances(pairs), disable_tqdm=True)
 
 
@@ -292,7 +303,9 @@ def test_opt_in_stops_at_a_learned_position_table(tmp_path, make_lm):
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
     src = build_tiny_llama(tmp_path / "tok")
-    GPT2LMHeadModel(GPT2Config(vocab_size=101, n_positions=48, n_embd=32, n_layer=1, n_head=2)).save_pretrained(tmp_path / "gpt2")
+    GPT2LMHeadModel(GPT2Config(vocab_size=101, n_positions=48, n_embd=32, n_layer=1, n_head=2)).save_pretrained(
+        tmp_path / "gpt2"
+    )
     AutoTokenizer.from_pretrained(src).save_pretrained(tmp_path / "gpt2")
     lm = make_lm(tmp_path / "gpt2", max_length=32)
     beyond = {"beyond_max_length": True}
@@ -321,8 +334,17 @@ def softcapped_dir(tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(build_tiny_llama(out / "tok"))
     torch.manual_seed(0)
     config = Gemma2Config(
-        vocab_size=101, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, final_logit_softcapping=0.5, bos_token_id=1, eos_token_id=2, pad_token_id=3,
+        vocab_size=101,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        final_logit_softcapping=0.5,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
     )
     model = Gemma2ForCausalLM(config)
     with torch.no_grad():
@@ -346,9 +368,13 @@ def test_final_logit_softcapping_is_honoured(softcapped_dir, mixed_requests_fn, 
     assert (raw - lm.model(input_ids=torch.tensor([pairs[0][0]])).logits).abs().max() > 1.0
 
 
-def test_unknown_output_transform_falls_back_to_full_logits(softcapped_dir, mixed_requests_fn, reference_fn, monkeypatch, caplog, make_lm):
+def test_unknown_output_transform_falls_back_to_full_logits(
+    softcapped_dir, mixed_requests_fn, reference_fn, monkeypatch, caplog, make_lm
+):
     lm = make_lm(softcapped_dir)
-    monkeypatch.setattr(hf, "final_logit_transform", lambda model: lambda logits: logits)  # pretend we don't know the cap
+    monkeypatch.setattr(
+        hf, "final_logit_transform", lambda model: lambda logits: logits
+    )  # pretend we don't know the cap
     pairs = mixed_requests_fn(lm.model, [(10, 15), (4, 6)], VOCAB, seed=2)
     with caplog.at_level(logging.WARNING):
         got = run(lm, pairs)

@@ -30,8 +30,12 @@ def test_real_model_matches_full_logits_and_harness(smollm2, reference_fn, same_
     smollm2.batch_size_per_gpu = 3
     batched = smollm2.loglikelihood_accuracy(instances, disable_tqdm=True)
     smollm2.batch_size_per_gpu = 1
-    same_answers(smollm2.loglikelihood_accuracy(instances, disable_tqdm=True), batched)  # bits identical, logprobs to rounding
-    harness = smollm2.loglikelihood([Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(PAIRS)], disable_tqdm=True)
+    same_answers(
+        smollm2.loglikelihood_accuracy(instances, disable_tqdm=True), batched
+    )  # bits identical, logprobs to rounding
+    harness = smollm2.loglikelihood(
+        [Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(PAIRS)], disable_tqdm=True
+    )
     for pair, got, (logprob, greedy) in zip(PAIRS, batched, harness, strict=True):
         encoded = encode_request(smollm2, pair)
         assert encoded.n_inputs <= 300

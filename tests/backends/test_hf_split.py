@@ -59,8 +59,14 @@ def offloaded(path, tmp_path, device_map):
     "device_map",
     [
         {"model": "cpu", "lm_head": "disk"},
-        {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.layers.0": "cpu", "model.layers.1": "disk",
-         "model.norm": "disk", "lm_head": "disk"},
+        {
+            "model.embed_tokens": "cpu",
+            "model.rotary_emb": "cpu",
+            "model.layers.0": "cpu",
+            "model.layers.1": "disk",
+            "model.norm": "disk",
+            "lm_head": "disk",
+        },
     ],  # fmt: skip
     ids=["head", "last-layers-and-head"],
 )

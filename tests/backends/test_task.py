@@ -100,14 +100,21 @@ def test_yaml_metric_list_is_honoured_without_registry_lookups(caplog):
 def test_cli_end_to_end_with_samples_and_cache(tiny_llama_dir, tiny_lm, tmp_path):
     """Two tasks through `lm_eval --model hf`, then the same run again from `--use_cache`."""
     args = [
-        "--model", "hf",
-        "--model_args", f"pretrained={tiny_llama_dir},dtype=float32",
-        "--device", "cpu",
-        "--tasks", TASKS,
-        "--include_path", str(FIXTURES),
-        "--batch_size", "2",
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={tiny_llama_dir},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        TASKS,
+        "--include_path",
+        str(FIXTURES),
+        "--batch_size",
+        "2",
         "--log_samples",
-        "--use_cache", str(tmp_path / "cache"),
+        "--use_cache",
+        str(tmp_path / "cache"),
     ]
     runs = []
     for name in ("first", "second"):

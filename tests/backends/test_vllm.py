@@ -123,7 +123,9 @@ class FakeVLLM:
         self.calls.append(requests)
         # a fake model that is right exactly at even token ids, with logprob -1 per position
         return [
-            SimpleNamespace(prompt_logprobs=[None] + [{t: Logprob(-1.0, 1 if t % 2 == 0 else 7, None)} for t in prompt[1:]])
+            SimpleNamespace(
+                prompt_logprobs=[None] + [{t: Logprob(-1.0, 1 if t % 2 == 0 else 7, None)} for t in prompt[1:]]
+            )
             for prompt in requests
         ]
 
@@ -132,7 +134,9 @@ def test_method_keeps_request_order_and_batches(monkeypatch):
     monkeypatch.setattr(vllm_backend, "_sampling_params", lambda: "params")
     lm = FakeVLLM(max_length=100, batch_size=2)
     pairs = [([1, 3], [2, 4, 5]), ([1, 2, 3, 4, 5, 6], [8]), ([1], [7, 9])]
-    got = vllm_backend.loglikelihood_accuracy(lm, [Instance(OUTPUT_TYPE, {}, p, i) for i, p in enumerate(pairs)], disable_tqdm=True)
+    got = vllm_backend.loglikelihood_accuracy(
+        lm, [Instance(OUTPUT_TYPE, {}, p, i) for i, p in enumerate(pairs)], disable_tqdm=True
+    )
     assert got == [TokenAccuracy("110", -3.0), TokenAccuracy("1", -1.0), TokenAccuracy("00", -2.0)]
     assert [len(batch) for batch in lm.calls] == [2, 1]  # longest first, batches of 2
     assert lm.calls[0][0] == [1, 2, 3, 4, 5, 6, 8]  # context + continuation, verbatim
@@ -142,7 +146,9 @@ def test_progress_counts_prompt_tokens(monkeypatch):
     monkeypatch.setattr(vllm_backend, "_sampling_params", lambda: "params")
     monkeypatch.setattr(vllm_backend, "tqdm", RecordingBar)
     pairs = [([1, 3], [2, 4, 5]), ([1, 2, 3, 4, 5, 6], [8]), ([1], [7, 9])]
-    vllm_backend.loglikelihood_accuracy(FakeVLLM(max_length=100, batch_size=2), [Instance(OUTPUT_TYPE, {}, p, i) for i, p in enumerate(pairs)])
+    vllm_backend.loglikelihood_accuracy(
+        FakeVLLM(max_length=100, batch_size=2), [Instance(OUTPUT_TYPE, {}, p, i) for i, p in enumerate(pairs)]
+    )
     bar = RecordingBar.made[-1]
     assert (bar.total, bar.unit, bar.unit_scale) == (15, "tok", True)
     assert bar.steps == [7 + 5, 3], "longest first, two per batch, each batch its tokens"
@@ -153,10 +159,14 @@ def test_method_refuses_prompts_past_the_engine_window(monkeypatch):
     lm = FakeVLLM(max_length=8)
     ok = ([1, 2, 3], [4, 5, 6, 7])  # 7 tokens = max_model_len - 1
     long = ([1, 2, 3, 4], [5, 6, 7, 8])
-    assert len(vllm_backend.loglikelihood_accuracy(lm, [Instance(OUTPUT_TYPE, {}, ok, 0)], disable_tqdm=True)[0].bits) == 4
+    assert (
+        len(vllm_backend.loglikelihood_accuracy(lm, [Instance(OUTPUT_TYPE, {}, ok, 0)], disable_tqdm=True)[0].bits) == 4
+    )
     for options in ((), ({"beyond_max_length": True},)):
         with pytest.raises(ValueError, match=r"4 \+ continuation 4 = 8 tokens.*max_model_len=8 \(at most 7"):
-            vllm_backend.loglikelihood_accuracy(lm, [Instance(OUTPUT_TYPE, {}, (*long, *options), 0)], disable_tqdm=True)
+            vllm_backend.loglikelihood_accuracy(
+                lm, [Instance(OUTPUT_TYPE, {}, (*long, *options), 0)], disable_tqdm=True
+            )
 
 
 @pytest.mark.gpu

@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 
 import pytest
+from kit import build_booksort, read_results, run_lm_eval
 from lm_eval.api.instance import Instance
 
-from kit import build_booksort, read_results, run_lm_eval
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, encode_request
 from lm_eval_longmem.readers.results import skip_reasons
 
@@ -113,7 +113,9 @@ def test_vllm_agrees_with_hf_on_the_same_requests(vllm_lm, hf_lm, play):
     theirs = hf_lm.loglikelihood_accuracy(instances, disable_tqdm=True)
     positions = sum(len(cont) for _, cont in pairs)
     same = sum(a == b for got, want in zip(ours, theirs, strict=True) for a, b in zip(got.bits, want.bits, strict=True))
-    gaps = [abs(got.logprob - want.logprob) / len(cont) for got, want, (_, cont) in zip(ours, theirs, pairs, strict=True)]
+    gaps = [
+        abs(got.logprob - want.logprob) / len(cont) for got, want, (_, cont) in zip(ours, theirs, pairs, strict=True)
+    ]
     print(f"\nvLLM vs HF on {len(pairs)} requests, {positions} scored positions:")
     print(f"  greedy bits agree at {same}/{positions} = {same / positions:.4%}")
     for (ctx, cont), got, want in zip(pairs, ours, theirs, strict=True):
@@ -226,14 +228,18 @@ def test_what_does_not_fit_max_model_len_is_skipped_up_front_and_counted(three_t
     (out, _), _ = three_task_run
     data = read_results(out)
     fc = data["results"]["forgetting_curve"]
-    assert list(skip_reasons(data, "forgetting_curve")) == ["600"], "2*600+2 tokens exceed max_model_len=1024: listed, not run"
+    assert list(skip_reasons(data, "forgetting_curve")) == ["600"], (
+        "2*600+2 tokens exceed max_model_len=1024: listed, not run"
+    )
     assert fc["skipped,none"] == 2 and "copy_acc@600,none" not in fc
     booksort = data["results"]["booksort_in_context"]
     assert booksort["skipped,none"] == 2, "the two 1000-word trials cannot fit 1024 tokens"
     assert list(skip_reasons(data, "booksort_in_context")) == ["LE1000"]
     babilong = data["results"]["babilong"]
     counted, ran = babilong["skipped,none"], data["n-samples"]["babilong"]["effective"]
-    assert ran + counted == 2 * 2, f"2 samples at each of 0k and 1k: each runs or is a counted skip ({skip_reasons(data, 'babilong')})"
+    assert ran + counted == 2 * 2, (
+        f"2 samples at each of 0k and 1k: each runs or is a counted skip ({skip_reasons(data, 'babilong')})"
+    )
 
 
 def test_use_cache_second_run_makes_no_engine_calls_for_our_request_type(three_task_run):
@@ -246,7 +252,9 @@ def test_use_cache_second_run_makes_no_engine_calls_for_our_request_type(three_t
     assert got["copy_acc@256,none"] == want["copy_acc@256,none"]
 
 
-def test_forgetting_curve_lengths_beyond_the_config_window_are_skipped_without_max_model_len(smollm2_dir, cli_data, tmp_path):
+def test_forgetting_curve_lengths_beyond_the_config_window_are_skipped_without_max_model_len(
+    smollm2_dir, cli_data, tmp_path
+):
     """No max_model_len given: vLLM takes the config's 8192, so L=4096 (8194 tokens) is listed as skipped."""
     out = tmp_path / "out"
     out.mkdir()
@@ -259,7 +267,9 @@ def test_forgetting_curve_lengths_beyond_the_config_window_are_skipped_without_m
         env={**ENGINE_ENV, "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")},
         check=False,
     )  # fmt: skip
-    assert proc.returncode == 0, f"a length beyond the window must be skipped, not an engine error:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (
+        f"a length beyond the window must be skipped, not an engine error:\n{proc.stderr[-3000:]}"
+    )
     data = read_results(out)
     fc, reasons = data["results"]["forgetting_curve"], skip_reasons(data, "forgetting_curve")
     assert list(reasons) == ["4096"] and "vllm" in next(iter(reasons["4096"]))

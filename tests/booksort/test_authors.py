@@ -74,7 +74,10 @@ def test_decisions_on_fixed_log_probabilities(smollm2_dir):
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     bare = authors_label_ids(tokenizer)
     spaced = [tokenizer.encode(f"Answer: Segment {label}")[-1] for label in "AB"]
-    assert tokenizer.convert_ids_to_tokens(bare) == ["A", "B"] and tokenizer.convert_ids_to_tokens(spaced) == ["ĠA", "ĠB"]
+    assert tokenizer.convert_ids_to_tokens(bare) == ["A", "B"] and tokenizer.convert_ids_to_tokens(spaced) == [
+        "ĠA",
+        "ĠB",
+    ]
     assert authors_answer_space(tokenizer) == ""  # SmolLM2 folds spaces into words: no space after "Segment"
 
     def decide(next_token: dict[str, float]) -> tuple[str | None, str | None]:
@@ -139,11 +142,20 @@ def test_a_run_sends_their_tokens_and_decides_their_way(chat_tiny, built_dir):
     correct = []
     for sample in samples:
         doc = docs[sample["doc"]["trial_id"]]
-        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": user_text(doc, "")}]
-        theirs = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment" + space
+        messages = [
+            {"role": "system", "content": doc["prompt_system"]},
+            {"role": "user", "content": user_text(doc, "")},
+        ]
+        theirs = (
+            tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            + "Answer: Segment"
+            + space
+        )
         context = tokenizer(theirs)["input_ids"]  # default special tokens: BOS first, as their HF path
         assert context[0] == tokenizer.bos_token_id and doc["book_title"].title() in user_text(doc, "")
-        assert [tuple(args) for args in sample["arguments"]] == [(compact_ids(context), compact_ids([label])) for label in labels]
+        assert [tuple(args) for args in sample["arguments"]] == [
+            (compact_ids(context), compact_ids([label])) for label in labels
+        ]
         logprobs = [TokenAccuracy(*resp[0]).logprob for resp in sample["resps"]]
         answer = authors_answer(logprobs)
         assert sample["acc"] == float(answer == "AB"[doc["label"]]) and sample["pct_A"] == float(answer == "A")
@@ -169,15 +181,26 @@ def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir,
     that is their `apply_chat_template(..., add_generation_prompt=True) + "Answer: Segment"`, character for character."""
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
     meta = {**_meta(smollm2_dir, built_dir), "booksort_books": "macbeth"}
-    task = task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"]["booksort_in_context"]
+    task = task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"][
+        "booksort_in_context"
+    ]
 
     def chat(history, add_generation_prompt=True):  # the call HFLM.apply_chat_template makes
         return tokenizer.apply_chat_template(
-            history, tokenize=False, add_generation_prompt=add_generation_prompt, continue_final_message=not add_generation_prompt
+            history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
         )
 
     for doc in list(task.test_docs())[:3]:
         ours = task.rendered_prompt(doc, apply_chat_template=True, chat_template=chat)
-        messages = [{"role": "system", "content": doc["prompt_system"]}, {"role": "user", "content": user_text(doc, task.excerpts(doc))}]
-        assert ours == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment"
+        messages = [
+            {"role": "system", "content": doc["prompt_system"]},
+            {"role": "user", "content": user_text(doc, task.excerpts(doc))},
+        ]
+        assert (
+            ours
+            == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment"
+        )
         assert "Macbeth" in user_text(doc, task.excerpts(doc))

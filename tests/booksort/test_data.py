@@ -223,7 +223,10 @@ def _edit_manifest(root: Path, edit) -> None:
 @pytest.mark.parametrize(
     "edit,match",
     [
-        (lambda m: m.update(builder_version=99), r"says builder_version 99, but this lm-eval-longmem reads Book-SORT builds of version 1"),
+        (
+            lambda m: m.update(builder_version=99),
+            r"says builder_version 99, but this lm-eval-longmem reads Book-SORT builds of version 1",
+        ),
         (lambda m: m.pop("builder_version"), r"says builder_version None"),
         (lambda m: m.pop("sha256"), r"lacks the sha256 of books/.*cannot be verified"),
         (lambda m: m["sha256"].pop("test.jsonl"), r"lacks the sha256 of test\.jsonl \("),
@@ -270,6 +273,9 @@ def test_text_columns_are_large_strings(built_dir):
     running README's offline main job). Text columns are `large_string`; the docs are the ones `build_docs` gives."""
     meta = {"booksort_data": str(built_dir), "booksort_excerpt_lengths": 250}
     loaded = load_booksort("in_context", **meta)["test"]
-    assert loaded.features["prompt_before_excerpt"].dtype == "large_string" and loaded.features["book_id"].dtype == "large_string"
+    assert (
+        loaded.features["prompt_before_excerpt"].dtype == "large_string"
+        and loaded.features["book_id"].dtype == "large_string"
+    )
     assert loaded.features["excerpt_length"].dtype == "int64"
     assert loaded.to_list() == build_docs(meta, "test", "in_context")

@@ -7,8 +7,8 @@ from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.booksort.task import Trial, calibrated_correct
 from lm_eval_longmem.common.task import read_item
-from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.plots import plot_results
+from lm_eval_longmem.readers.results import skip_reasons
 
 CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book0", "LE250_bin0", "LE250_bin3"]
 
@@ -62,7 +62,11 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
         assert row["pct_A_ci_low,none"] <= row["pct_A,none"] <= row["pct_A_ci_high,none"]
         # Calibrated accuracy: the trials' logged log-odds and labels, decided by the condition's median.
         calibrated = calibrated_correct([read_item(Trial, s["summary"]) for s in samples])
-        assert row["acc_calibrated,none"] == pytest.approx(sum(calibrated) / 8) == pytest.approx(row["acc_calibrated@LE250,none"])
+        assert (
+            row["acc_calibrated,none"]
+            == pytest.approx(sum(calibrated) / 8)
+            == pytest.approx(row["acc_calibrated@LE250,none"])
+        )
         prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
         assert prompt.startswith("<|im_start|>system\nAnswer with one letter.")
         assert prompt.endswith("<|im_start|>assistant\nAnswer: Segment")

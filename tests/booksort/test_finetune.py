@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from lm_eval_longmem.booksort import finetune as ft
-from lm_eval_longmem.commands import booksort_finetune as command
-from lm_eval_longmem.readers import booksort_finetune as reader
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.instructions import conversation, generated_instructions, load_instructions
+from lm_eval_longmem.commands import booksort_finetune as command
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import declared
-from lm_eval_longmem.readers.results import load_run
 from lm_eval_longmem.paths import task_configs_dir
+from lm_eval_longmem.readers import booksort_finetune as reader
+from lm_eval_longmem.readers.results import load_run
 
 # --- book chunks ---------------------------------------------------------------------------------
 
@@ -42,7 +42,14 @@ def test_chunks_merge_overlapping_excerpts_and_never_repeat_a_word():
     chunks = ft.book_chunks(rows, _excerpt, chunk_words=4)
     words = " ".join(c.text for c in chunks).split()
     assert words == WORDS[0:15] + WORDS[20:25]
-    assert [len(c.text.split()) for c in chunks] == [4, 4, 4, 3, 4, 1]  # a span's last chunk may be short, never joined to the next
+    assert [len(c.text.split()) for c in chunks] == [
+        4,
+        4,
+        4,
+        3,
+        4,
+        1,
+    ]  # a span's last chunk may be short, never joined to the next
 
 
 def test_chunks_of_hub_rows_are_the_distinct_excerpt_texts():
@@ -104,8 +111,12 @@ def test_a_jsonl_source_gives_a_seeded_draw_and_refuses_to_run_short(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     drawn = load_instructions(str(path), 4, seed=3)
     assert drawn == load_instructions(str(path), 4, seed=3) and len(drawn) == 4
-    assert [int(c[0]["content"][1:]) for c in drawn] == sorted(int(c[0]["content"][1:]) for c in drawn)  # file order kept
-    with pytest.raises(UsageError, match=r"10 usable conversations.*fewer than booksort_finetune_instruction_samples=11"):
+    assert [int(c[0]["content"][1:]) for c in drawn] == sorted(
+        int(c[0]["content"][1:]) for c in drawn
+    )  # file order kept
+    with pytest.raises(
+        UsageError, match=r"10 usable conversations.*fewer than booksort_finetune_instruction_samples=11"
+    ):
         load_instructions(str(path), 11, seed=0)
     path.write_text('{"prompt": "q", "response": "a"}\n{broken\n', encoding="utf-8")
     with pytest.raises(UsageError, match=r"mix.jsonl, line 2"):
@@ -124,7 +135,10 @@ def test_a_jsonl_source_gives_a_seeded_draw_and_refuses_to_run_short(tmp_path):
         ({"booksort_finetune_method": "qlora"}, "expected one of lora, full"),
         ({"booksort_finetune_learning_rate": "-1"}, "expected a number > 0"),
         ({"booksort_finetune_epochs": 0}, "booksort_finetune_epochs=0"),
-        ({"booksort_excerpt_length": 250}, "did you mean booksort_excerpt_lengths"),  # the task's keys are checked up front too
+        (
+            {"booksort_excerpt_length": 250},
+            "did you mean booksort_excerpt_lengths",
+        ),  # the task's keys are checked up front too
     ],
 )
 def test_bad_options_are_one_usage_error_naming_the_key(metadata, message):
@@ -133,7 +147,9 @@ def test_bad_options_are_one_usage_error_naming_the_key(metadata, message):
 
 
 def test_options_split_between_training_and_the_evaluated_task():
-    options, rest = ft.split_metadata({"booksort_finetune_epochs": "3", "booksort_data": "d", "booksort_finetune_method": "FULL"})
+    options, rest = ft.split_metadata(
+        {"booksort_finetune_epochs": "3", "booksort_data": "d", "booksort_finetune_method": "FULL"}
+    )
     assert (options.epochs, options.method, options.lr) == (3, "full", 5e-6)
     assert rest == {"booksort_data": "d"}
 
@@ -191,9 +207,7 @@ def test_command_without_peft_stops_with_one_line_before_any_work(monkeypatch, c
 
 # --- tokenization -----------------------------------------------------------------------------------
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
-)
+CHAT_TEMPLATE = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
 
 
 def test_instructions_are_scored_on_the_reply_only_and_chunks_on_every_token(tiny_llama_dir):
@@ -209,7 +223,11 @@ def test_instructions_are_scored_on_the_reply_only_and_chunks_on_every_token(tin
     assert tokenizer.decode(chat.ids[chat.scored_from :]) == "4.\n"
     assert tokenizer.decode(chat.ids[: chat.scored_from]) == "<user>What is 2 plus 2?\n<assistant>"
     chunk = ft.tokenize(tokenizer, ft.chunk_conversation(ft.Chunk("b", "Macbeth", "So foul and fair a day")), "book")
-    assert chunk.scored_from == 0 and "Macbeth" in tokenizer.decode(chunk.ids) and "So foul and fair a day" in tokenizer.decode(chunk.ids)
+    assert (
+        chunk.scored_from == 0
+        and "Macbeth" in tokenizer.decode(chunk.ids)
+        and "So foul and fair a day" in tokenizer.decode(chunk.ids)
+    )
 
 
 # --- the whole command on the tiny model -----------------------------------------------------------------
@@ -239,7 +257,12 @@ def tiny_metadata(data: Path, **extra) -> dict:
 
 def _run(model, data, out, said, **extra):
     return command.run_finetune(
-        {"pretrained": str(model), "dtype": "float32"}, tiny_metadata(data, **extra), out, device="cpu", limit=12, say=said.append
+        {"pretrained": str(model), "dtype": "float32"},
+        tiny_metadata(data, **extra),
+        out,
+        device="cpu",
+        limit=12,
+        say=said.append,
     )
 
 
@@ -253,14 +276,22 @@ def first_run(tiny_llama_dir, one_play, tmp_path_factory):
 @pytest.mark.slow
 def test_every_checkpoint_of_both_arms_is_evaluated_through_the_harness(first_run):
     out, summary, said = first_run
-    assert [(r["arm"], r["epoch"]) for r in summary["rows"]] == [("base", 0), ("book", 1), ("control", 1), ("book", 2), ("control", 2)]
+    assert [(r["arm"], r["epoch"]) for r in summary["rows"]] == [
+        ("base", 0),
+        ("book", 1),
+        ("control", 1),
+        ("book", 2),
+        ("control", 2),
+    ]
     for row in summary["rows"]:
         run = load_run(out / row["results"])  # an ordinary lm_eval results file, named relative to the output folder
         assert reader.summary_of(run.path) == out / reader.SUMMARY
         assert run.n_samples(reader.TASK) == row["trials"] == 12
         assert 0.0 <= row["acc_ci_low"] <= row["acc"] <= row["acc_ci_high"] <= 1.0
         peft = run.model_args.get("peft")
-        assert (peft is None) if row["arm"] == "base" else peft.endswith(f"checkpoints/{row['arm']}/epoch-{row['epoch']}")
+        assert (
+            (peft is None) if row["arm"] == "base" else peft.endswith(f"checkpoints/{row['arm']}/epoch-{row['epoch']}")
+        )
     assert [t["epoch"] for t in summary["epoch_matched"]] == [1, 2]
     assert all(t["pairs"] == 12 and 0.0 <= t["p_value"] <= 1.0 for t in summary["epoch_matched"])
     assert summary["data"]["book_chunks"] == 6 and summary["data"]["instructions"] == 6
@@ -290,7 +321,9 @@ def test_a_rerun_retrains_nothing_and_reuses_every_evaluation(first_run, tiny_ll
 
 
 @pytest.mark.slow
-def test_a_damaged_checkpoint_is_retrained_to_the_same_weights_and_half_written_ones_are_dropped(first_run, tiny_llama_dir, one_play):
+def test_a_damaged_checkpoint_is_retrained_to_the_same_weights_and_half_written_ones_are_dropped(
+    first_run, tiny_llama_dir, one_play
+):
     """Resuming from epoch 1 gives the epoch-2 weights the uninterrupted run wrote."""
     from safetensors.torch import load, load_file
 
@@ -324,7 +357,10 @@ def test_more_epochs_continue_from_the_last_checkpoint(first_run, tiny_llama_dir
     out, _, _ = first_run
     said: list[str] = []
     summary = _run(tiny_llama_dir, one_play, out, said, booksort_finetune_epochs=3)
-    assert [line.split(" in ")[0] for line in said if "trained in" in line] == ["book arm: epoch 3/3 trained", "control arm: epoch 3/3 trained"]
+    assert [line.split(" in ")[0] for line in said if "trained in" in line] == [
+        "book arm: epoch 3/3 trained",
+        "control arm: epoch 3/3 trained",
+    ]
     assert [t["epoch"] for t in summary["epoch_matched"]] == [1, 2, 3]
 
 
@@ -348,14 +384,20 @@ def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(t
     first = _run(model, one_play, out, [], booksort_finetune_epochs=1)
     other = build_tiny_llama(tmp_path / "other", seed=1)
     shutil.copyfile(other / "model.safetensors", model / "model.safetensors")  # same name and size, other weights
-    with pytest.raises(UsageError, match=r"epoch-1 was trained with other settings, base model \(its files changed\) or data .*pass --overwrite"):
+    with pytest.raises(
+        UsageError,
+        match=r"epoch-1 was trained with other settings, base model \(its files changed\) or data .*pass --overwrite",
+    ):
         _run(model, one_play, out, [], booksort_finetune_epochs=1)
     said: list[str] = []
     again = command.run_finetune(
         {"pretrained": str(model), "dtype": "float32"}, tiny_metadata(one_play, booksort_finetune_epochs=1), out,
         device="cpu", limit=12, say=said.append, overwrite=True,
     )  # fmt: skip
-    assert [line.split(" in ")[0] for line in said if "trained in" in line] == ["book arm: epoch 1/1 trained", "control arm: epoch 1/1 trained"]
+    assert [line.split(" in ")[0] for line in said if "trained in" in line] == [
+        "book arm: epoch 1/1 trained",
+        "control arm: epoch 1/1 trained",
+    ]
     assert any(line.startswith("evaluated the base model") for line in said)  # epoch 0 is the new model too
     loss = lambda summary: [r["book_chunk_loss"] for r in summary["rows"] if r["arm"] == "base"]  # noqa: E731
     assert loss(again) != loss(first)
@@ -364,7 +406,9 @@ def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(t
 @pytest.mark.slow
 def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tmp_path):
     said: list[str] = []
-    summary = _run(tiny_llama_dir, one_play, tmp_path, said, booksort_finetune_method="full", booksort_finetune_epochs=1)
+    summary = _run(
+        tiny_llama_dir, one_play, tmp_path, said, booksort_finetune_method="full", booksort_finetune_epochs=1
+    )
     book = next(r for r in summary["rows"] if r["arm"] == "book")
     run = load_run(tmp_path / book["results"])
     assert run.model_args["pretrained"].endswith("checkpoints/book/epoch-1") and "peft" not in run.model_args
@@ -435,7 +479,9 @@ def test_report_shows_the_run_in_its_own_section(first_run, tmp_path):
     assert len(runs) == len(summary["rows"])
     written = write_report(runs, tmp_path)
     text = written.markdown.read_text()
-    assert "## Book-SORT fine-tuned memory" in text and "## Book-SORT\n" not in text and "## Headline numbers" not in text
+    assert (
+        "## Book-SORT fine-tuned memory" in text and "## Book-SORT\n" not in text and "## Headline numbers" not in text
+    )
     for row in reader.summary_table(summary):
         assert "| " + " | ".join(row) + " |" in text
     assert reader.verdict(summary) in text

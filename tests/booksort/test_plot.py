@@ -26,7 +26,8 @@ def test_plot_writes_both_panels(tmp_path):
     results = {
         "results": {
             "booksort_in_context": _row(
-                {"LE250": 0.9, "LE2500": 0.7, "LE2500_bin0": 0.6, "LE2500_bin3": 0.8, "bin0": 0.6}, ("acc", "acc_calibrated")
+                {"LE250": 0.9, "LE2500": 0.7, "LE2500_bin0": 0.6, "LE2500_bin3": 0.8, "bin0": 0.6},
+                ("acc", "acc_calibrated"),
             ),
             "booksort_memoryless": _row({"LE250": 0.5, "bin0": 0.5, "bin1": 0.52}),
             "other_task": {"acc,none": 0.3},
@@ -48,7 +49,9 @@ def test_calibrated_accuracy_is_drawn_beside_accuracy():
     import matplotlib.pyplot as plt
 
     tasks = {
-        "in-context": booksort_tasks({"results": {"t": _row({"LE250": 0.5, "LE2500": 0.5, "LE2500_bin0": 0.5}, ("acc", "acc_calibrated"))}})["t"],
+        "in-context": booksort_tasks(
+            {"results": {"t": _row({"LE250": 0.5, "LE2500": 0.5, "LE2500_bin0": 0.5}, ("acc", "acc_calibrated"))}}
+        )["t"],
         "generated": booksort_tasks({"results": {"t": _row({"LE250": 0.4, "LE2500": 0.6, "LE2500_bin0": 0.5})}})["t"],
     }
     fig = booksort.figure(tasks)

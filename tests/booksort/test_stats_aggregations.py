@@ -44,7 +44,6 @@ def test_equal_conditions_pool_into_the_binomial_test_and_wilson_interval():
     assert (paper_acc_ci_low(items), paper_acc_ci_high(items)) == pytest.approx((ci.low, ci.high))
 
 
-
 # --- acc_calibrated: contextual calibration by the condition's median log-odds (ours, not the paper's) -----------
 
 
@@ -56,7 +55,9 @@ def item(condition, log_odds, label):
 
 def test_a_model_always_answering_a_is_scored_by_what_its_log_odds_know():
     """Issue 26: "A" on 32 of 32 trials made every cell exactly 50%; the order is still in the log-odds."""
-    items = [item("250x20", 3.0 + (0.4 if label == 0 else -0.4) + 0.01 * k, label) for k, label in enumerate([0, 1] * 8)]
+    items = [
+        item("250x20", 3.0 + (0.4 if label == 0 else -0.4) + 0.01 * k, label) for k, label in enumerate([0, 1] * 8)
+    ]
     assert all(i.pct_A == 1.0 for i in items) and sum(i.acc for i in items) / 16 == 0.5  # raw: always A, chance
     assert calibrated_correct(items) == [1.0] * 16
 

@@ -16,8 +16,8 @@ from lm_eval_longmem.booksort.task import BooksortTask, Trial, binomial_p_above_
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.stats import proportion_interval
 from lm_eval_longmem.common.task import cell_interval, read_item
-from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.paths import task_configs_dir
+from lm_eval_longmem.readers.results import skip_reasons
 
 OUR_TASKS = {"booksort_in_context", "booksort_memoryless", "booksort_in_context_gen"}
 
@@ -88,8 +88,15 @@ def test_cell_intervals_and_chance_test():
     items = [1.0] * 15 + [0.0] * 5
     ci = stats.binomtest(15, 20).proportion_ci(method="wilson")
     spec, answered_a = BooksortTask.score_specs()
-    assert spec.family == answered_a.family == "binary"  # a trial is right or wrong, answered "A" or not: Wilson intervals per cell
-    assert (spec.name, spec.higher_is_better, answered_a.name, answered_a.higher_is_better) == ("acc", True, "pct_A", None)
+    assert (
+        spec.family == answered_a.family == "binary"
+    )  # a trial is right or wrong, answered "A" or not: Wilson intervals per cell
+    assert (spec.name, spec.higher_is_better, answered_a.name, answered_a.higher_is_better) == (
+        "acc",
+        True,
+        "pct_A",
+        None,
+    )
     interval = cell_interval(items, spec)[1:]
     assert interval == pytest.approx((ci.low, ci.high))
     assert binomial_p_above_chance(items) == pytest.approx(stats.binomtest(15, 20, 0.5, alternative="greater").pvalue)
@@ -231,7 +238,9 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
     meta = _window_meta(tiny_llama_dir, built_dir)
     tokenizer, excerpts = AutoTokenizer.from_pretrained(tiny_llama_dir), Excerpts(booksort_options(meta))
     docs = build_docs(meta, "test", "in_context")
-    window = sorted(_plain_prompt_tokens(doc, tokenizer, excerpts) for doc in docs[:6])[3]  # two of the first six do not fit
+    window = sorted(_plain_prompt_tokens(doc, tokenizer, excerpts) for doc in docs[:6])[
+        3
+    ]  # two of the first six do not fit
     meta["max_length"] = window
     fits, skipped = [], 0
     for doc in docs:
@@ -371,7 +380,11 @@ def test_generation_task_counts_invalid_answers(tiny_llama_dir, built_dir):
     wrong = task.process_results(doc, [" The first one"])
     cell = f"LE{doc['excerpt_length']}"
     a = float(gold == "A")  # the right answer is "A" or "B"; the invalid one is not "A"
-    assert right["acc"] == 1.0 and right["summary"] == Trial("250x20", 1.0, 0.0, a, None, doc["label"])._asdict() and cell in right["cells"]
+    assert (
+        right["acc"] == 1.0
+        and right["summary"] == Trial("250x20", 1.0, 0.0, a, None, doc["label"])._asdict()
+        and cell in right["cells"]
+    )
     assert wrong["acc"] == 0.0 and wrong["summary"] == Trial("250x20", 0.0, 1.0, 0.0, None, doc["label"])._asdict()
     assert right["pct_A"] == a and wrong["pct_A"] == 0.0
     raw = {(key, "none"): [right[key], wrong[key], right[key]] for key in right}  # two right, one invalid
@@ -426,7 +439,9 @@ def test_calibrated_accuracy_on_the_log_prob_task(tiny_llama_dir, built_dir):
     assert row[f"acc_calibrated@{cell},none"] == pytest.approx(sum(right) / 8)
     assert row["acc_calibrated,none"] == pytest.approx(sum(right) / 8)  # one condition: the paper's mean is the share
     low, high = proportion_interval(round(sum(right)), 8)[1:]
-    assert (row[f"acc_calibrated@{cell}_ci_low,none"], row[f"acc_calibrated@{cell}_ci_high,none"]) == pytest.approx((low, high))
+    assert (row[f"acc_calibrated@{cell}_ci_low,none"], row[f"acc_calibrated@{cell}_ci_high,none"]) == pytest.approx(
+        (low, high)
+    )
     assert row[f"acc_calibrated@{cell}_p_above_chance,none"] == pytest.approx(binomial_p_above_chance(right))
     assert row["acc_calibrated_p_above_chance,none"] == pytest.approx(binomial_p_above_chance(right))
     better = task.higher_is_better()
@@ -460,5 +475,7 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row(output
     else:
         results = [[" A"], [" B"], [" neither"]] * 4
     row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in zip(docs, results)])
-    assert ("acc_calibrated,none" in row) == (output_type == "multiple_choice") and ("invalid,none" in row) != (output_type == "multiple_choice")
+    assert ("acc_calibrated,none" in row) == (output_type == "multiple_choice") and ("invalid,none" in row) != (
+        output_type == "multiple_choice"
+    )
     assert row["acc@LE250_bin1,none"] is not None and row["acc,none"] is not None

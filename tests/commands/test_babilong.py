@@ -59,7 +59,10 @@ def test_audit_json(predictions, capsys):
         (3, "zero", "whole-word+word-form", "credited"),
     ]
     assert report["by_rule"] == {"whole-word": 1, "negation": 1, "whole-word+word-form": 1}
-    assert report["by_direction"] == {"credited": {"whole-word": 1, "whole-word+word-form": 1}, "failed": {"negation": 1}}
+    assert report["by_direction"] == {
+        "credited": {"whole-word": 1, "whole-word+word-form": 1},
+        "failed": {"negation": 1},
+    }
     assert report["both_fail"] == 1
 
 
@@ -90,9 +93,7 @@ def test_audit_of_a_file_where_the_checks_agree(tmp_path, capsys):
 def test_audit_and_score_show_where_the_corrected_reader_abstained(tmp_path, capsys):
     path = tmp_path / "qa1.csv"
     path.write_text(
-        "target,output,question\n"
-        "office,office,Where is Mary?\n"
-        '"kitchen","A. kitchen\nB. hallway",Where is Mary?\n'
+        'target,output,question\noffice,office,Where is Mary?\n"kitchen","A. kitchen\nB. hallway",Where is Mary?\n'
     )
     main(["babilong", "audit", str(path), "--task", "qa1", "--json"])
     audit = json.loads(capsys.readouterr().out)
@@ -103,8 +104,11 @@ def test_audit_and_score_show_where_the_corrected_reader_abstained(tmp_path, cap
 
 # ---------------------------------------------------------------- issue 21, defect 4: the content names the task
 
-QA5_ROWS = [("Fred", "Fred", "Who gave the apple to Jeff?"), ("apple", "apple", "What did Fred give to Jeff?"),
-            ("Jeff", "Jeff", "Who received the football?")]
+QA5_ROWS = [
+    ("Fred", "Fred", "Who gave the apple to Jeff?"),
+    ("apple", "apple", "What did Fred give to Jeff?"),
+    ("Jeff", "Jeff", "Who received the football?"),
+]
 
 
 @pytest.fixture
@@ -145,7 +149,9 @@ def test_the_right_task_scores(renamed_qa5, capsys):
 def test_an_empty_target_is_named_as_such(tmp_path, capsys):
     """Issue 28, defect 9: one row with an empty target was "not a qa1 answer ... pass --task qa1", contradicting `--task qa1`."""
     path = tmp_path / "qa1_emptytarget.csv"
-    path.write_text("target,output,question\n,The most recent location of Mary is office.,Where is Mary?\n", encoding="utf-8")
+    path.write_text(
+        "target,output,question\n,The most recent location of Mary is office.,Where is Mary?\n", encoding="utf-8"
+    )
     with pytest.raises(SystemExit, match="1"):
         main(["babilong", "score", str(path), "--task", "qa1"])
     err = capsys.readouterr().err

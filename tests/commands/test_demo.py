@@ -24,7 +24,9 @@ def run_demo_cli(args, tmp_path):
 
 
 def test_babilong_runs_on_simulated_facts_over_the_embedded_books(tmp_path):
-    metadata = harness_metadata(("forgetting_curve", "booksort", "babilong"), SIZES["small"], tmp_path / "books", tmp_path / "bs")
+    metadata = harness_metadata(
+        ("forgetting_curve", "booksort", "babilong"), SIZES["small"], tmp_path / "books", tmp_path / "bs"
+    )
     assert {k: v for k, v in metadata.items() if k.startswith("babilong_")} == {
         "babilong_source": "generate",
         "babilong_facts": "simulated",
@@ -70,8 +72,11 @@ def test_the_demo_writes_what_lm_eval_writes(tiny_llama_dir, embedded_books_dir,
     def layout(root):  # every file, its date stamp left out
         return sorted(str(p.relative_to(root).parent / p.name.rsplit("_", 1)[0]) for p in root.rglob("*.json*"))
 
-    assert layout(tmp_path / "api") == layout(tmp_path / "cli") == [
-        f"{results_file.parent.name}/results", f"{results_file.parent.name}/samples_forgetting_curve"]
+    assert (
+        layout(tmp_path / "api")
+        == layout(tmp_path / "cli")
+        == [f"{results_file.parent.name}/results", f"{results_file.parent.name}/samples_forgetting_curve"]
+    )
     api, cli = read_results(tmp_path / "api"), read_results(tmp_path / "cli")
     assert set(api) == set(cli)
     for key in ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples"):
@@ -95,9 +100,15 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
 
 @pytest.mark.slow
 def test_unknown_task_is_refused_before_anything_runs(tmp_path):
-    proc = run_demo_cli(["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"], tmp_path)
+    proc = run_demo_cli(
+        ["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"],
+        tmp_path,
+    )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == "lm-eval-longmem demo: --tasks booksort,hellaswag: choose among forgetting_curve,booksort,babilong"
+    assert (
+        proc.stderr.strip()
+        == "lm-eval-longmem demo: --tasks booksort,hellaswag: choose among forgetting_curve,booksort,babilong"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -121,15 +132,21 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert any(p.name.startswith("babilong") for p in (out / "figures").iterdir())
     assert f"report:  {out / 'report.html'}" in proc.stdout
     fc, babilong, booksort = proc.stdout.splitlines()[-3:]  # the headline, one sentence per evaluation, with its n
-    assert fc.startswith(f"{tiny_llama_dir.name} copies ") and "-32-token passage" in fc and "2 samples per length" in fc
+    assert (
+        fc.startswith(f"{tiny_llama_dir.name} copies ") and "-32-token passage" in fc and "2 samples per length" in fc
+    )
     assert babilong.startswith("BABILong qa1: ") and "of 2 questions" in babilong and "at 0k" in babilong
-    assert booksort.startswith("Book-SORT (which of two segments came first; chance 50%): ") and " of 8 trials" in booksort
+    assert (
+        booksort.startswith("Book-SORT (which of two segments came first; chance 50%): ") and " of 8 trials" in booksort
+    )
 
 
 @pytest.mark.slow
 def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path):
     out = tmp_path / "demo"
-    proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu"], tmp_path)
+    proc = run_demo_cli(
+        ["--output_path", str(out), "--size", "tiny", "--tasks", RUNNABLE_TASKS, "--device", "cpu"], tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"pretrained={smollm2_dir}" in proc.stdout
     assert "on cpu, with the model's chat template (progress bars below)" in proc.stdout  # an instruct model (issue 26)
@@ -140,7 +157,9 @@ def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path)
     assert "| SmolLM2-135M-Instruct |" in md
     share = read_results(out / "results")["results"]["booksort_in_context"]["pct_A,none"]
     assert "| model | acc | answered A |" in md
-    assert ("**Answer bias: SmolLM2-135M-Instruct answers" in md) == (share in (0.0, 1.0))  # the demo's model: "A" on every trial
+    assert ("**Answer bias: SmolLM2-135M-Instruct answers" in md) == (
+        share in (0.0, 1.0)
+    )  # the demo's model: "A" on every trial
 
 
 def _results_file(tmp_path, booksort_extra=None):
@@ -157,11 +176,17 @@ def _results_file(tmp_path, booksort_extra=None):
     booksort = {"alias": "booksort_in_context", "acc,none": 0.59375, "acc_ci_low,none": 0.4712, "acc_ci_high,none": 0.7058,
                 "acc@LE250,none": 0.59375, "pct_A,none": 0.75, **(booksort_extra or {})}  # fmt: skip
     data = {
-        "results": {"forgetting_curve": fc, "babilong": babilong, "booksort": {"alias": "booksort", "acc,none": 0.59375},
-                    "booksort_in_context": booksort},  # fmt: skip
+        "results": {
+            "forgetting_curve": fc,
+            "babilong": babilong,
+            "booksort": {"alias": "booksort", "acc,none": 0.59375},
+            "booksort_in_context": booksort,
+        },  # fmt: skip
         "group_subtasks": {"booksort": ["booksort_in_context"]},
-        "configs": {"forgetting_curve": {"longmem": {"docs_per_cell": {"256": 16, "512": 16}}},
-                    "babilong": {"longmem": {"docs_per_cell": {"qa1_0": 15, "qa1_1024": 15}}}},  # fmt: skip
+        "configs": {
+            "forgetting_curve": {"longmem": {"docs_per_cell": {"256": 16, "512": 16}}},
+            "babilong": {"longmem": {"docs_per_cell": {"qa1_0": 15, "qa1_1024": 15}}},
+        },  # fmt: skip
         "n-samples": {"booksort_in_context": {"original": 64, "effective": 64}},
         "config": {"model": "hf", "model_args": "pretrained=/models/SmolLM2-135M-Instruct"},
     }
@@ -171,8 +196,8 @@ def _results_file(tmp_path, booksort_extra=None):
 
 
 def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
-    from lm_eval_longmem.readers.results import load_run
     from lm_eval_longmem.commands.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
 
     fc, babilong, booksort = headline_sentences(load_run(_results_file(tmp_path)))
     assert fc == (
@@ -184,12 +209,15 @@ def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
         "BABILong qa1: 40.0% [33.0, 48.0] of 30 questions answered right (50.0% [40.0, 60.0] at 0k; 30.0% [20.0, 40.0] "
         "at 1k; 15 questions per task and length, authors' answer check)."
     )
-    assert booksort == 'Book-SORT (which of two segments came first; chance 50%): 59.4% [47.1, 70.6] of 64 trials, answering "A" on 75% of them.'
+    assert (
+        booksort
+        == 'Book-SORT (which of two segments came first; chance 50%): 59.4% [47.1, 70.6] of 64 trials, answering "A" on 75% of them.'
+    )
 
 
 def test_the_booksort_headline_is_the_bias_corrected_accuracy_when_the_run_has_it(tmp_path):
-    from lm_eval_longmem.readers.results import load_run
     from lm_eval_longmem.commands.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
 
     extra = {"acc_calibrated,none": 0.625, "acc_calibrated_ci_low,none": 0.5, "acc_calibrated_ci_high,none": 0.74}
     booksort = headline_sentences(load_run(_results_file(tmp_path, extra)))[-1]

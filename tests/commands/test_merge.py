@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
+
 from lm_eval_longmem import cli
 from lm_eval_longmem.readers.results import load_run
 
@@ -149,7 +149,14 @@ def test_a_record_changed_after_the_run_is_refused(sweep, tmp_path, capsys, monk
 # --- refusals before any task is loaded (hand-made shard files) ------------------------------------
 
 
-def fake_shard(folder: Path, doc_ids: list[int], *, metadata: dict | None = None, task: str = "forgetting_curve", samples: bool = True) -> Path:
+def fake_shard(
+    folder: Path,
+    doc_ids: list[int],
+    *,
+    metadata: dict | None = None,
+    task: str = "forgetting_curve",
+    samples: bool = True,
+) -> Path:
     """A results file and samples file shaped as lm_eval writes them, for `task` on `doc_ids`."""
     stamp = "2026-01-01T00-00-00.000000"
     model = folder / "model"
@@ -167,7 +174,14 @@ def fake_shard(folder: Path, doc_ids: list[int], *, metadata: dict | None = None
     (model / f"results_{stamp}.json").write_text(json.dumps(data))
     if samples:
         records = [
-            {"doc_id": i, "filter": "none", "metrics": ["copy_acc", "cells"], "copy_acc": 0.5, "cells": ["20"], "doc_hash": "x"}
+            {
+                "doc_id": i,
+                "filter": "none",
+                "metrics": ["copy_acc", "cells"],
+                "copy_acc": 0.5,
+                "cells": ["20"],
+                "doc_hash": "x",
+            }
             for i in doc_ids
         ]
         (model / f"samples_{task}_{stamp}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -179,7 +193,10 @@ def fake_shard(folder: Path, doc_ids: list[int], *, metadata: dict | None = None
     [
         (dict(doc_ids=[1, 2]), "doc 2 of forgetting_curve is in both"),
         (dict(doc_ids=[1], metadata={"forgetting_curve_samples": 5}), "does not match"),
-        (dict(doc_ids=[1], samples=False), "no samples_forgetting_curve_2026-01-01T00-00-00.000000.jsonl beside it; rerun lm_eval with --log_samples"),
+        (
+            dict(doc_ids=[1], samples=False),
+            "no samples_forgetting_curve_2026-01-01T00-00-00.000000.jsonl beside it; rerun lm_eval with --log_samples",
+        ),
         (dict(doc_ids=[1], task="arc_easy"), "task arc_easy is not an lm-eval-longmem task"),
     ],
 )
@@ -210,13 +227,27 @@ def shard(capsys, *args) -> tuple[int, str, str]:
 
 @pytest.mark.slow
 def test_shard_gives_each_node_every_nth_doc_of_every_task(tiny_llama_dir, embedded_books_dir, tmp_path, capsys):
-    metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": [20, 36], "forgetting_curve_samples": 3}
-    common = ["--tasks", "forgetting_curve", "--model_args", f"pretrained={tiny_llama_dir}", "--metadata", json.dumps(metadata)]
+    metadata = {
+        "forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"),
+        "forgetting_curve_lengths": [20, 36],
+        "forgetting_curve_samples": 3,
+    }
+    common = [
+        "--tasks",
+        "forgetting_curve",
+        "--model_args",
+        f"pretrained={tiny_llama_dir}",
+        "--metadata",
+        json.dumps(metadata),
+    ]
     status, out, err = shard(capsys, *common, "--nodes", 4, "--output_path", tmp_path / "shares")
     assert status == 0, err
     shares = [json.loads((tmp_path / "shares" / f"samples_node{i}.json").read_text()) for i in range(4)]
     assert shares == [{"forgetting_curve": ids} for ids in ([0, 4], [1, 5], [2], [3])]  # 2 lengths x 3 samples
-    assert "samples_node0.json: forgetting_curve 2 docs" in out and not (tmp_path / "shares" / "samples_node4.json").exists()
+    assert (
+        "samples_node0.json: forgetting_curve 2 docs" in out
+        and not (tmp_path / "shares" / "samples_node4.json").exists()
+    )
     status, _, err = shard(capsys, *common, "--nodes", 7, "--output_path", tmp_path / "more")
     assert status == 1 and "forgetting_curve has only 6 docs" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "more").exists()

@@ -98,7 +98,10 @@ def test_build_once_builds_then_reads_the_verified_entry(tmp_path):
     [
         (lambda e: e.write_text(e.read_text().splitlines()[0] + "\n"), "differs from what was built"),  # a line deleted
         (lambda e: e.write_text(e.read_text().replace("1", "7")), "differs from what was built"),  # same size, edited
-        (lambda e: cache.manifest_path(e).unlink(), "has no valid key.jsonl.manifest.json"),  # interrupted or older build
+        (
+            lambda e: cache.manifest_path(e).unlink(),
+            "has no valid key.jsonl.manifest.json",
+        ),  # interrupted or older build
         (lambda e: cache.manifest_path(e).write_text("{"), "has no valid"),
     ],
 )
@@ -213,12 +216,16 @@ def _user_folder(tmp_path):
 
 
 def _untouched(mydata):
-    return (mydata / "sub" / "results.json").read_text() == '{"kept": true}' and (mydata / "notes.txt").read_text() == "notes"
+    return (mydata / "sub" / "results.json").read_text() == '{"kept": true}' and (
+        mydata / "notes.txt"
+    ).read_text() == "notes"
 
 
 def test_atomic_write_never_replaces_a_folder_with_a_file(tmp_path):
     mydata = _user_folder(tmp_path)
-    with pytest.raises(cache.UsageError, match=r"mydata is a folder, and a file is written there: it is never replaced"):
+    with pytest.raises(
+        cache.UsageError, match=r"mydata is a folder, and a file is written there: it is never replaced"
+    ):
         cache.atomic_write(mydata, lambda tmp: tmp.write_text("2 samples"))
     assert _untouched(mydata) and sorted(p.name for p in tmp_path.iterdir()) == ["mydata"]  # no temporary left
 
@@ -253,7 +260,12 @@ def test_atomic_write_replaces_a_folder_only_when_the_caller_says_it_is_its_own(
         (None, cache.FILE, False, None),
         ("file", cache.FILE, False, r"exists: pass --overwrite to replace it, or choose another --output_path$"),
         ("file", cache.FILE, True, None),
-        ("folder", cache.FILE, True, r"is a folder, and a file is written there: it is never replaced, not even with --overwrite"),
+        (
+            "folder",
+            cache.FILE,
+            True,
+            r"is a folder, and a file is written there: it is never replaced, not even with --overwrite",
+        ),
         ("link", cache.FILE, True, r"is a symbolic link, and a file is written there"),
         ("folder", cache.FOLDER, True, r"is a folder that lm-eval-longmem did not write .* not even with --overwrite"),
         ("ours", cache.FOLDER, False, r"exists: pass --overwrite"),
@@ -271,7 +283,12 @@ def test_check_target_is_the_one_rule_of_every_command(tmp_path, make, kind, ove
     elif make == "link":
         (tmp_path / "elsewhere").write_text("mine")
         target.symlink_to(tmp_path / "elsewhere")
-    check = lambda: cache.check_target(target, overwrite=overwrite, kind=kind, replaces=lambda p: (p / "manifest.json").exists())  # noqa: E731
+
+    def check():
+        return cache.check_target(
+            target, overwrite=overwrite, kind=kind, replaces=lambda p: (p / "manifest.json").exists()
+        )
+
     if message is None:
         check()
     else:
@@ -298,7 +315,9 @@ def test_input_digest_reads_once_per_content_and_again_after_an_in_place_change(
     monkeypatch.setattr(cache, "content_digest", lambda paths: reads.append(1) or real(paths))
     cache.input_digest([folder])
     cache.input_digest([folder])
-    assert len(reads) == 2  # files changed a moment ago may change again unseen within one timestamp tick: not remembered
+    assert (
+        len(reads) == 2
+    )  # files changed a moment ago may change again unseen within one timestamp tick: not remembered
     reads.clear()
     time.sleep(cache.RACY_NS / 1e9 + 0.1)
     first = cache.input_digest([folder])

@@ -2,11 +2,10 @@ import logging
 
 import numpy as np
 import pytest
-
-from lm_eval_longmem.common.errors import UsageError
 from transformers import AutoTokenizer
 
 from lm_eval_longmem.common.corpus import load_texts, token_stream, tokenize_texts
+from lm_eval_longmem.common.errors import UsageError
 
 
 def test_local_directory_keeps_books_apart_and_sorted(tmp_path):
@@ -41,7 +40,10 @@ def test_token_stream_is_cached_and_separated(tiny_llama_dir, tmp_path, monkeypa
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     texts = ["ab c", "de"]
     first = tokenize_texts(texts, tok)
-    assert [list(a) for a in first] == [tok("ab c", add_special_tokens=False).input_ids, tok("de", add_special_tokens=False).input_ids]
+    assert [list(a) for a in first] == [
+        tok("ab c", add_special_tokens=False).input_ids,
+        tok("de", add_special_tokens=False).input_ids,
+    ]
     assert len(list((tmp_path / "cache" / "tokens").glob("*.npz"))) == 1
     stream = token_stream(texts, tok, separator_ids=[tok.eos_token_id])
     assert stream.dtype == np.int32

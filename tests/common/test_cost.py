@@ -65,14 +65,22 @@ def test_shape_from_config_reads_dtype_attention_and_mlp():
     config = AutoConfig.for_model("llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                                   num_key_value_heads=2, vocab_size=100, dtype="bfloat16")  # fmt: skip
     shape = cost.ModelShape.from_config(config)
-    assert (shape.dtype, shape.itemsize, shape.head_dim, shape.gated_mlp, shape.attention) == ("bfloat16", 2, 16, True, cost.CAUSAL_KERNELS)
+    assert (shape.dtype, shape.itemsize, shape.head_dim, shape.gated_mlp, shape.attention) == (
+        "bfloat16",
+        2,
+        16,
+        True,
+        cost.CAUSAL_KERNELS,
+    )
     assert cost.ModelShape.from_config(config, dtype="auto").dtype == "bfloat16"
     assert cost.ModelShape.from_config(config, dtype="float32", attention="eager").attention == cost.EAGER
     assert not cost.ModelShape.from_config(AutoConfig.for_model("gpt2", n_embd=32, n_layer=1, n_head=2)).gated_mlp
     with pytest.raises(ValueError, match="dtype 'int8'"):
         cost.ModelShape.from_config(config, dtype="int8")
     with pytest.raises(ValueError, match="has no num_hidden_layers"):
-        cost.ModelShape.from_config(SimpleNamespace(model_type="mamba", hidden_size=16, num_attention_heads=1, vocab_size=10))
+        cost.ModelShape.from_config(
+            SimpleNamespace(model_type="mamba", hidden_size=16, num_attention_heads=1, vocab_size=10)
+        )
 
 
 @pytest.mark.parametrize("lengths", [(256, 1024)])
@@ -107,13 +115,17 @@ def test_causal_kernels_count_half_the_attention_square():
 
 def test_peaks_by_request_type():
     """Logits come after the body's activations are freed: the larger of the two counts, not their sum."""
-    shape = cost.ModelShape(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=50_000, dtype="bfloat16")
+    shape = cost.ModelShape(
+        layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=50_000, dtype="bfloat16"
+    )
     n = 1000
     ours = cost.hf_peak(shape, "loglikelihood_accuracy", n)
     stock = cost.hf_peak(shape, "multiple_choice", n)
     generate = cost.hf_peak(shape, "generate_until", n, new_tokens=20)
     assert stock.logits == 2 * n * 50_000 * 2 and stock.total == shape.weights_bytes + n * 64 * 2 + stock.logits
-    assert ours.logits <= max(cost.HEAD_MEMORY_SHARE * (shape.weights_bytes + ours.activations), cost.MIN_HEAD_CHUNK_BYTES)
+    assert ours.logits <= max(
+        cost.HEAD_MEMORY_SHARE * (shape.weights_bytes + ours.activations), cost.MIN_HEAD_CHUNK_BYTES
+    )
     assert ours.total < stock.total
     assert generate.kv_cache == cost.kv_cache_bytes(shape, n + 20) == 2 * 2 * 2 * 16 * 1020 * 2
     assert generate.total == shape.weights_bytes + generate.activations + generate.kv_cache
@@ -125,7 +137,9 @@ def test_gpu_time_and_vllm_settings():
     h100 = cost.GPUS["h100"]
     assert cost.gpu_seconds(989e12, h100, "bfloat16", 0.5) == pytest.approx(2.0)
     assert cost.gpu_seconds(67e12, h100, "float32", 1.0) == pytest.approx(1.0)  # fp32: no tensor cores
-    llama8b = cost.ModelShape(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=128256, dtype="bfloat16")
+    llama8b = cost.ModelShape(
+        layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=128256, dtype="bfloat16"
+    )
     assert llama8b.parameters == pytest.approx(8.03e9, rel=0.01)  # Llama-3-8B's published size
     fits = cost.vllm_settings(llama8b, 131072, h100, prompt_logprobs=True)
     assert fits.max_model_len == 131073 and fits.fits and fits.gpu_memory_utilization <= cost.VLLM_MAX_UTILISATION

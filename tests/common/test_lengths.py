@@ -19,7 +19,14 @@ def test_parse_length_rejects_with_a_fix(spec):
 
 @pytest.mark.parametrize(
     "spec,lengths",
-    [("1k,4k", [1024, 4096]), ("[512, 1024]", [512, 1024]), ("[0k,4k]", [0, 4096]), ("['1k', '2k']", [1024, 2048]), (2048, [2048]), ([1024, "4k", "1k"], [1024, 4096])],
+    [
+        ("1k,4k", [1024, 4096]),
+        ("[512, 1024]", [512, 1024]),
+        ("[0k,4k]", [0, 4096]),
+        ("['1k', '2k']", [1024, 2048]),
+        (2048, [2048]),
+        ([1024, "4k", "1k"], [1024, 4096]),
+    ],
 )
 def test_parse_lengths(spec, lengths):
     assert parse_lengths(spec) == lengths

@@ -3,7 +3,17 @@
 import pytest
 
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.metric_names import Name, ScoreSpec, canonical_row, cell, cell_parts, cells_of, name, parse, score_spec
+from lm_eval_longmem.common.metric_names import (
+    Name,
+    ScoreSpec,
+    canonical_row,
+    cell,
+    cell_parts,
+    cells_of,
+    name,
+    parse,
+    score_spec,
+)
 
 
 @pytest.mark.parametrize(
@@ -27,7 +37,12 @@ def test_parse(key, parsed):
 
 
 def test_format_and_parse_are_inverse():
-    for parts, stat in [((1024,), ""), (("qa7", 0), "_ci_low"), (("LE2500", "bin3"), "_p_above_chance"), ((), "_ci_high")]:
+    for parts, stat in [
+        ((1024,), ""),
+        (("qa7", 0), "_ci_low"),
+        (("LE2500", "bin3"), "_p_above_chance"),
+        ((), "_ci_high"),
+    ]:
         text = name("acc", *parts, stat=stat)
         assert parse(f"{text},none") == Name("acc", cell_parts(cell(*parts)), stat)
         assert str(parse(text)) == text
@@ -79,7 +94,10 @@ def test_intervals_are_spelled_once_and_the_memory_bounds_as_results_files_have_
     low, high = (metric_names.memory_length("fine", stat) for stat in (metric_names.CI_LOW, metric_names.CI_HIGH))
     assert (low, high) == ("fine_memory_length_ci_low", "fine_memory_length_ci_high")  # what readers ask for
     assert [metric_names.as_written(n) for n in (low, high)] == ["fine_memory_length_low", "fine_memory_length_high"]
-    assert metric_names.as_written("acc_ci_low") == "acc_ci_low" and metric_names.as_written("fine_memory_length") == "fine_memory_length"
+    assert (
+        metric_names.as_written("acc_ci_low") == "acc_ci_low"
+        and metric_names.as_written("fine_memory_length") == "fine_memory_length"
+    )
     assert str(parse(metric_names.as_written(low))) == low  # written and read back: one name
     with pytest.raises(ValueError, match="no statistic"):
         metric_names.memory_length("fine", metric_names.P_ABOVE_CHANCE)
@@ -88,7 +106,9 @@ def test_intervals_are_spelled_once_and_the_memory_bounds_as_results_files_have_
 def test_booksort_factors_are_built_and_parsed_here():
     parts = metric_names.factor("LE", 2500), metric_names.factor("bin", 3)
     assert cell(*parts) == "LE2500_bin3" and metric_names.factor("book", 69087) == "book69087"
-    assert [metric_names.factor_value(p, t) for p, t in [("LE2500", "LE"), ("bin3", "bin"), ("LS20", "LE"), ("LEx", "LE")]] == [2500, 3, None, None]
+    assert [
+        metric_names.factor_value(p, t) for p, t in [("LE2500", "LE"), ("bin3", "bin"), ("LS20", "LE"), ("LEx", "LE")]
+    ] == [2500, 3, None, None]
     with pytest.raises(ValueError, match="unknown Book-SORT factor"):
         metric_names.factor("LX", 1)
 

@@ -216,7 +216,9 @@ def test_perplexity_family_never_below_one():
 
 
 def test_perplexity_family_infinite_or_invalid_values():
-    assert stats.log_mean_interval([2.0, np.inf]).estimate == np.inf and nan_bounds(stats.log_mean_interval([2.0, np.inf]))
+    assert stats.log_mean_interval([2.0, np.inf]).estimate == np.inf and nan_bounds(
+        stats.log_mean_interval([2.0, np.inf])
+    )
     with pytest.raises(ValueError, match="positive values"):
         stats.log_mean_interval([0.5, 0.0])
 

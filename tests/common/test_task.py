@@ -18,8 +18,7 @@ from transformers import AutoConfig
 
 from lm_eval_longmem.babilong.task import BabilongTask
 from lm_eval_longmem.backends.request_type import compact_ids
-from lm_eval_longmem.common import cost
-from lm_eval_longmem.common import stats
+from lm_eval_longmem.common import cost, stats
 from lm_eval_longmem.common.metric_names import ScoreSpec, cell
 from lm_eval_longmem.common.model_info import Window
 from lm_eval_longmem.common.task import LongmemTask, item_record, read_item
@@ -32,9 +31,23 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _run(tiny_llama_dir, out_dir, cache_dir, word):
     out_dir.mkdir(parents=True, exist_ok=True)
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "longmem_test_metadata_echo", "--include_path", str(FIXTURES), "--cache_requests", "true",
-         "--metadata", f"echo_word={word}", "--log_samples"],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_llama_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "longmem_test_metadata_echo",
+            "--include_path",
+            str(FIXTURES),
+            "--cache_requests",
+            "true",
+            "--metadata",
+            f"echo_word={word}",
+            "--log_samples",
+        ],
         out_dir,
         env={"LM_HARNESS_CACHE_PATH": str(cache_dir)},
     )
@@ -56,9 +69,22 @@ def test_changed_metadata_is_not_served_from_the_request_cache(tiny_llama_dir, t
 def _numbered(tiny_llama_dir, out_dir, cache_dir, *selection):
     out_dir.mkdir(parents=True, exist_ok=True)
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32,max_length=64", "--device", "cpu",
-         "--tasks", "longmem_test_numbered", "--include_path", str(FIXTURES), "--cache_requests", "true",
-         "--log_samples", *selection],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_llama_dir},dtype=float32,max_length=64",
+            "--device",
+            "cpu",
+            "--tasks",
+            "longmem_test_numbered",
+            "--include_path",
+            str(FIXTURES),
+            "--cache_requests",
+            "true",
+            "--log_samples",
+            *selection,
+        ],
         out_dir,
         env={"LM_HARNESS_CACHE_PATH": str(cache_dir)},
     )
@@ -131,7 +157,8 @@ def toy(cells):
 
 def toy_docs(n):
     return [
-        ({"qa": QAS[i % 20], "length": LENGTHS[(i // 20) % 12]}, [float(i % 3 == 0), (i % 7) / 7, 1.0 + (i % 11) / 2]) for i in range(n)
+        ({"qa": QAS[i % 20], "length": LENGTHS[(i // 20) % 12]}, [float(i % 3 == 0), (i % 7) / 7, 1.0 + (i % 11) / 2])
+        for i in range(n)
     ]
 
 
@@ -152,7 +179,14 @@ def test_payload_is_the_docs_own_scores_and_cell_whatever_the_sweep():
     task = toy(cell(qa, length) for qa in QAS for length in LENGTHS)  # 240 cells
     doc, results = toy_docs(1)[0]
     payload = task.process_results(doc, results)
-    assert payload == {"acc": 1.0, "share": 0.0, "units": 7, "ppl": 1.0, "cells": ["qa1_0"], "summary": {"qa": "qa1", "acc": 1.0}}
+    assert payload == {
+        "acc": 1.0,
+        "share": 0.0,
+        "units": 7,
+        "ppl": 1.0,
+        "cells": ["qa1_0"],
+        "summary": {"qa": "qa1", "acc": 1.0},
+    }
     logged = json.dumps(payload) + json.dumps(list(payload))  # what --log_samples writes for the metrics
     assert len(logged.encode()) <= 1024
 
@@ -171,7 +205,11 @@ def test_per_cell_metrics_are_computed_at_aggregation(caplog):
     shares = sorted(r[1] for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024))
     assert row["share@qa2_1024_ci_low,none"] == stats.share_interval(shares, [7] * len(shares)).low
     ppl = sorted(r[2] for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024))
-    assert (row["ppl@qa2_1024,none"], row["ppl@qa2_1024_ci_low,none"], row["ppl@qa2_1024_ci_high,none"]) == stats.log_mean_interval(ppl)
+    assert (
+        row["ppl@qa2_1024,none"],
+        row["ppl@qa2_1024_ci_low,none"],
+        row["ppl@qa2_1024_ci_high,none"],
+    ) == stats.log_mean_interval(ppl)
     median = sorted(r[1] for _, r in docs)[240]
     above = [float(r[1] > median) for d, r in docs if (d["qa"], d["length"]) == ("qa2", 1024)]
     assert row["above_median@qa2_1024,none"] == sum(above) / len(above)  # a run score, per cell like the others
@@ -193,13 +231,17 @@ def test_a_summary_item_is_logged_by_its_field_names_and_old_positional_items_st
 def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
     """Every doc returns the same keys, so rank 0's keys lose nothing; sorted cells and fsum make the
     numbers independent of the order the ranks' docs arrive in. A cell only rank 1 saw is kept."""
-    docs = toy_docs(23 * 20) + [({"qa": "qa5", "length": 7}, [1.0, 0.5, 1.5])]  # the last doc: rank 1 of 2, its own cell
+    docs = toy_docs(23 * 20) + [
+        ({"qa": "qa5", "length": 7}, [1.0, 0.5, 1.5])
+    ]  # the last doc: rank 1 of 2, its own cell
     task = toy([cell(qa, length) for qa in QAS for length in LENGTHS] + ["qa5_7"])
     one = evaluator_utils._compute_task_aggregations(task, gathered(task, docs, 1), 0)
     for world_size in (2, 3):
         assert evaluator_utils._compute_task_aggregations(task, gathered(task, docs, world_size), 0) == one
     assert one[0]["acc@qa5_7,none"] == 1.0
-    assert one[0]["share@qa5_7_ci_low,none"] is None and one[0]["ppl@qa5_7_ci_high,none"] is None  # one doc: no interval, null
+    assert (
+        one[0]["share@qa5_7_ci_low,none"] is None and one[0]["ppl@qa5_7_ci_high,none"] is None
+    )  # one doc: no interval, null
 
 
 # ---- the cost line before the first request (issue 26, item 5) ----------------------------------------
@@ -214,14 +256,21 @@ def test_cost_line_reads_the_counts_of_the_fit_check(tiny_llama_dir, monkeypatch
     task = _load("longmem_test_numbered", FIXTURES, {"pretrained": str(tiny_llama_dir), "max_length": 64})
     counted = []
     real = LongmemTask.answer_tokens
-    monkeypatch.setattr(LongmemTask, "answer_tokens", lambda self, doc, prompt: counted.append(prompt) or real(self, doc, prompt))
+    monkeypatch.setattr(
+        LongmemTask, "answer_tokens", lambda self, doc, prompt: counted.append(prompt) or real(self, doc, prompt)
+    )
     with caplog.at_level(logging.INFO, logger="lm_eval"):
         task.build_all_requests(limit=3, rank=0, world_size=1)
     # "The number is N." is 16 characters, plus BOS, plus max_gen_toks=2: 19 tokens per doc
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("longmem_test_numbered: 3 docs")]
-    assert line.startswith("longmem_test_numbered: 3 docs, 3 generate_until requests, 57 input tokens; longest sequence 19 tokens, ")
+    assert line.startswith(
+        "longmem_test_numbered: 3 docs, 3 generate_until requests, 57 input tokens; longest sequence 19 tokens, "
+    )
     shape = cost.ModelShape.from_config(AutoConfig.from_pretrained(tiny_llama_dir))
-    assert f"estimated peak {cost.gib(cost.hf_peak(shape, 'generate_until', 19).total)} per sequence on the HF backend" in line
+    assert (
+        f"estimated peak {cost.gib(cost.hf_peak(shape, 'generate_until', 19).total)} per sequence on the HF backend"
+        in line
+    )
     assert len(counted) == 3, "each doc's prompt tokenized once, by the fit check; the cost line reads its count"
 
 
@@ -236,7 +285,9 @@ def test_cost_line_counts_token_ids_exactly_and_says_the_rank_share(tiny_llama_d
     mine = {int(inst.doc["length"]) for inst in task.instances}
     tokens = sum(2 * (2 * L + 2) for L in (int(inst.doc["length"]) for inst in task.instances[::2]))
     assert len(task.instances) == 4 and mine
-    assert line.startswith(f"forgetting_curve: 2 docs, 4 loglikelihood_accuracy requests, {tokens:,} input tokens (rank 0's share; 2 ranks); ")
+    assert line.startswith(
+        f"forgetting_curve: 2 docs, 4 loglikelihood_accuracy requests, {tokens:,} input tokens (rank 0's share; 2 ranks); "
+    )
     assert f"longest sequence {2 * max(mine) + 2} tokens" in line
 
 
@@ -295,7 +346,11 @@ def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llam
 
     model = shutil.copytree(tiny_llama_dir, tmp_path / "model")
     book = embedded_books_dir / "macbeth.txt"
-    metadata = {"forgetting_curve_corpus": str(book), "forgetting_curve_lengths": "[16,32]", "forgetting_curve_samples": 2}
+    metadata = {
+        "forgetting_curve_corpus": str(book),
+        "forgetting_curve_lengths": "[16,32]",
+        "forgetting_curve_samples": 2,
+    }
 
     def run(name):
         out = tmp_path / name
@@ -313,12 +368,17 @@ def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llam
     vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # the same size, other ids for two common letters
     (model / "tokenizer.json").write_text(json.dumps(spec))
     second = run("second")
-    task = task_manager(metadata={"pretrained": str(model), **metadata}, include_defaults=False).load(["forgetting_curve"])["tasks"]["forgetting_curve"]
+    task = task_manager(metadata={"pretrained": str(model), **metadata}, include_defaults=False).load(
+        ["forgetting_curve"]
+    )["tasks"]["forgetting_curve"]
     expected = {}
     for doc_id, doc in enumerate(task.eval_docs):
         ids = lambda array: compact_ids([int(t) for t in array])  # noqa: E731 (as the task logs a token-id list)
         pairs = [(ids(context), ids(continuation)) for context, continuation in task.accuracy_requests(doc)]
-        expected[doc_id] = {f"gen_args_{i}": {"arg_0": c, "arg_1": t, "arg_2": {"beyond_max_length": True}} for i, (c, t) in enumerate(pairs)}
+        expected[doc_id] = {
+            f"gen_args_{i}": {"arg_0": c, "arg_1": t, "arg_2": {"beyond_max_length": True}}
+            for i, (c, t) in enumerate(pairs)
+        }
     assert second == expected and all(second[d] != first[d] for d in first)
 
 
@@ -341,16 +401,31 @@ def _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path):
     macbeth = embedded_books_dir / "macbeth.txt"
     model = {"pretrained": str(tiny_llama_dir), "max_length": 8192}
     return {
-        "forgetting_curve": (model | {"forgetting_curve_corpus": str(macbeth), "forgetting_curve_lengths": "16,64,32",
-                                      "forgetting_curve_samples": 2}, "forgetting_curve_"),  # fmt: skip
-        "booksort_in_context": (model | {"booksort_data": str(build_booksort(macbeth, tmp_path / "bs", "250,500"))}, "booksort_"),
-        "babilong": (model | babilong_simulated(macbeth, babilong_lengths="[0k,2k]", babilong_tasks="qa1", babilong_samples=2), "babilong_"),
+        "forgetting_curve": (
+            model
+            | {
+                "forgetting_curve_corpus": str(macbeth),
+                "forgetting_curve_lengths": "16,64,32",
+                "forgetting_curve_samples": 2,
+            },
+            "forgetting_curve_",
+        ),  # fmt: skip
+        "booksort_in_context": (
+            model | {"booksort_data": str(build_booksort(macbeth, tmp_path / "bs", "250,500"))},
+            "booksort_",
+        ),
+        "babilong": (
+            model | babilong_simulated(macbeth, babilong_lengths="[0k,2k]", babilong_tasks="qa1", babilong_samples=2),
+            "babilong_",
+        ),
     }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task_name", ["forgetting_curve", "booksort_in_context", "babilong"])
-def test_limit_takes_the_cheapest_docs_first_only_when_asked(task_name, tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch):
+def test_limit_takes_the_cheapest_docs_first_only_when_asked(
+    task_name, tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch
+):
     """Issue 26, item 5: the default order (rounds over every cell, most expensive first in each) makes
     `--limit 1` run the longest input; `<prefix>limit_order=cheapest` runs the cheapest docs first. Either
     way the docs, their indices and what the harness gathers per doc are the same."""
@@ -382,7 +457,11 @@ def test_limit_order_is_one_declared_key_per_evaluation():
     from lm_eval_longmem.common.options import LIMIT_ORDERS, declared, parse_options
     from lm_eval_longmem.forgetting_curve.options import SweepOptions
 
-    for cls, prefix in ((SweepOptions, "forgetting_curve_"), (BooksortOptions, "booksort_"), (BabilongOptions, "babilong_")):
+    for cls, prefix in (
+        (SweepOptions, "forgetting_curve_"),
+        (BooksortOptions, "booksort_"),
+        (BabilongOptions, "babilong_"),
+    ):
         (spec,) = [d for d in declared(cls, prefix) if d.name == "limit_order"]
         assert spec.default == "balanced" and LIMIT_ORDERS == ("balanced", "cheapest")
         assert parse_options(cls, prefix, {f"{prefix}limit_order": "Cheapest"}).limit_order == "cheapest"

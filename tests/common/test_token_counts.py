@@ -47,12 +47,18 @@ def test_byte_level_and_character_tokenizers_add_up(smollm2_tokenizer, tiny_toke
 def test_tokenizers_whose_words_span_a_join_do_not(smollm2_tokenizer):
     from tokenizers import Regex, normalizers, pre_tokenizers
 
-    trailing_space = pre_tokenizers.Split(Regex(r"[^ ]+ ?| "), behavior="isolated")  # "a b" -> "a ", "b": the space joins what precedes it
+    trailing_space = pre_tokenizers.Split(
+        Regex(r"[^ ]+ ?| "), behavior="isolated"
+    )  # "a b" -> "a ", "b": the space joins what precedes it
     assert not join_additive(_word_level(trailing_space))
     assert not join_additive(_word_level(None))  # no pre-tokenizer: the model may merge across spaces
-    marker = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])  # SentencePiece style
+    marker = normalizers.Sequence(
+        [normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")]
+    )  # SentencePiece style
     assert not join_additive(_word_level(pre_tokenizers.Metaspace(), marker))
-    assert join_additive(_word_level(pre_tokenizers.WhitespaceSplit())) and not join_additive(object())  # a slow tokenizer
+    assert join_additive(_word_level(pre_tokenizers.WhitespaceSplit())) and not join_additive(
+        object()
+    )  # a slow tokenizer
 
 
 def test_counts_of_real_sentences_add_up_to_the_whole(smollm2_tokenizer, embedded_books_dir):
@@ -60,7 +66,12 @@ def test_counts_of_real_sentences_add_up_to_the_whole(smollm2_tokenizer, embedde
     from lm_eval_longmem.babilong.generate import split_sentences
 
     sentences = split_sentences((embedded_books_dir / "hamlet.txt").read_text(encoding="utf-8"))
-    sentences += ["Mary went to the kitchen.", "John picked up the apple there.", "\u201cWhere is it?\u201d she said\u2026", "42!"]
+    sentences += [
+        "Mary went to the kitchen.",
+        "John picked up the apple there.",
+        "\u201cWhere is it?\u201d she said\u2026",
+        "42!",
+    ]
     rng = np.random.default_rng(0)
     tok = smollm2_tokenizer
     count = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
@@ -102,7 +113,9 @@ def test_a_damaged_count_table_is_dropped_and_counted_again(tiny_tokenizer, tmp_
     store = TokenCounts(tiny_tokenizer)
     store.count("Some prompt.")
     store.save()
-    (table,) = [p for p in (tmp_path / TokenCounts.NAMESPACE).glob("*.json") if not p.name.endswith(cache.MANIFEST_SUFFIX)]
+    (table,) = [
+        p for p in (tmp_path / TokenCounts.NAMESPACE).glob("*.json") if not p.name.endswith(cache.MANIFEST_SUFFIX)
+    ]
     table.write_text(table.read_text().replace(": 13", ": 3"))  # a wrong count must never be read
     with caplog.at_level(logging.WARNING):
         again = TokenCounts(_Counting(tiny_tokenizer))

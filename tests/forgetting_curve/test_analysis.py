@@ -186,7 +186,10 @@ def test_mismatched_reference_record_is_an_error(tmp_path):
 
 
 def test_paired_values_survive_json_round_trip():
-    points = [CurvePoint(8, k, float(c), float(m), (16,), 16) for k, (c, m) in enumerate(np.random.default_rng(0).random((3, 2)))]
+    points = [
+        CurvePoint(8, k, float(c), float(m), (16,), 16)
+        for k, (c, m) in enumerate(np.random.default_rng(0).random((3, 2)))
+    ]
     again = curve_from_points(json.loads(json.dumps(points)))
     assert again.skipped == (16,) and again.claimed == 16 and np.allclose(again.copy[8], [p.copy for p in points])
 
@@ -202,7 +205,9 @@ def test_per_length_interval_of_agreeing_samples_does_not_collapse():
     assert stats_.copy == share_interval([1.0, 1.0], [scored_tokens(64)] * 2)
     assert stats_.copy.low > length_stats(64, np.array([0.99, 1.0]), np.array([0.25, 0.25])).copy.low
     # equal differences give no t interval: null bounds, not the zero-width [0.75, 0.75]
-    assert stats_.difference.estimate == 0.75 and math.isnan(stats_.difference.low) and math.isnan(stats_.difference.high)
+    assert (
+        stats_.difference.estimate == 0.75 and math.isnan(stats_.difference.low) and math.isnan(stats_.difference.high)
+    )
 
 
 def test_one_sample_per_length_has_no_interval():

@@ -49,7 +49,9 @@ def their_sequences(pieces, tokenizer, lengths, samples, seed, *, random_copy=Fa
 
 def our_sequences(metadata):
     """{(L, k): (LM sequence, copy sequence, scored count)} as the task sends them (context + scored continuation)."""
-    task = task_manager(metadata=metadata, include_defaults=False).load(["forgetting_curve"])["tasks"]["forgetting_curve"]
+    task = task_manager(metadata=metadata, include_defaults=False).load(["forgetting_curve"])["tasks"][
+        "forgetting_curve"
+    ]
     out = {}
     for doc in task.eval_docs:
         (copy_context, copy_scored), (lm_context, lm_scored) = task.accuracy_requests(doc)
@@ -132,7 +134,9 @@ def test_random_samples_are_drawn_as_the_authors_tool_draws_them(smollm2_dir, bo
 
 def test_the_grid_is_the_one_of_their_llama3_result(shared_data):
     """Their Llama-3-8B file was run with --test_max_length 16000 and 32 points; it stops where the model ran out."""
-    published = [row["length"] for row in json.loads((shared_data / "forgetting_curve" / "Meta-Llama-3-8B.json").read_text())]
+    published = [
+        row["length"] for row in json.loads((shared_data / "forgetting_curve" / "Meta-Llama-3-8B.json").read_text())
+    ]
     grid = authors_grid(16000, 32)
     assert grid[: len(published)] == published and grid[-1] == 16000 and len(grid) == 32
 

@@ -45,7 +45,10 @@ def test_lengths_come_from_options_or_the_model():
 @pytest.mark.parametrize(
     "metadata,match",
     [
-        ({"forgetting_curve_points": 0}, "forgetting_curve_points=0: expected a whole number >= 1; e.g. forgetting_curve_points=16"),
+        (
+            {"forgetting_curve_points": 0},
+            "forgetting_curve_points=0: expected a whole number >= 1; e.g. forgetting_curve_points=16",
+        ),
         ({"forgetting_curve_samples": "ten"}, "forgetting_curve_samples='ten': expected a whole number"),
         ({"forgetting_curve_seed": "abc"}, "forgetting_curve_seed='abc': expected a whole number >= 0; e.g."),
         ({"forgetting_curve_lengths": "4q"}, "unknown length spec"),
@@ -118,20 +121,34 @@ def test_separator_is_bos_else_eos_else_an_error(tiny_llama_dir):
         separator_id(tok)
 
 
-def test_the_cards_separator_example_is_a_token_of_smollm2_and_ids_outside_the_vocabulary_are_refused(smollm2_dir, tiny_llama_dir):
+def test_the_cards_separator_example_is_a_token_of_smollm2_and_ids_outside_the_vocabulary_are_refused(
+    smollm2_dir, tiny_llama_dir
+):
     """Issue 28, defect 8: `<|endoftext|>` is SmolLM2's id 0, which it also uses as its unknown token, and was
     refused; `99999` was accepted and failed once the model ran, with a traceback."""
     from lm_eval_longmem.forgetting_curve.data import build_sweep
     from lm_eval_longmem.forgetting_curve.options import SweepOptions
 
-    example = next(f.metadata["lm_eval_longmem"].example for f in SweepOptions.__dataclass_fields__.values() if f.name == "separator")
+    example = next(
+        f.metadata["lm_eval_longmem"].example
+        for f in SweepOptions.__dataclass_fields__.values()
+        if f.name == "separator"
+    )
     smollm2 = AutoTokenizer.from_pretrained(smollm2_dir)
     assert example == "<|endoftext|>" and smollm2.unk_token_id == 0
     assert separator_id(smollm2, example) == 0
-    with pytest.raises(UsageError, match=r"separator=99999: not a token id of this tokenizer \(its ids run from 0 to 49151\)"):
+    with pytest.raises(
+        UsageError, match=r"separator=99999: not a token id of this tokenizer \(its ids run from 0 to 49151\)"
+    ):
         separator_id(smollm2, "99999")
-    metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_lengths": "16", "forgetting_curve_separator": 99999}
-    with pytest.raises(UsageError, match=r"^--metadata forgetting_curve_separator=99999: not a token id .* from 0 to 100\)"):
+    metadata = {
+        "pretrained": str(tiny_llama_dir),
+        "forgetting_curve_lengths": "16",
+        "forgetting_curve_separator": 99999,
+    }
+    with pytest.raises(
+        UsageError, match=r"^--metadata forgetting_curve_separator=99999: not a token id .* from 0 to 100\)"
+    ):
         build_sweep(metadata)  # the data builder: before any request reaches the model
 
 
@@ -140,7 +157,9 @@ def test_position_limit(tiny_llama_dir, tmp_path):
 
     options = sweep_options({})
     assert position_limit(options, {"pretrained": str(tiny_llama_dir)}, 2048)[0] is None  # rotary: no table
-    GPT2Config(n_positions=128, n_embd=16, n_layer=1, n_head=2, vocab_size=300, bos_token_id=0, eos_token_id=0).save_pretrained(tmp_path)
+    GPT2Config(
+        n_positions=128, n_embd=16, n_layer=1, n_head=2, vocab_size=300, bos_token_id=0, eos_token_id=0
+    ).save_pretrained(tmp_path)
     assert position_limit(options, {"pretrained": str(tmp_path)}, 128)[0] == 128  # learned position table
     assert position_limit(options, {"max_model_len": 4096}, 2048)[0] == 4094  # vLLM: 2L+2 tokens <= max_model_len - 1
     assert position_limit(sweep_options({"forgetting_curve_max_tokens": "1k"}), {}, None)[0] == 1024

@@ -25,7 +25,9 @@ def test_plot_declines_other_results():
 
 
 def _summary(copy_by_length, lm=0.3, samples=3):
-    points = [CurvePoint(L, k, c - 0.001 * k * (samples > 1), lm) for L, c in copy_by_length.items() for k in range(samples)]
+    points = [
+        CurvePoint(L, k, c - 0.001 * k * (samples > 1), lm) for L, c in copy_by_length.items() for k in range(samples)
+    ]
     return summarize(curve_from_points(points), n_resamples=50)
 
 
@@ -35,7 +37,11 @@ def _regions(fig):
     from matplotlib.patches import Rectangle
 
     ax = fig.axes[0]
-    return [(to_hex(p.get_facecolor(), keep_alpha=False), p.get_x(), p.get_x() + p.get_width()) for p in ax.patches if isinstance(p, Rectangle)]
+    return [
+        (to_hex(p.get_facecolor(), keep_alpha=False), p.get_x(), p.get_x() + p.get_width())
+        for p in ax.patches
+        if isinstance(p, Rectangle)
+    ]
 
 
 def test_regions_shade_only_lengths_that_meet_the_criterion():
@@ -48,7 +54,11 @@ def test_regions_shade_only_lengths_that_meet_the_criterion():
     fine, coarse, amnesia = forgetting_curve.FINE_COLOR, forgetting_curve.COARSE_COLOR, forgetting_curve.AMNESIA_COLOR
     assert _regions(fig) == [(fine, 0, 32), (coarse, 32, 64), (fine, 64, 128), (amnesia, 128, 256)]  # drawn as measured
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert legend.count("fine-grained memory (128)") == 1 and "coarse-grained memory (128)" in legend and "amnesia" in legend
+    assert (
+        legend.count("fine-grained memory (128)") == 1
+        and "coarse-grained memory (128)" in legend
+        and "amnesia" in legend
+    )
     plt.close(fig)
 
 
@@ -70,7 +80,11 @@ def test_lengths_of_one_sample_are_hollow_markers_without_a_band():
     assert all(math.isnan(s.copy.low) for s in summary.per_length)
     fig = forgetting_curve.figure(summary)
     ax = fig.axes[0]
-    hollow = [line for line in ax.get_lines() if line.get_marker() == "o" and line.get_markerfacecolor() == "white" and len(line.get_xdata())]
+    hollow = [
+        line
+        for line in ax.get_lines()
+        if line.get_marker() == "o" and line.get_markerfacecolor() == "white" and len(line.get_xdata())
+    ]
     assert sorted(list(line.get_xdata()) for line in hollow) == [[16, 32], [16, 32]]  # copy and LM
     assert "no interval (n=1)" in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
@@ -81,11 +95,15 @@ def test_an_interval_between_lengths_without_one_is_an_error_bar():
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
 
-    points = [CurvePoint(16, 0, 1.0, 0.3), CurvePoint(64, 0, 0.5, 0.3)] + [CurvePoint(32, k, 0.9 - 0.05 * k, 0.3) for k in range(3)]
+    points = [CurvePoint(16, 0, 1.0, 0.3), CurvePoint(64, 0, 0.5, 0.3)] + [
+        CurvePoint(32, k, 0.9 - 0.05 * k, 0.3) for k in range(3)
+    ]
     summary = summarize(curve_from_points(points), n_resamples=50)
     fig = forgetting_curve.figure(summary)
     bars = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
     segments = [seg for c in bars for seg in c.get_segments()]
     copy_32 = next(s.copy for s in summary.per_length if s.length == 32)
-    assert [(32.0, pytest.approx(copy_32.low), pytest.approx(copy_32.high))] in [[(a[0], a[1], b[1])] for a, b in segments]
+    assert [(32.0, pytest.approx(copy_32.low), pytest.approx(copy_32.high))] in [
+        [(a[0], a[1], b[1])] for a, b in segments
+    ]
     plt.close(fig)

@@ -92,7 +92,9 @@ def test_a_random_prefix_keeps_every_copy_target(tiny_llama_dir, book):
     metadata = _metadata(tiny_llama_dir, book, forgetting_curve_prefix_source="RANDOM")
     docs = build_sweep(metadata).docs
     assert [d["s_start"] for d in docs] == [d["s_start"] for d in base]  # paired with the one-corpus run
-    assert all(d["i_start"] == -1 and d["prefix_tokens"] == 0 and d["copy_tokens"] == base[0]["corpus_tokens"] for d in docs)
+    assert all(
+        d["i_start"] == -1 and d["prefix_tokens"] == 0 and d["copy_tokens"] == base[0]["corpus_tokens"] for d in docs
+    )
     running = [d for d in docs if d["s_start"] >= 0]
     prefixes = [_tokens(metadata, d)[1] for d in running]
     vocabulary = set(vocabulary_ids(AutoTokenizer.from_pretrained(tiny_llama_dir)).tolist())
@@ -121,7 +123,9 @@ def test_a_random_copy_target_keeps_every_prefix(tiny_llama_dir, book):
 
 
 def test_both_random_draw_different_s_and_i(tiny_llama_dir, book):
-    metadata = _metadata(tiny_llama_dir, book, forgetting_curve_copy_source="random", forgetting_curve_prefix_source="random")
+    metadata = _metadata(
+        tiny_llama_dir, book, forgetting_curve_copy_source="random", forgetting_curve_prefix_source="random"
+    )
     doc = next(d for d in build_sweep(metadata).docs if d["length"] == 64)
     s, i = _tokens(metadata, doc)
     assert len(s) == len(i) == 64 and not np.array_equal(s, i)
@@ -145,7 +149,9 @@ def test_another_corpus_for_one_role(tiny_llama_dir, book, embedded_books_dir):
 
 def test_one_other_corpus_for_both_roles_keeps_them_disjoint(tiny_llama_dir, book, embedded_books_dir):
     other = str(embedded_books_dir / "hamlet.txt")
-    both = build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_copy_source=other, forgetting_curve_prefix_source=other)).docs
+    both = build_sweep(
+        _metadata(tiny_llama_dir, book, forgetting_curve_copy_source=other, forgetting_curve_prefix_source=other)
+    ).docs
     alone = build_sweep(_metadata(tiny_llama_dir, other)).docs
     assert [(d["s_start"], d["i_start"]) for d in both] == [(d["s_start"], d["i_start"]) for d in alone]
 
@@ -155,7 +161,9 @@ def test_a_bad_source_names_its_key(tiny_llama_dir, book, tmp_path):
         build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_prefix_source=str(tmp_path / "missing")))
     short = tmp_path / "short.txt"
     short.write_text("too short for 128 tokens")
-    with pytest.raises(UsageError, match="forgetting_curve_copy_source: the source has 24 tokens, fewer than length 32"):
+    with pytest.raises(
+        UsageError, match="forgetting_curve_copy_source: the source has 24 tokens, fewer than length 32"
+    ):
         build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_copy_source=str(short)))
 
 
@@ -168,7 +176,12 @@ def test_runs_that_differ_in_the_prefix_share_the_copy_curve(tiny_llama_dir, boo
     from lm_eval_longmem.paths import task_configs_dir
 
     def run(**extra):
-        metadata = {**_metadata(tiny_llama_dir, book), "forgetting_curve_lengths": "8,24", "forgetting_curve_samples": 2, **extra}
+        metadata = {
+            **_metadata(tiny_llama_dir, book),
+            "forgetting_curve_lengths": "8,24",
+            "forgetting_curve_samples": 2,
+            **extra,
+        }
         results = lm_eval.simple_evaluate(
             model="hf",
             model_args=f"pretrained={tiny_llama_dir},dtype=float32",
@@ -200,7 +213,9 @@ def _docs(metadata):
 
 @pytest.mark.parametrize("spelling", ["trailing_slash", "relative", "containing_folder"])
 @pytest.mark.parametrize("role", ["forgetting_curve_prefix_source", "forgetting_curve_copy_source"])
-def test_a_source_that_reads_the_corpus_texts_is_the_corpus(spelling, role, tiny_llama_dir, book, tmp_path, monkeypatch):
+def test_a_source_that_reads_the_corpus_texts_is_the_corpus(
+    spelling, role, tiny_llama_dir, book, tmp_path, monkeypatch
+):
     """`<corpus folder>/`, a relative path to it or a folder holding just its book: the plain run's docs, S and I
     disjoint (it was drawn with its own RNG and no disjointness check, so I could contain S)."""
     books = tmp_path / "books"
@@ -222,8 +237,13 @@ def test_sources_that_share_a_text_but_differ_are_refused(tiny_llama_dir, book, 
     both.mkdir()
     for name in (book.name, "hamlet.txt"):
         (both / name).write_bytes((embedded_books_dir / name).read_bytes())
-    with pytest.raises(UsageError, match=r"forgetting_curve_corpus=.*forgetting_curve_prefix_source=.*both share 1 text\(s\) but are not the same source"):
+    with pytest.raises(
+        UsageError,
+        match=r"forgetting_curve_corpus=.*forgetting_curve_prefix_source=.*both share 1 text\(s\) but are not the same source",
+    ):
         build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_prefix_source=str(both)))
     # a source with no text in common with the corpus is still another source
-    other = build_sweep(_metadata(tiny_llama_dir, book, forgetting_curve_prefix_source=str(embedded_books_dir / "hamlet.txt"))).docs
+    other = build_sweep(
+        _metadata(tiny_llama_dir, book, forgetting_curve_prefix_source=str(embedded_books_dir / "hamlet.txt"))
+    ).docs
     assert "prefix_tokens" in other[0]

@@ -6,14 +6,13 @@ import math
 from pathlib import Path
 
 import pytest
-
 from kit import build_tiny_llama, check_summary_schema, read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.readers.results import skip_reasons
 from lm_eval_longmem.common.stats import log_mean_interval, share_interval
 from lm_eval_longmem.forgetting_curve.analysis import summarize
 from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
 from lm_eval_longmem.readers.forgetting_curve import load_curve
+from lm_eval_longmem.readers.results import skip_reasons
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINY_LENGTHS = (16, 32, 64)
@@ -55,10 +54,23 @@ def tiny_run(tiny_llama_dir, book, tmp_path_factory):
     """
     out = tmp_path_factory.mktemp("fc-tiny")
     proc = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve,longmem_test_fc_neighbour", "--include_path", str(FIXTURES),
-         "--batch_size", "4", "--log_samples",
-         "--metadata", _metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_llama_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "forgetting_curve,longmem_test_fc_neighbour",
+            "--include_path",
+            str(FIXTURES),
+            "--batch_size",
+            "4",
+            "--log_samples",
+            "--metadata",
+            _metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200),
+        ],
         out,
     )
     (out / "stderr.txt").write_text(proc.stderr)
@@ -93,7 +105,11 @@ def test_results_hold_per_length_metrics_and_memory_lengths(tiny_run):
     for L in TINY_LENGTHS:
         assert 0.0 <= _value(metrics, f"copy_acc@{L}") <= 1.0 and 0.0 <= _value(metrics, f"lm_acc@{L}") <= 1.0
         for prefix in ("copy_acc", "lm_acc"):  # a 95% interval around every per-length mean
-            assert _value(metrics, f"{prefix}@{L}_ci_low") <= _value(metrics, f"{prefix}@{L}") <= _value(metrics, f"{prefix}@{L}_ci_high")
+            assert (
+                _value(metrics, f"{prefix}@{L}_ci_low")
+                <= _value(metrics, f"{prefix}@{L}")
+                <= _value(metrics, f"{prefix}@{L}_ci_high")
+            )
     assert not any("@128" in key for key in metrics)  # skipped: no metric, no sentinel
     for name in MEMORY_METRICS:
         assert f"{name},none" in metrics
@@ -115,17 +131,28 @@ def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from lm_eval_longmem.forgetting_curve.data import COPY, PREFIX_ROLE, pair_sequences, role_tokens, sweep_options, sweep_sources
+    from lm_eval_longmem.forgetting_curve.data import (
+        COPY,
+        PREFIX_ROLE,
+        pair_sequences,
+        role_tokens,
+        sweep_options,
+        sweep_sources,
+    )
 
     _, _, metrics, samples = tiny_run
     model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32).eval()
-    metadata = json.loads(_metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)) | {"pretrained": str(tiny_llama_dir)}
+    metadata = json.loads(_metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200)) | {
+        "pretrained": str(tiny_llama_dir)
+    }
     sources = sweep_sources(sweep_options(metadata))
     streams = sources.streams(metadata)
     for record in samples[:3]:
         doc = record["doc"]
         s, i = (role_tokens(doc, sources, role, streams[role], None) for role in (COPY, PREFIX_ROLE))
-        for name, (context, continuation) in zip(("copy", "lm"), pair_sequences(s, i, doc["separator_id"]), strict=True):
+        for name, (context, continuation) in zip(
+            ("copy", "lm"), pair_sequences(s, i, doc["separator_id"]), strict=True
+        ):
             ids = torch.tensor([[*context, *continuation]])
             with torch.no_grad():
                 logprobs = torch.log_softmax(model(ids).logits[0, :-1].double(), dim=-1)
@@ -144,7 +171,11 @@ def test_perplexity_is_that_of_the_scored_half(tiny_run, tiny_llama_dir, book):
 @pytest.mark.slow
 def test_the_bos_separator_is_recorded_in_the_config_metadata(tiny_run):
     _, results, _, _ = tiny_run
-    assert results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"] == {"id": 1, "token": "<s>", "source": "bos"}
+    assert results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"] == {
+        "id": 1,
+        "token": "<s>",
+        "source": "bos",
+    }
     assert "no BOS token" not in (tiny_run[0] / "stderr.txt").read_text()
 
 
@@ -162,7 +193,9 @@ def test_random_model_is_the_control(tiny_run):
 def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
     out, _, _, samples = tiny_run
     assert len(samples) == 3 * len(TINY_LENGTHS)
-    assert sorted(s["doc"]["length"] for s in samples[:3]) == sorted(TINY_LENGTHS)  # interleaved: --limit 3 covers the curve
+    assert sorted(s["doc"]["length"] for s in samples[:3]) == sorted(
+        TINY_LENGTHS
+    )  # interleaved: --limit 3 covers the curve
     for record in samples:
         L = record["doc"]["length"]
         (copy_bits, _), (lm_bits, _) = record["filtered_resps"]
@@ -172,7 +205,15 @@ def test_logged_samples_are_compact_and_match_the_metrics(tiny_run):
         (_, copy_logprob), (_, lm_logprob) = record["filtered_resps"]  # the log writes the sums as text
         assert record["copy_ppl"] == pytest.approx(math.exp(-float(copy_logprob) / len(copy_bits)), rel=1e-12)
         assert record["lm_ppl"] == pytest.approx(math.exp(-float(lm_logprob) / len(lm_bits)), rel=1e-12)
-        assert record["metrics"] == ["copy_acc", "lm_acc", "copy_ppl", "lm_ppl", "scored", "cells", "summary"] and record["cells"] == [str(L)]
+        assert record["metrics"] == [
+            "copy_acc",
+            "lm_acc",
+            "copy_ppl",
+            "lm_ppl",
+            "scored",
+            "cells",
+            "summary",
+        ] and record["cells"] == [str(L)]
         assert record["scored"] == L - L // 2  # the units of the two accuracies' intervals
         context = record["arguments"]["gen_args_0"]["arg_0"]
         assert context.startswith(f"<{L + 2 + L // 2} token ids"), context  # [bos] S [bos] S[:L//2], logged as a digest
@@ -224,16 +265,30 @@ def test_same_seed_same_numbers_at_any_batch_size_past_the_window(book, tmp_path
     assert one[1] == three[1]  # same docs (spans) and the same bits for every sample
     assert one[0]["claimed_length,none"] == 32 and one[0]["skipped,none"] == 0
     assert len(one[1]) == 4 and {doc["length"] for doc, _ in one[1]} == {8, 24}  # 24 needs 49 > 32 inputs
-    assert {k: v for k, v in one[0].items() if "stderr" not in k} == {k: v for k, v in three[0].items() if "stderr" not in k}
+    assert {k: v for k, v in one[0].items() if "stderr" not in k} == {
+        k: v for k, v in three[0].items() if "stderr" not in k
+    }
 
 
 @pytest.mark.slow
 def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path):
     """SmolLM2 copies a repeated natural passage almost perfectly; without the passage it guesses far less."""
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={smollm2_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve", "--batch_size", "2", "--log_samples",
-         "--metadata", _metadata(book, (32, 64, 128), 2)],
+        [
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={smollm2_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "forgetting_curve",
+            "--batch_size",
+            "2",
+            "--log_samples",
+            "--metadata",
+            _metadata(book, (32, 64, 128), 2),
+        ],
         tmp_path,
     )
     metrics = read_results(tmp_path)["results"]["forgetting_curve"]
@@ -273,7 +328,10 @@ def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
         )  # fmt: skip
     row = results["results"]["forgetting_curve"]
     for score in ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl"):  # one sample of L = 8: no interval, null (issue 26)
-        assert row[f"{score}@8,none"] is not None and row[f"{score}@8_ci_low,none"] is row[f"{score}@8_ci_high,none"] is None
+        assert (
+            row[f"{score}@8,none"] is not None
+            and row[f"{score}@8_ci_low,none"] is row[f"{score}@8_ci_high,none"] is None
+        )
     used = results["configs"]["forgetting_curve"]["metadata"]["forgetting_curve_separator_used"]
     assert used == {"id": tokenizer.eos_token_id, "token": "</s>", "source": "eos"}
     said = [r.getMessage() for r in caplog.records if "no BOS token" in r.getMessage()]
@@ -319,9 +377,16 @@ def test_a_grid_past_the_window_says_what_runs_and_how_to_stay_within_it(book, t
     task = task_manager(metadata=metadata).load(["forgetting_curve"])["tasks"]["forgetting_curve"]
     with caplog.at_level(logging.WARNING):
         task.before_requests()
-    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.endswith("forgetting_curve.task")]
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.endswith("forgetting_curve.task")
+    ]
     past = "24, 64 (49, 129 input positions: 2L+1)" if max_tokens is None else "24 (49 input positions: 2L+1)"
-    assert f"length(s) {past} exceed the model's claimed window of 32 tokens (the model config) and will run anyway" in said[0]
+    assert (
+        f"length(s) {past} exceed the model's claimed window of 32 tokens (the model config) and will run anyway"
+        in said[0]
+    )
     assert "--metadata forgetting_curve_beyond_window=false (those lengths are then skipped and counted)" in said[0]
     if max_tokens is None:
         assert len(said) == 1 and "the hf backend runs any length for this model" in said[0], said
@@ -342,5 +407,9 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
     docs = [{"length": L, "sample": k, "scored": 4} for L in (16, 32) for k in range(4)]
     results = [[("1111" if d["length"] == 16 else "1101", -1.0), ("0101", -3.0)] for d in docs]
     row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in zip(docs, results)])
-    assert row["fine_memory_length,none"] == 16 and row["coarse_memory_length,none"] == 32 and row["claimed_length,none"] == 32
+    assert (
+        row["fine_memory_length,none"] == 16
+        and row["coarse_memory_length,none"] == 32
+        and row["claimed_length,none"] == 32
+    )
     assert "fine_memory_length_low,none" in row and "fine_memory_length_ci_low,none" not in row

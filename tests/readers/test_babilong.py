@@ -34,14 +34,23 @@ def _results(*, legacy: bool = False) -> dict:
     for (qa, length), acc in ACC.items():
         for check, value in (("acc", acc), ("acc_corrected", min(1.0, acc + 0.05))):
             name = f"{check}@{qa}_{spell(length)}"
-            metrics |= {f"{name},none": value, f"{name}_ci_low,none": value * 0.9, f"{name}_ci_high,none": min(1.0, value * 1.1)}
+            metrics |= {
+                f"{name},none": value,
+                f"{name}_ci_low,none": value * 0.9,
+                f"{name}_ci_high,none": min(1.0, value * 1.1),
+            }
     for length in ("0k", "4k", "8k", "16k"):
         values = [acc for (qa, ln), acc in ACC.items() if ln == length]
         mean = sum(values) / len(values)
         name = f"acc@{spell(length)}"
         metrics |= {f"{name},none": mean, f"{name}_ci_low,none": mean - 0.05, f"{name}_ci_high,none": mean + 0.05}
     overall = sum(ACC.values()) / len(ACC)
-    metrics |= {"acc,none": overall, "acc_ci_low,none": overall - 0.03, "acc_ci_high,none": overall + 0.03, "skipped,none": 3}
+    metrics |= {
+        "acc,none": overall,
+        "acc_ci_low,none": overall - 0.03,
+        "acc_ci_high,none": overall + 0.03,
+        "skipped,none": 3,
+    }
     reasons = {f"qa4_{spell('16k')}": {"prompt + answer exceed the window (16384 tokens)": 3}}
     config: dict = {"task": "babilong"}
     if legacy:
@@ -80,20 +89,32 @@ def test_effective_context_is_the_longest_length_that_stays_above_threshold():
 
 
 def test_task_summaries_from_doc_items():
-    items = [Answer("qa1", 0, 1.0, 1.0), Answer("qa1", 0, 0.0, 1.0), Answer("qa2", 0, 1.0, 0.0), Answer("qa1", 1024, 0.0, 0.0)]
+    items = [
+        Answer("qa1", 0, 1.0, 1.0),
+        Answer("qa1", 0, 0.0, 1.0),
+        Answer("qa2", 0, 1.0, 0.0),
+        Answer("qa1", 1024, 0.0, 0.0),
+    ]
     cells = cells_from_items(items)
     assert [(c.qa, c.length, c.n) for c in cells] == [("qa1", 0, 2), ("qa1", 1024, 1), ("qa2", 0, 1)]
     assert cells[0].acc.estimate == 0.5 and cells[0].acc_corrected.estimate == 1.0
 
 
 def test_abstention_share_per_cell_and_in_the_report():
-    items = [Answer("qa1", 0, 1.0, 1.0, None, 1.0), Answer("qa1", 0, 0.0, 1.0, None, 0.0), Answer("qa2", 0, 1.0, 1.0, None, 0.0)]
+    items = [
+        Answer("qa1", 0, 1.0, 1.0, None, 1.0),
+        Answer("qa1", 0, 0.0, 1.0, None, 0.0),
+        Answer("qa2", 0, 1.0, 1.0, None, 0.0),
+    ]
     cells = cells_from_items(items)
     assert [c.corrected_abstained.estimate for c in cells] == [0.5, 0.0]
     assert mean_interval(cells, "corrected_abstained").estimate == pytest.approx(0.25)
     results = _results()
-    results["results"]["babilong"] |= {"corrected_abstained,none": 0.125, "corrected_abstained_ci_low,none": 0.1,
-                                       "corrected_abstained_ci_high,none": 0.15}
+    results["results"]["babilong"] |= {
+        "corrected_abstained,none": 0.125,
+        "corrected_abstained_ci_low,none": 0.1,
+        "corrected_abstained_ci_high,none": 0.15,
+    }
     line = "the corrected reader abstained (kept acc's verdict) on 12.5% of answers [10.0, 15.0]"
     assert line in format_report(results, metric="acc_corrected")
     assert line not in format_report(results) and "abstained" not in format_report(_results(), metric="acc_corrected")

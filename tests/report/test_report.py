@@ -11,9 +11,8 @@ import sys
 
 import matplotlib.pyplot as plt
 import pytest
-from matplotlib.patches import Rectangle
-
 from kit import build_booksort, build_uniform_model, read_results, run_lm_eval
+from matplotlib.patches import Rectangle
 
 from lm_eval_longmem.readers.results import load_runs
 from lm_eval_longmem.report import build_report, write_report
@@ -32,7 +31,12 @@ def copy_curve(fine_until: int, coarse_until: int) -> dict[int, tuple[float, flo
 def forgetting_curve_metrics(curve, fine, coarse) -> dict:
     row = {"alias": "forgetting_curve"}
     for L, (c, m) in curve.items():
-        row |= {f"copy_acc@{L},none": c, f"copy_acc@{L}_stderr,none": 0.0, f"lm_acc@{L},none": m, f"lm_acc@{L}_stderr,none": 0.0}
+        row |= {
+            f"copy_acc@{L},none": c,
+            f"copy_acc@{L}_stderr,none": 0.0,
+            f"lm_acc@{L},none": m,
+            f"lm_acc@{L}_stderr,none": 0.0,
+        }
     row |= {
         "fine_memory_length,none": fine, "fine_memory_censored,none": fine == LENGTHS[-1],
         "fine_memory_length_low,none": fine // 2, "fine_memory_length_high,none": fine,
@@ -44,8 +48,20 @@ def forgetting_curve_metrics(curve, fine, coarse) -> dict:
 
 
 def booksort_metrics(acc_250: float, acc_500: float) -> dict:
-    row = {"alias": "booksort_in_context", "acc,none": (acc_250 + acc_500) / 2, "acc_ci_low,none": 0.3, "acc_ci_high,none": 0.8}
-    for cell, value in (("LE250", acc_250), ("LE500", acc_500), ("bin0", 0.9), ("bin1", 0.7), ("bin2", 0.5), ("bin3", 0.4)):
+    row = {
+        "alias": "booksort_in_context",
+        "acc,none": (acc_250 + acc_500) / 2,
+        "acc_ci_low,none": 0.3,
+        "acc_ci_high,none": 0.8,
+    }
+    for cell, value in (
+        ("LE250", acc_250),
+        ("LE500", acc_500),
+        ("bin0", 0.9),
+        ("bin1", 0.7),
+        ("bin2", 0.5),
+        ("bin3", 0.4),
+    ):
         row |= {f"acc@{cell},none": value, f"acc@{cell}_ci_low,none": value - 0.1, f"acc@{cell}_ci_high,none": min(1.0, value + 0.1),
                 f"acc@{cell}_p_above_chance,none": 0.01 if value > 0.8 else 0.5}  # fmt: skip
     return row
@@ -80,8 +96,14 @@ def write_run(folder, model, *, fine, coarse, scale=1.0, extra=None):
             **(extra or {}),
         },
         "group_subtasks": {"booksort": ["booksort_in_context"]},
-        "configs": {"babilong": {"longmem": {"docs_per_cell": {f"{qa}_{n}": 20 for qa in ("qa1", "qa2", "qa3") for n in (0, 1024, 4096)}
-                                             | {"qa3_4096": 17}}}},  # fmt: skip (3 of qa3 at 4k skipped)
+        "configs": {
+            "babilong": {
+                "longmem": {
+                    "docs_per_cell": {f"{qa}_{n}": 20 for qa in ("qa1", "qa2", "qa3") for n in (0, 1024, 4096)}
+                    | {"qa3_4096": 17}
+                }
+            }
+        },  # fmt: skip (3 of qa3 at 4k skipped)
         "higher_is_better": {"hellaswag": {"acc": True, "acc_norm": True}},
         "n-samples": {"booksort_in_context": {"original": 48, "effective": 48}},
         "config": {"model": "hf", "model_args": f"pretrained=/models/{model},dtype=float32"},
@@ -119,14 +141,31 @@ def figure(report, name):
 
 def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs):
     report = build_report(two_runs)
-    assert [s.title for s in report.sections[:2]] == ["What these numbers rest on", "Headline numbers"]  # both skipped docs
+    assert [s.title for s in report.sections[:2]] == [
+        "What these numbers rest on",
+        "Headline numbers",
+    ]  # both skipped docs
     table = blocks(report, Table, "Headline numbers")[0]
     assert table.header == [
         "model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)", "rests on"
     ]  # fmt: skip
     assert table.rows == [
-        ["small-model", "128 [64, 128]", "512 [256, 512]", "75.0 [30.0, 80.0]", "55.0 [40.0, 70.0]", "babilong: 3 docs skipped"],
-        ["big-model", "512 [256, 512]", ">1024 [512, 1024]", "60.0 [30.0, 80.0]", "44.0 [40.0, 70.0]", "babilong: 3 docs skipped"],
+        [
+            "small-model",
+            "128 [64, 128]",
+            "512 [256, 512]",
+            "75.0 [30.0, 80.0]",
+            "55.0 [40.0, 70.0]",
+            "babilong: 3 docs skipped",
+        ],
+        [
+            "big-model",
+            "512 [256, 512]",
+            ">1024 [512, 1024]",
+            "60.0 [30.0, 80.0]",
+            "44.0 [40.0, 70.0]",
+            "babilong: 3 docs skipped",
+        ],
     ]
 
 
@@ -137,10 +176,20 @@ def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs):
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
     assert "small-model: fine 128, coarse 512" in labels and "big-model: fine 512, coarse >1024" in labels
     assert any(label.startswith("claimed window (8k, off scale)") for label in labels)  # 8192 >> the 1024 swept
-    curves = {line.get_label(): line for line in ax.get_lines() if ":" in line.get_label() and not line.get_label().startswith("claimed")}
+    curves = {
+        line.get_label(): line
+        for line in ax.get_lines()
+        if ":" in line.get_label() and not line.get_label().startswith("claimed")
+    }
     small = curves["small-model: fine 128, coarse 512"]
     assert list(small.get_xdata()) == list(LENGTHS) and list(small.get_ydata()) == [1.0, 1.0, 0.6, 0.6, 0.3]
-    vertical = sorted({line.get_xdata()[0] for line in ax.get_lines() if len(set(line.get_xdata())) == 1 and line.get_label().startswith("_")})
+    vertical = sorted(
+        {
+            line.get_xdata()[0]
+            for line in ax.get_lines()
+            if len(set(line.get_xdata())) == 1 and line.get_label().startswith("_")
+        }
+    )
     assert vertical == [128, 512, 1024]  # fine and coarse marks of both models (512 is shared)
     assert ax.get_xscale() == "log"  # a geometric sweep: 64 and 128 would crowd on a linear axis
     assert [t.get_text() for t in ax.get_xticklabels()] == [str(L) for L in LENGTHS]
@@ -167,7 +216,9 @@ def test_babilong_heatmap_reads_the_one_task_results(two_runs):
     assert grid[0, 1] == pytest.approx(90) and grid[2, 2] == pytest.approx(10)
     assert grid[3, 0] == pytest.approx(100 * (1.0 + 0.9 + 0.5) / 3)  # acc@0k: mean over the tasks
     assert corrected_ax.get_images()[0].get_array()[2, 2] == pytest.approx(15)
-    outlined = sorted((p.get_x() + 0.5, p.get_y() + 0.5) for p in acc_ax.patches if isinstance(p, Rectangle) and not p.get_fill())
+    outlined = sorted(
+        (p.get_x() + 0.5, p.get_y() + 0.5) for p in acc_ax.patches if isinstance(p, Rectangle) and not p.get_fill()
+    )
     assert outlined == [(0.0, 1.0), (1.0, 0.0)]  # qa1 up to 1k, qa2 up to 0k, qa3 nowhere
     table = blocks(report, Table, "BABILong")[0]
     assert table.header == ["model", "acc", "acc@0k", "acc@1k", "acc@4k", "effective context", "questions per cell"]
@@ -216,7 +267,10 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     files = write_report(two_runs, tmp_path / "report")
     md = files.markdown.read_text()
     assert md.startswith("# Long-context memory report")
-    assert "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] | babilong: 3 docs skipped |\n" in md
+    assert (
+        "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] | babilong: 3 docs skipped |\n"
+        in md
+    )
     assert f"| big-model | hf | pretrained=/models/big-model, dtype=float32 | {two_runs[1].path} |" in md
     linked = re.findall(r"!\[[^]]*\]\((figures/[^)]+\.png)\)", md)
     assert len(linked) == 6 and all((tmp_path / "report" / name).is_file() for name in linked)
@@ -238,7 +292,10 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
         capture_output=True, text=True,
     )  # fmt: skip
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"lm-eval-longmem report: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+    assert (
+        proc.stderr.strip()
+        == f"lm-eval-longmem report: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+    )
     assert "small-model: forgetting_curve fine_memory_length 128 [64, 128]" in proc.stdout
     assert "big-model" in proc.stdout
     assert (tmp_path / "r" / "report.html").is_file()
@@ -251,7 +308,11 @@ def with_answer_bias(path, share, per_length=(1.0, 1.0)):
     """Add Book-SORT `pct_A` metrics to a written run."""
     data = json.loads(path.read_text())
     row = data["results"]["booksort_in_context"]
-    row |= {"pct_A,none": share, "pct_A_ci_low,none": max(0.0, share - 0.1), "pct_A_ci_high,none": min(1.0, share + 0.1)}
+    row |= {
+        "pct_A,none": share,
+        "pct_A_ci_low,none": max(0.0, share - 0.1),
+        "pct_A_ci_high,none": min(1.0, share + 0.1),
+    }
     row |= {f"pct_A@{cell},none": value for cell, value in zip(("LE250", "LE500"), per_length)}
     path.write_text(json.dumps(data))
     return path
@@ -270,10 +331,14 @@ def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path)
     ax_a = figure(report, "booksort").axes[0]
     dotted = {line.get_label(): list(line.get_ydata()) for line in ax_a.get_lines() if line.get_linestyle() == ":"}
     assert dotted == {'stuck-model: share answered "A"': [1.0, 1.0], 'mixed-model: share answered "A"': [0.5, 0.6]}
-    proc = subprocess.run([CLI, "report", str(stuck), "--output_path", str(tmp_path / "r")], capture_output=True, text=True)
-    assert 'stuck-model: forgetting_curve fine_memory_length 128 [64, 128] (coarse 512 [256, 512]), booksort acc 75.0 [30.0, 80.0]%, ' \
-        'babilong acc 55.0 [40.0, 70.0]% (answer bias: "A" on every booksort_in_context trial) [rests on: babilong: 3 docs skipped]' \
+    proc = subprocess.run(
+        [CLI, "report", str(stuck), "--output_path", str(tmp_path / "r")], capture_output=True, text=True
+    )
+    assert (
+        "stuck-model: forgetting_curve fine_memory_length 128 [64, 128] (coarse 512 [256, 512]), booksort acc 75.0 [30.0, 80.0]%, "
+        'babilong acc 55.0 [40.0, 70.0]% (answer bias: "A" on every booksort_in_context trial) [rests on: babilong: 3 docs skipped]'
         in [line.strip() for line in proc.stdout.splitlines()]
+    )
 
 
 def test_perplexity_is_drawn_under_the_curve(tmp_path):
@@ -294,7 +359,15 @@ def test_perplexity_is_drawn_under_the_curve(tmp_path):
     band = ppl_ax.collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() == pytest.approx(1.0)  # a t interval reaching below 1 is drawn from 1: no perplexity is lower
     # A run without perplexity (results of before) keeps the one-panel figure.
-    assert len(figure(build_report(load_runs([write_run(tmp_path / "b", "old-model", fine=128, coarse=512)])), "forgetting_curve_old-model").axes) == 1
+    assert (
+        len(
+            figure(
+                build_report(load_runs([write_run(tmp_path / "b", "old-model", fine=128, coarse=512)])),
+                "forgetting_curve_old-model",
+            ).axes
+        )
+        == 1
+    )
 
 
 def with_sources(path, **sources):
@@ -312,13 +385,24 @@ def test_runs_that_differ_only_in_sources_are_overlaid(tmp_path):
     copy = with_sources(write_run(tmp_path / "c", "m", fine=0, coarse=256), forgetting_curve_copy_source="random")
     other_samples = with_sources(write_run(tmp_path / "d", "m", fine=0, coarse=256), forgetting_curve_samples=3,
                                  forgetting_curve_copy_source="random")  # fmt: skip
-    other_model = with_sources(write_run(tmp_path / "e", "n", fine=0, coarse=256), forgetting_curve_copy_source="random")
+    other_model = with_sources(
+        write_run(tmp_path / "e", "n", fine=0, coarse=256), forgetting_curve_copy_source="random"
+    )
     report = build_report(load_runs([plain, prefix, copy, other_samples, other_model]))
     table = blocks(report, Table, "Forgetting curve by text source")
-    assert len(table) == 1 and [row[1:3] for row in table[0].rows] == [["pg19", "pg19"], ["pg19", "random"], ["random", "pg19"]]
+    assert len(table) == 1 and [row[1:3] for row in table[0].rows] == [
+        ["pg19", "pg19"],
+        ["pg19", "random"],
+        ["random", "pg19"],
+    ]
     ax_a, ax_b = figure(report, "forgetting_curve_sources_m").axes
     assert {line.get_label() for line in ax_a.get_lines()} == {"I: pg19", "I: random"}  # S fixed to pg19
-    assert {line.get_label() for line in ax_b.get_lines()} == {"S: pg19 (copy)", "S: pg19 (LM)", "S: random (copy)", "S: random (LM)"}
+    assert {line.get_label() for line in ax_b.get_lines()} == {
+        "S: pg19 (copy)",
+        "S: pg19 (LM)",
+        "S: random (copy)",
+        "S: random (LM)",
+    }
     random_copy = next(line for line in ax_b.get_lines() if line.get_label() == "S: random (copy)")
     assert list(random_copy.get_ydata()) == [0.6, 0.6, 0.6, 0.3, 0.3]  # the curve of the run with random S
     assert not blocks(build_report(load_runs([plain, other_model])), Table, "Forgetting curve by text source")
@@ -372,12 +456,16 @@ def test_html_report_renders_markdown(uniform_run):
 def test_html_report_wraps_long_paths(uniform_run):
     _, files = uniform_run
     page = files.html.read_text()
-    assert "td { " in page and "overflow-wrap: anywhere" in page.split("td { ")[0] + page.split("td { ")[1].split("}")[0]
+    assert (
+        "td { " in page and "overflow-wrap: anywhere" in page.split("td { ")[0] + page.split("td { ")[1].split("}")[0]
+    )
     results_file = str(load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path)
     assert len(results_file) > 120 and re.sub(r"([/_])", r"\1<wbr>", results_file) in page  # breaks at every separator
     cells = re.findall(r"<td>(.*?)</td>", page)
     text = [re.sub(r"<[^>]+>", " ", piece) for cell in cells for piece in cell.split("<wbr>")]
-    runs = [run for piece in text for run in re.split(r"\s+|(?<=-)", piece) if run]  # a browser may break after a hyphen
+    runs = [
+        run for piece in text for run in re.split(r"\s+|(?<=-)", piece) if run
+    ]  # a browser may break after a hyphen
     assert max(map(len, runs)) <= 48, max(runs, key=len)  # no unbreakable stretch wider than a column
 
 
@@ -388,12 +476,16 @@ def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
     counts = results["configs"]["forgetting_curve"]["longmem"]["docs_per_cell"]
     one, two = sorted(counts, key=counts.get)  # --limit 3 of 2 lengths x 2 samples: one length has 1 sample
     assert (counts[one], counts[two]) == (1, 2)
-    assert row[f"copy_ppl@{two},none"] == pytest.approx(101.0) and row[f"copy_ppl@{two}_ci_low,none"] is None  # equal: no t interval
+    assert (
+        row[f"copy_ppl@{two},none"] == pytest.approx(101.0) and row[f"copy_ppl@{two}_ci_low,none"] is None
+    )  # equal: no t interval
     assert row[f"copy_acc@{one}_ci_low,none"] is None and row[f"copy_acc@{two}_ci_low,none"] is not None  # n=1: none
     table = [line.split(" | ") for line in files.markdown.read_text().splitlines() if line.startswith("| ")]
     by_length = {cells[1]: cells for cells in table if cells[1] in (one, two)}
     assert by_length[two][2] == "2" and by_length[two][5:] == ["101.0 (all equal)", "101.0 (all equal) |"]
     assert by_length[one][2] == "1" and all(cell.endswith(("(n=1)", "(n=1) |")) for cell in by_length[one][3:])
+
+
 # --- issue 28, defect 5: a report says what its numbers rest on ---------------------------------------------------------
 
 
@@ -415,8 +507,13 @@ def test_a_partial_merge_and_lengths_without_docs_are_stated_first_and_in_the_ta
     assert "`forgetting_curve`: no doc ran at 32 of its sweep" in text
     assert "`babilong`: 3 docs were skipped" in text
     headline = blocks(report, Table, "Headline numbers")[0]
-    assert headline.rows[0][-1] == "forgetting_curve PARTIAL: 5 of 9 docs in no shard; forgetting_curve: no doc at 32; babilong: 3 docs skipped"
+    assert (
+        headline.rows[0][-1]
+        == "forgetting_curve PARTIAL: 5 of 9 docs in no shard; forgetting_curve: no doc at 32; babilong: 3 docs skipped"
+    )
     curve = blocks(report, Table, "Forgetting curve")[0]
     assert curve.rows[0][curve.header.index("lengths tested")] == "32 (no docs), 64, 128, 256, 512, 1024"
-    proc = subprocess.run([CLI, "report", str(path), "--output_path", str(tmp_path / "r")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [CLI, "report", str(path), "--output_path", str(tmp_path / "r")], capture_output=True, text=True
+    )
     assert proc.returncode == 0 and "PARTIAL" in proc.stdout and "PARTIAL" in (tmp_path / "r" / "report.md").read_text()
