@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -135,7 +135,7 @@ QUESTION_FORMS: dict[str, re.Pattern[str]] = {
 """The form of each task's questions, as `normalize_answer` writes them (bAbI asks nothing else)."""
 
 
-def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
+def _fit(rows: Sequence[Mapping[str, str]], qa: str) -> tuple[float, float]:
     """(share of targets in `qa`'s label set, share of questions in `qa`'s form) of `rows`."""
     labels = {label.lower() for label in TASK_LABELS[qa]}
     lists = qa == "qa8"  # qa8 targets may list several objects
@@ -149,7 +149,7 @@ def _fit(rows: list[Mapping[str, str]], qa: str) -> tuple[float, float]:
     return in_labels / len(rows), in_form / len(rows)
 
 
-def check_task_content(rows: list[Mapping[str, str]], qa: str, path: str | Path) -> None:
+def check_task_content(rows: Sequence[Mapping[str, str]], qa: str, path: str | Path) -> None:
     """Refuse `rows` (of the file `path`) as answers of task `qa` when their content says another task.
 
     A file's name can lie (a qa5 file renamed `preds5.csv` and scored as qa1 gets 0%). Every
@@ -232,7 +232,8 @@ class Audit(NamedTuple):
 def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
     """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
     labels = labels_for(qa)
-    verdicts, disagreements, both_fail, abstentions = [], [], [], Counter()
+    verdicts, disagreements, both_fail = [], [], []
+    abstentions: Counter[str] = Counter()
     for index, row in enumerate(rows):
         verdict = check(qa, row["target"], row["output"], row["question"])
         verdicts.append(verdict)

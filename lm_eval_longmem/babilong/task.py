@@ -95,7 +95,7 @@ def cells_from_items(items: Sequence[Answer]) -> list[summary.Cell]:
         n = len(rows)
         acc, corrected = (proportion_interval(round(math.fsum(getattr(r, k) for r in rows)), n) for k in CHECKS)
         abstained = (
-            proportion_interval(round(math.fsum(r.corrected_abstained for r in rows)), n)
+            proportion_interval(round(math.fsum(r.corrected_abstained or 0.0 for r in rows)), n)
             if all(r.corrected_abstained is not None for r in rows) else None
         )  # fmt: skip
         cells.append(summary.Cell(qa, length, n, acc, corrected, abstained))
@@ -198,10 +198,10 @@ class BabilongTask(LongmemTask):
         for check_name in (*CHECKS, ABSTAINED.name):
             for length in (None, *lengths):
                 on = () if length is None else (length,)
-                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], check_name)
+                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], check_name)  # type: ignore[arg-type]  # one of CHECKS or ABSTAINED: summary's literals
                 out.update(zip(metric_names.with_interval(check_name, *on), mean))
             if check_name != ABSTAINED.name:
-                effective = summary.effective_context(cells, metric=check_name)
+                effective = summary.effective_context(cells, metric=check_name)  # type: ignore[arg-type]  # one of CHECKS
                 out.update({metric_names.effective_context(check_name, qa): effective.get(qa) for qa in tasks})
         if self.options.retrieval != "none":
             for length in lengths:

@@ -360,7 +360,7 @@ class BooksortTask(LongmemTask):
             "acc": float(answer == gold),
             "pct_A": float(answer == LABELS[0]),
             "invalid": float(answer is None),
-            "log_odds": log_odds,
+            "log_odds": log_odds,  # type: ignore[dict-item]  # None for a generated answer (no log-odds), as Trial.log_odds
         }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Trial:
@@ -376,7 +376,12 @@ class BooksortTask(LongmemTask):
             metric_names.name("acc", stat=s): fn(by_condition) for s, fn in _PAPER_ACC.items()
         }
         if self.OUTPUT_TYPE == "multiple_choice":
-            calibrated = [(t.condition, right) for t, right in zip(items, calibrated_correct(items), strict=True)]
+            # every multiple-choice trial has log-odds, so no calibrated verdict is None
+            calibrated = [
+                (t.condition, float(right))
+                for t, right in zip(items, calibrated_correct(items), strict=True)
+                if right is not None
+            ]
             out.update(
                 {metric_names.name(self.CALIBRATED.name, stat=s): fn(calibrated) for s, fn in _PAPER_ACC.items()}
             )

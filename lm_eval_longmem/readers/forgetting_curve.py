@@ -107,13 +107,15 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
         value = metric_names.number(metrics.get(metric_names.name(score, *parts, stat=stat)))
         return math.nan if value is None else value
 
-    copy, lm, intervals = {}, {}, {}
+    copy, lm = {}, {}
+    intervals: dict[int, tuple[Interval, Interval]] = {}
     for L in tested_lengths(metrics):
         copy[L] = np.array([number(COPY, L)])
         lm[L] = np.array([number(LM, L)])
-        intervals[L] = tuple(
+        copy_interval, lm_interval = (
             Interval(*(number(score, L, stat=stat) for stat in metric_names.MEAN_AND_INTERVAL)) for score in (COPY, LM)
         )
+        intervals[L] = (copy_interval, lm_interval)
     skipped = tuple(sorted(int(cell) for cell in skip_reasons(results, task)))
     claimed = metric_names.number(metrics.get(metric_names.CLAIMED_LENGTH))
     reported: dict[str, Any] = {}
@@ -154,7 +156,7 @@ def stored_summary(results: dict[str, Any], task: str | None = None, *, path: Pa
     """
     task = task or forgetting_curve_task(results)
     curve = read_results(results, task)
-    if not curve.counts and path is not None:
+    if not curve.counts and path is not None and task is not None:
         samples = Run(Path(path), results).samples_file(task)
         if samples is not None:
             lengths = [int(record["doc"]["length"]) for record in read_samples_file(samples)]

@@ -196,7 +196,7 @@ def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section 
             if main is None:
                 continue
             name, value, stderr, higher = main
-            direction = {True: "higher", False: "lower"}.get(higher, "?")
+            direction = "?" if higher is None else ("higher" if higher else "lower")
             rows.append([label, task, name, f"{value:.4g}", "-" if stderr is None else f"{stderr:.2g}", direction])
     if not rows:
         return None
@@ -271,9 +271,10 @@ def write_report(
     for block in report.figures():
         pngs[block.name] = figure_png(block.figure)
         png = out_dir / "figures" / f"{block.name}.png"
-        atomic_write(png, lambda tmp, data=pngs[block.name]: tmp.write_bytes(data))
+        data = pngs[block.name]
+        atomic_write(png, lambda tmp: tmp.write_bytes(data))  # noqa: B023 (called at once)
         pdf = png.with_suffix(".pdf")
-        atomic_write(pdf, lambda tmp, fig=block.figure: fig.savefig(tmp, format="pdf", bbox_inches="tight"))
+        atomic_write(pdf, lambda tmp: block.figure.savefig(tmp, format="pdf", bbox_inches="tight"))  # noqa: B023 (called at once)
         written += [png, pdf]
         plt.close(block.figure)
     markdown = out_dir / "report.md"

@@ -99,9 +99,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
-def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, ...]:
+def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
     """(mean, low, high) of `score` over the cell of `parts` (none: the whole run) in canonical metrics."""
-    return tuple(metrics.get(key) for key in metric_names.with_interval(score, *parts))
+    mean, low, high = (metrics.get(key) for key in metric_names.with_interval(score, *parts))
+    return mean, low, high
 
 
 def memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:

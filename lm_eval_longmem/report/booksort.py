@@ -120,8 +120,8 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     lines: dict[str, dict[str, Any]] = {}
     rows = []
     lengths = sorted({le for run in runs for row in booksort_rows(run).values() for le in excerpt_lengths(row)})
-    calibrated = any(metric_names.parse(key).score == "acc_calibrated" for run in runs for row in booksort_rows(run).values()
-                     for key in row if metric_names.parse(key) is not None)  # fmt: skip
+    calibrated = any(parsed.score == "acc_calibrated" for run in runs for row in booksort_rows(run).values()
+                     for key in row if (parsed := metric_names.parse(key)) is not None)  # fmt: skip
     for run, label in zip(runs, labels):
         tasks = booksort_rows(run)
         for task, row in tasks.items():

@@ -197,7 +197,7 @@ def per_length_rows(label: str, metrics: dict[str, Any], summary: Any) -> list[l
         rows.append(
             [label, str(s.length), str(s.n) if s.n else "-"]
             + [estimate(*c, s.n, scale=100) for c in cells[:2]]
-            + [estimate(*c, s.n, digits=3 if number(c[0]) is not None and number(c[0]) < 10 else 1) for c in cells[2:]]
+            + [estimate(*c, s.n, digits=3 if (v := number(c[0])) is not None and v < 10 else 1) for c in cells[2:]]
         )
     return rows
 
@@ -249,7 +249,8 @@ def _forgetting_curve_sources_section(runs: Sequence[Run], labels: Sequence[str]
         rows, curves = [], []
         for label, run in members:
             copy, prefix = fc_plot.run_sources(_fc_metadata(run))
-            metrics = run.metrics(forgetting_curve_task(run.data))
+            task = forgetting_curve_task(run.data)
+            metrics = run.metrics(task) if task else {}
             curves.append(fc_plot.SourcedCurve(copy, prefix, stored_summary(run.data, path=run.path)))
             rows.append([
                 label, copy, prefix,
