@@ -15,7 +15,6 @@ import time
 
 from lm_eval_longmem.babilong import data as babilong
 from lm_eval_longmem.babilong.options import DEFAULT_TASKS, STANDARD_LENGTHS
-from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.order import interleave, rank_work
 from lm_eval_longmem.forgetting_curve import data as forgetting_curve
 from lm_eval_longmem.forgetting_curve.options import DEFAULT_SAMPLES
@@ -34,7 +33,7 @@ def forgetting_curve_cells(window: int) -> list[list[dict]]:
 
 def babilong_cells(window: int) -> list[list[dict]]:
     """The default run: qa1-qa5 at every standard length within the window, 100 samples each."""
-    lengths = [parse_length(name) for name in STANDARD_LENGTHS if parse_length(name) <= window]
+    lengths = [n for n in STANDARD_LENGTHS if n <= window]
     return [[{"length": L}] * HUB_SAMPLES for L in lengths for _ in DEFAULT_TASKS]
 
 

@@ -33,11 +33,10 @@ from typing import Any
 from lm_eval_longmem.babilong.options import ALL_TASKS, STANDARD_LENGTHS
 from lm_eval_longmem.babilong.task import BabilongTask
 from lm_eval_longmem.common import stats
-from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.metric_names import cell
 
 FILTER = "none"
-LENGTHS = [parse_length(name) for name in STANDARD_LENGTHS]
+LENGTHS = list(STANDARD_LENGTHS)
 
 
 def synthetic_task() -> BabilongTask:

@@ -40,7 +40,7 @@ import yaml
 
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
 from lm_eval_longmem.paths import task_configs_dir
 
@@ -317,13 +317,13 @@ def babilong_rows(
     generated = options.source == "generate"
     template = {qa: len(tokenizer(build_prompt(qa, "", "", options.switches))["input_ids"]) for qa in options.tasks}
     rows, notes = [], []
-    for name in lengths:
-        length = parse_length(name)
+    for length in lengths:
+        name = format_length(length)
         docs, tokens, missing = 0, [], []
         for qa in options.tasks:
             if generated:
                 count = options.samples
-            elif HUB_SETS[options.source].has(qa, name):
+            elif HUB_SETS[options.source].has(qa, length):
                 count = 1000 if options.source == "hub-1k" else 100
             else:
                 count = 0

@@ -26,7 +26,7 @@ from lm_eval_longmem.babilong.options import PREFIX, STANDARD_LENGTHS, BabilongO
 from lm_eval_longmem.common.corpus import DEFAULT_DATASET, check_text_source, hub_failure
 from lm_eval_longmem.common.embedded import BOOKS_HINT
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.common.lengths import format_length, parse_length
 from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
@@ -39,19 +39,19 @@ class HubSet:
     """One pre-generated BABILong set on the Hugging Face Hub."""
 
     path: str
-    """Dataset name on the hub; configs are lengths ("4k"), splits are tasks ("qa1")."""
-    lengths: tuple[str, ...]
-    """Lengths it has."""
+    """Dataset name on the hub; configs are lengths (named by `format_length`: "4k"), splits are tasks ("qa1")."""
+    lengths: tuple[int, ...]
+    """Lengths it has (tokens)."""
     tasks_beyond_0k: int
     """It has qa1..qaN at lengths above 0k (all twenty at 0k)."""
 
-    def has(self, qa: str, length: str) -> bool:
+    def has(self, qa: str, length: int) -> bool:
         number = int(qa.removeprefix("qa"))
-        return length in self.lengths and (length == "0k" or number <= self.tasks_beyond_0k)
+        return length in self.lengths and (length == 0 or number <= self.tasks_beyond_0k)
 
 
 HUB_SETS: dict[str, HubSet] = {
-    "hub": HubSet("RMT-team/babilong", (*STANDARD_LENGTHS, "10M"), tasks_beyond_0k=10),
+    "hub": HubSet("RMT-team/babilong", (*STANDARD_LENGTHS, parse_length("10M")), tasks_beyond_0k=10),
     "hub-1k": HubSet("RMT-team/babilong-1k-samples", STANDARD_LENGTHS[:9], tasks_beyond_0k=5),
 }
 
@@ -99,7 +99,7 @@ def babilong_options(metadata: dict[str, Any]) -> BabilongOptions:
     return parse_options(BabilongOptions, PREFIX, metadata)
 
 
-def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[str, ...]:
+def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[int, ...]:
     """The lengths this run covers: the chosen ones (each within the window), or every standard one that fits.
 
     Under the retrieval condition the model reads only the retrieved pieces, so chosen lengths may
@@ -107,10 +107,10 @@ def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[str,
     """
     if options.lengths is not None:
         for length in options.lengths if options.retrieval == "none" else ():
-            if window is not None and parse_length(length) > window:
+            if window is not None and length > window:
                 raise UsageError(
-                    f"--metadata {PREFIX}lengths asks for {length} ({parse_length(length)} tokens) but the model's "
-                    f"window is {window}: remove {length}, or pass max_length={parse_length(length)} in --model_args "
+                    f"--metadata {PREFIX}lengths asks for {format_length(length)} ({length} tokens) but the model's "
+                    f"window is {window}: remove {format_length(length)}, or pass max_length={length} in --model_args "
                     "if the model really handles it"
                 )
         return options.lengths
@@ -119,11 +119,11 @@ def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[str,
             "BABILong runs every standard length that fits the model's window by default, but the window is "
             f"unknown: pass max_length=N in --model_args, or list lengths with --metadata {PREFIX}lengths=[0k,4k]"
         )
-    return tuple(length for length in STANDARD_LENGTHS if parse_length(length) <= window)
+    return tuple(length for length in STANDARD_LENGTHS if length <= window)
 
 
-def _load_hub_cell(hub: HubSet, qa: str, length: str) -> datasets.Dataset:
-    return datasets.load_dataset(hub.path, name=length, split=qa)
+def _load_hub_cell(hub: HubSet, qa: str, length: int) -> datasets.Dataset:
+    return datasets.load_dataset(hub.path, name=format_length(length), split=qa)
 
 
 def source_problems(metadata: dict[str, Any]) -> list[str]:
@@ -135,7 +135,7 @@ def source_problems(metadata: dict[str, Any]) -> list[str]:
     if options.source != "generate":
         hub = HUB_SETS[options.source]
         try:
-            _load_hub_cell(hub, options.tasks[0], options.lengths[0] if options.lengths else "0k")
+            _load_hub_cell(hub, options.tasks[0], options.lengths[0] if options.lengths else 0)
         except Exception as err:  # offline, gated, network: datasets raises many types
             return [
                 f"{PREFIX}source={options.source} (hub dataset {hub.path!r}): {hub_failure(err)}; local alternative, "
@@ -163,34 +163,33 @@ def source_problems(metadata: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _hub_split(hub: HubSet, qa: str, length: str) -> datasets.Dataset:
+def _hub_split(hub: HubSet, qa: str, length: int) -> datasets.Dataset:
     """One (task, length) of a hub set, from the local HF cache or the network."""
     if not hub.has(qa, length):
         raise UsageError(
-            f"{hub.path} has no {qa} at {length}: choose other {PREFIX}tasks/{PREFIX}lengths, or generate the "
+            f"{hub.path} has no {qa} at {format_length(length)}: choose other {PREFIX}tasks/{PREFIX}lengths, or generate the "
             f"data with --metadata {PREFIX}source=generate"
         )
     try:
         return _load_hub_cell(hub, qa, length)
     except Exception as err:  # offline, unknown config, network: datasets raises many types
         raise UsageError(
-            f"could not load {hub.path} ({length}, {qa}) from the Hugging Face Hub ({type(err).__name__}): check "
+            f"could not load {hub.path} ({format_length(length)}, {qa}) from the Hugging Face Hub ({type(err).__name__}): check "
             "the network (offline runs need the dataset in the local HF cache), or generate the data locally with "
             f"--metadata {PREFIX}source=generate {PREFIX}facts=simulated {PREFIX}corpus=PATH/TO/books"
         ) from err
 
 
-def _hub_rows(hub: HubSet, qa: str, length: str) -> list[dict[str, Any]]:
+def _hub_rows(hub: HubSet, qa: str, length: int) -> list[dict[str, Any]]:
     """The docs of one hub cell: references to its rows (the haystacks stay in the HF cache)."""
     data = _hub_split(hub, qa, length)
-    tokens = parse_length(length)
     return [
         {
             "question": str(question),
             "target": str(target),
             "qa": qa,
-            "length": tokens,
-            "length_name": length,
+            "length": length,
+            "length_name": format_length(length),
             "sample_id": i,
             "facts": [],
             "fact_slots": [],
@@ -218,20 +217,20 @@ class Haystacks:
 
     def __init__(self, options: BabilongOptions) -> None:
         self.options = options
-        self._splits: dict[tuple[str, str], datasets.Dataset] = {}
+        self._splits: dict[tuple[str, int], datasets.Dataset] = {}
 
     def __call__(self, doc: dict[str, Any]) -> str:
         if self.options.source == "generate":
             from lm_eval_longmem.babilong.generate import generated_context
 
             return generated_context(doc, self.options.corpus)
-        key = (doc["qa"], doc["length_name"])
+        key = (doc["qa"], int(doc["length"]))
         if key not in self._splits:
             self._splits[key] = _hub_split(HUB_SETS[self.options.source], *key)
         return str(self._splits[key][int(doc["sample_id"])]["input"])
 
 
-def _generated_rows(options: BabilongOptions, qa: str, length: str, metadata: dict[str, Any]) -> list[dict[str, Any]]:
+def _generated_rows(options: BabilongOptions, qa: str, length: int, metadata: dict[str, Any]) -> list[dict[str, Any]]:
     from lm_eval_longmem.babilong.generate import GenerationSpec, generated_docs
 
     if options.facts == "babi" and not options.babi_dir:
@@ -241,7 +240,7 @@ def _generated_rows(options: BabilongOptions, qa: str, length: str, metadata: di
         )
     spec = GenerationSpec(
         qa=qa,
-        length=parse_length(length),
+        length=length,
         samples=options.samples,
         seed=options.seed,
         depth=options.depth,
@@ -258,7 +257,7 @@ def _generated_rows(options: BabilongOptions, qa: str, length: str, metadata: di
     )
 
 
-def cell_rows(options: BabilongOptions, metadata: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def cell_rows(options: BabilongOptions, metadata: dict[str, Any]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """(qa, length) -> its docs, for every selected cell, lengths in order then tasks."""
     lengths = selected_lengths(options, model_window(metadata).tokens)
     cells = {}

@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 
 from lm_eval_longmem.babilong.babi import BabiSample, read_babi, task_file
-from lm_eval_longmem.babilong.options import STANDARD_LENGTHS, length_name
+from lm_eval_longmem.babilong.options import STANDARD_LENGTHS
 from lm_eval_longmem.babilong.prompts import PromptParts, PromptSwitches, format_prompt, harness_prompt_parts
 from lm_eval_longmem.common.cache import cache_key, content_digest, load_or_build, sha256_hex, texts_digest
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.model_info import tokenizer_fingerprint
 from lm_eval_longmem.common.text import READER_VERSION
 from lm_eval_longmem.common.token_counts import join_additive
@@ -362,11 +362,15 @@ def context_of(doc: dict[str, Any], sentences: Sequence[str]) -> str:
 def _too_small(background: Background, budget: int, length: int) -> UsageError:
     """The one-line error for a corpus shorter than a sample's background, with the lengths it can serve."""
     overhead = length - budget  # prompt around the background, answer and reserve
-    serves = [n for n in STANDARD_LENGTHS[1:] if parse_length(n) - overhead <= background.total_tokens]
-    shorter = f"keep babilong_lengths at or below {serves[-1]}" if serves else "choose shorter babilong_lengths"
+    serves = [n for n in STANDARD_LENGTHS[1:] if n - overhead <= background.total_tokens]
+    shorter = (
+        f"keep babilong_lengths at or below {format_length(serves[-1])}"
+        if serves
+        else "choose shorter babilong_lengths"
+    )
     return UsageError(
         f"{background.name or 'the background corpus'} has {background.total_tokens:,} tokens of text, fewer than the "
-        f"{budget:,} one {length_name(length)} BABILong sample needs: point --metadata babilong_corpus at more books "
+        f"{budget:,} one {format_length(length)} BABILong sample needs: point --metadata babilong_corpus at more books "
         f"(a folder of .txt files), or {shorter}"
     )
 
@@ -399,7 +403,7 @@ def generate_samples(
             "target": sample.answer,
             "qa": spec.qa,
             "length": spec.length,
-            "length_name": length_name(spec.length),
+            "length_name": format_length(spec.length),
             "sample_id": int(index),
             "facts": list(sample.facts),
             "fact_slots": [],
@@ -582,5 +586,5 @@ def generated_docs(
         with open(src, encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]
 
-    name = f"babilong-generated/{spec.qa}-{length_name(spec.length)}"
+    name = f"babilong-generated/{spec.qa}-{format_length(spec.length)}"
     return load_or_build(name, key, build, dump=dump, load=load, suffix=".jsonl")

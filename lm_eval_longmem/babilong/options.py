@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lm_eval_longmem.babilong.prompts import PromptSwitches
-from lm_eval_longmem.common.lengths import format_length, parse_length
+from lm_eval_longmem.common.lengths import format_length, parse_lengths
 from lm_eval_longmem.common.options import (
     flag,
     fraction_band,
@@ -20,33 +20,23 @@ from lm_eval_longmem.common.options import (
 )
 
 PREFIX = "babilong_"
-STANDARD_LENGTHS: tuple[str, ...] = ("0k", "1k", "2k", "4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k", "1M")
-"""The lengths BABILong defines (the authors' splits; 10M left out)."""
+STANDARD_LENGTHS: tuple[int, ...] = tuple(parse_lengths("0k,1k,2k,4k,8k,16k,32k,64k,128k,256k,512k,1M"))
+"""The lengths BABILong defines, in tokens (the authors' splits 0k-1M; 10M left out)."""
 ALL_TASKS: tuple[str, ...] = tuple(f"qa{n}" for n in range(1, 21))
 DEFAULT_TASKS: tuple[str, ...] = ("qa1", "qa2", "qa3", "qa4", "qa5")
 """The paper's headline tasks (Table 2 averages qa1-qa5)."""
 
 
-def length_name(tokens: int) -> str:
-    """The authors' name of a length: 0 -> "0k", 4096 -> "4k", 1048576 -> "1M"."""
-    return "0k" if tokens == 0 else format_length(tokens)
-
-
-def standard_lengths(value: Any) -> tuple[str, ...] | None:
-    """ "fit" (None: every standard length within the window) or a list of standard lengths, in length order."""
+def standard_lengths(value: Any) -> tuple[int, ...] | None:
+    """ "fit" (None: every standard length within the window) or a list of standard lengths (tokens), in length order."""
     if isinstance(value, str) and value.strip().lower() == "fit":
         return None
-    chosen: set[str] = set()
-    for item in items(value):
-        try:
-            name = length_name(parse_length(item))
-        except ValueError:
-            name = str(item)
-        if name not in STANDARD_LENGTHS:
-            raise ValueError(f"{item} is not a BABILong length; choose among {','.join(STANDARD_LENGTHS)} or fit")
-        chosen.add(name)
-    if not chosen:
-        raise ValueError("no length given")
+    chosen = set(parse_lengths(value))
+    if unknown := [n for n in chosen if n not in STANDARD_LENGTHS]:
+        raise ValueError(
+            f"{format_length(min(unknown))} is not a BABILong length; choose among "
+            f"{','.join(map(format_length, STANDARD_LENGTHS))} or fit"
+        )
     return tuple(n for n in STANDARD_LENGTHS if n in chosen)
 
 
@@ -78,7 +68,7 @@ class BabilongOptions:
         "hub (100 samples), hub-1k (1000 samples) or generate (fresh, seeded)",
         "generate",
     )
-    lengths: tuple[str, ...] | None = option(
+    lengths: tuple[int, ...] | None = option(
         None,
         standard_lengths,
         "lengths to run; default fit: every standard length within the model's window",

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from lm_eval_longmem.babilong.predictions import score_file
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.stats import Interval, proportion_interval
 
 _FILE = re.compile(r"^(qa\d+)_(\d+[kM])_instruction_yes_examples_yes_post_prompt_yes(?:_.*)?\.csv$")
@@ -25,7 +26,8 @@ class ReferenceCell(NamedTuple):
     """The authors' accuracy on one (task, length), with a Wilson interval."""
 
     qa: str
-    length: str
+    length: int
+    """Tokens (the file names say "4k")."""
     n: int
     acc: Interval
 
@@ -47,7 +49,7 @@ def read_reference(folder: str | Path) -> Reference:
         if match := _FILE.match(file.name):
             score = score_file(file, match[1])
             hits = round(score.acc / 100 * score.n)
-            cells.append(ReferenceCell(match[1], match[2], score.n, proportion_interval(hits, score.n)))
+            cells.append(ReferenceCell(match[1], parse_length(match[2]), score.n, proportion_interval(hits, score.n)))
     if not cells:
         raise UsageError(
             f"--babilong_reference {folder}: no qaN_LEN_instruction_yes_examples_yes_post_prompt_yes*.csv "

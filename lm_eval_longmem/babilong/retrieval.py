@@ -50,6 +50,7 @@ import numpy as np
 from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.common.cache import cache_key, content_digest, items_digest, load_or_build, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.model_info import load_tokenizer, tokenizer_fingerprint
 
 log = logging.getLogger(f"lm_eval.{__name__}")
@@ -372,11 +373,11 @@ def retrieve_cell(
 
 
 def retrieve_cells(
-    cells: dict[tuple[str, str], list[dict[str, Any]]],
+    cells: dict[tuple[str, int], list[dict[str, Any]]],
     options: BabilongOptions,
     metadata: dict[str, Any],
     haystack: Callable[[dict[str, Any]], str],
-) -> dict[tuple[str, str], list[dict[str, Any]]]:
+) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Every cell's rows with their retrieved pieces and recall (hub rows get their facts located first).
 
     `haystack(row)` rebuilds a row's text (`data.Haystacks`)."""
@@ -408,7 +409,7 @@ def retrieve_cells(
                 log.warning(
                     "babilong %s %s: %d doc(s) not found in the bAbI files: no retrieval_recall for them",
                     qa,
-                    length,
+                    format_length(length),
                     missing,
                 )
         out[qa, length] = retrieve_cell(rows, options, retriever, tokenizer, haystack)

@@ -15,8 +15,9 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
   even the shortest; see `summary.effective_context`.
 
 LEN is the length in tokens (`acc@qa1_4096`; "0k" is 0), as for every metric name of ours
-(`common/metric_names.py`); the authors' names of the lengths ("4k") are in the results'
-`configs.babilong.longmem.length_names`.
+(`common/metric_names.py`); the authors' names of the lengths ("4k", `common.lengths.format_length`)
+are also stored in the results' `configs.babilong.longmem.length_names`, for readers outside this
+package (ours format the token count at display).
 
 Under the retrieval condition (`babilong_retrieval=sentences|chunks`, `retrieval.py`) the prompt's
 context is the doc's retrieved pieces, and each cell also gets `retrieval_recall@qaN_LEN` (1 when
@@ -38,10 +39,11 @@ from typing import Any, NamedTuple
 from lm_eval_longmem.babilong import data, retrieval, summary
 from lm_eval_longmem.babilong.corrected_check import check
 from lm_eval_longmem.babilong.data import Haystacks
-from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions, length_name
+from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.metric_names import MEAN_AND_INTERVAL, ScoreSpec, cell, cell_parts
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
 from lm_eval_longmem.common.task import LongmemTask
@@ -236,6 +238,6 @@ class BabilongTask(LongmemTask):
         """The task base's facts, the authors' name of every length that ran ({"4096": "4k"}), and the condition."""
         lengths = dict.fromkeys(int(cell_parts(c)[1]) for c in self.cells)
         return super().result_facts() | {
-            "length_names": {str(n): length_name(n) for n in lengths},
+            "length_names": {str(n): format_length(n) for n in lengths},
             "condition": retrieval.condition_label(self.options),
         }

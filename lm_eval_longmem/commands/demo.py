@@ -34,6 +34,7 @@ from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
 from lm_eval_longmem.common.evaluations import NAMES
 from lm_eval_longmem.common.flags import args_string
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.model_info import default_device
 from lm_eval_longmem.common.text import book_files
 from lm_eval_longmem.readers.results import find_results_file, load_run
@@ -315,11 +316,10 @@ def babilong_sentence(run: Any) -> str | None:
     if not cells:
         return None
     metrics = run.metrics(task)
-    names = babilong_report.length_names(run.data)
     overall = tuple(metrics.get(key) for key in metric_names.with_interval("acc"))
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     per_length = "; ".join(
-        f"{_pct(mean)} at {names.get(length, str(length))}"
+        f"{_pct(mean)} at {format_length(length)}"
         for length, mean in babilong_report.read_length_means(run.data).items()
     )
     per_cell = [int(n) for n in (run.facts(task).get("docs_per_cell") or {}).values()]

@@ -1,8 +1,12 @@
-"""One parser for length specs, used by every evaluation and every `--metadata` key.
+"""One parser for length specs and one formatter for showing a length, used by every evaluation.
 
-A length is a token count. Specs are ints or strings with an optional binary suffix, as the
-BABILong configs name them: "4k" = 4096, "1M" = 1048576, "512" = 512. Lists arrive from the
-command line as "1k,4k", "[512, 1024]" or a real list.
+A length is a token count, an `int`, from option parsing (`parse_length`, `parse_lengths`, called by
+`common.options.length`/`lengths` and the evaluations' option types) through data, metric names
+(`acc@qa1_4096`) and results readers, to the edge where a person reads it: report tables, figure
+axes, CLI text and error lines, which all call `format_length` and nothing else. Specs are ints or
+strings with an optional binary suffix, as the BABILong configs name them: "4k" = 4096,
+"1M" = 1048576, "512" = 512. Lists arrive from the command line as "1k,4k", "[512, 1024]" or a real
+list.
 """
 
 from __future__ import annotations
@@ -50,7 +54,13 @@ def parse_lengths(spec: str | int | Sequence[str | int]) -> list[int]:
 
 
 def format_length(n: int) -> str:
-    """Short name of a token count, the inverse of `parse_length` where exact: 4096 -> "4k", 1048576 -> "1M"."""
+    """A token count as people read it, the inverse of `parse_length`: 4096 -> "4k", 1048576 -> "1M", 1000 -> "1000".
+
+    0 is "0k", the BABILong authors' name of the length without background text; these are also the
+    names of the authors' hub configs and prediction files, so one spelling serves data and display.
+    """
+    if n == 0:
+        return "0k"
     if n >= 1024**2 and n % 1024**2 == 0:
         return f"{n // 1024**2}M"
     if n >= 1024 and n % 1024 == 0:

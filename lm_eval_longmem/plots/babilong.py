@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.babilong.summary import Metric
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.readers.babilong import (
     babilong_task,
-    length_names,
     read_cells,
     read_effective_context,
     read_length_means,
@@ -51,7 +51,6 @@ def figure(results: dict[str, Any], title: str) -> Any:
     from matplotlib.patches import Rectangle
 
     cells = read_cells(results)
-    names = length_names(results)
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     lengths = sorted({c.length for c in cells})
     effective = read_effective_context(results)
@@ -73,7 +72,7 @@ def figure(results: dict[str, Any], title: str) -> Any:
             if (reached := effective.get(qa)) is not None and reached in lengths:
                 ax.add_patch(Rectangle((lengths.index(reached) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))
         ax.axhline(len(tasks) - 0.5, color="black", lw=1.0)
-        ax.set_xticks(range(len(lengths)), [names[ln] for ln in lengths])
+        ax.set_xticks(range(len(lengths)), [format_length(ln) for ln in lengths])
         ax.set_yticks(range(len(rows)), rows)
         ax.set_xlabel("context length (tokens)")
         ax.set_title(panel, fontsize=10)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.stats import Interval
 
 if TYPE_CHECKING:
@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 
 
 class Series(NamedTuple):
-    """One line: its label, whether it is a reference (dashed), and accuracy per (task, length)."""
+    """One line: its label, whether it is a reference (dashed), and accuracy per (task, length in tokens)."""
 
     label: str
     reference: bool
-    cells: dict[tuple[str, str], Interval]
+    cells: dict[tuple[str, int], Interval]
 
 
 def figure(series: Sequence[Series], tasks: Sequence[str]) -> Figure:
@@ -34,13 +34,13 @@ def figure(series: Sequence[Series], tasks: Sequence[str]) -> Figure:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lengths = sorted({ln for s in series for (qa, ln) in s.cells if qa in tasks}, key=parse_length)
+    lengths = sorted({ln for s in series for (qa, ln) in s.cells if qa in tasks})
     position = {ln: i for i, ln in enumerate(lengths)}
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.4), squeeze=False, sharey=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, qa in zip(axes[0], tasks):
         for i, line in enumerate(series):
-            points = sorted(((ln, v) for (q, ln), v in line.cells.items() if q == qa), key=lambda p: parse_length(p[0]))
+            points = sorted(((ln, v) for (q, ln), v in line.cells.items() if q == qa), key=lambda p: p[0])
             if not points:
                 continue
             xs = [position[ln] for ln, _ in points]
@@ -51,7 +51,7 @@ def figure(series: Sequence[Series], tasks: Sequence[str]) -> Figure:
                 xs, [100 * v.low for _, v in points], [100 * v.high for _, v in points], color=color, alpha=0.12
             )
         ax.set_title(qa)
-        ax.set_xticks(range(len(lengths)), lengths, rotation=45)
+        ax.set_xticks(range(len(lengths)), [format_length(ln) for ln in lengths], rotation=45)
         ax.set_xlabel("context length")
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3)

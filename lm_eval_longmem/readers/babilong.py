@@ -1,10 +1,11 @@
 """BABILong results read back: the task x length cells, means over tasks and effective context a run
-stored, its length names; and the text report of `lm-eval-longmem babilong report`.
+stored; and the text report of `lm-eval-longmem babilong report`.
 
 `lm-eval-longmem babilong report`, the heatmap and `lm-eval-longmem report` read a results file with
 these (`read_cells`, `read_length_means`, `read_effective_context`; names through
 `common/metric_names.py`), so they work on runs made elsewhere. The summaries themselves are computed
-by the task with `babilong/summary.py`; `length_names` gives the authors' names of lengths ("4k") for display.
+by the task with `babilong/summary.py`. Lengths are token counts throughout; the text shows them as the
+authors name them ("4k") through `common.lengths.format_length`, the one display formatter.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lm_eval_longmem.babilong.options import DEFAULT_TASKS, length_name
+from lm_eval_longmem.babilong.options import DEFAULT_TASKS
 from lm_eval_longmem.babilong.summary import (
     ABSTAINED,
     DEFAULT_THRESHOLD,
@@ -23,8 +24,9 @@ from lm_eval_longmem.babilong.summary import (
     ordered,
 )
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.stats import Interval
-from lm_eval_longmem.readers.results import facts, skip_reasons, task_metrics
+from lm_eval_longmem.readers.results import skip_reasons, task_metrics
 
 
 def _task_cells(metrics: dict[str, Any]) -> list[tuple[str, int]]:
@@ -92,14 +94,6 @@ def read_effective_context(results: dict[str, Any], metric: Metric = "acc") -> d
     return dict(sorted(out.items(), key=lambda item: int(item[0][2:])))
 
 
-def length_names(results: dict[str, Any]) -> dict[int, str]:
-    """The authors' name of every length of the run ({4096: "4k"}): stored with the run, else `options.length_name`."""
-    task = babilong_task(results)
-    stored = facts(results, task).get("length_names") or {} if task else {}
-    lengths = {c.length for c in read_cells(results)}
-    return {n: str(stored.get(str(n)) or length_name(n)) for n in sorted(lengths)}
-
-
 def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = "acc") -> str:
     """A plain-text report: task x length accuracies, the mean per length, effective context per task.
 
@@ -109,12 +103,11 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     cells = read_cells(results)
     if not cells:
         raise ValueError("the results hold no BABILong cells (acc@qaN_LEN): run lm_eval --tasks babilong first")
-    names = length_names(results)
-    lengths = list(names)
+    lengths = sorted({c.length for c in cells})
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     table = {(c.qa, c.length): c for c in cells}
     lines = [f"BABILong {metric} (%), 95% Wilson interval"]
-    lines.append("task   " + "".join(f"{names[ln]:>18}" for ln in lengths))
+    lines.append("task   " + "".join(f"{format_length(ln):>18}" for ln in lengths))
     for qa in tasks:
         row = f"{qa:<7}"
         for ln in lengths:
@@ -131,7 +124,7 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     lines.append(f"mean over tasks per length ({which}), 95% interval:")
     for length, value in means.items():
         lines.append(
-            f"  {names.get(length, length_name(length)):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]"
+            f"  {format_length(length):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]"
         )
     task = babilong_task(results)
     assert task is not None  # read_cells found its cells
@@ -153,22 +146,20 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     for qa in tasks:
         reached = found.get(qa)
         lines.append(
-            f"  {qa:<5}: {names.get(reached, length_name(reached)) if reached is not None else 'none (below threshold at the shortest length run)'}"
+            f"  {qa:<5}: {format_length(reached) if reached is not None else 'none (below threshold at the shortest length run)'}"
         )
     skipped = skip_reasons(results, task)
     if skipped:
         lines.append("")
         lines.append("docs skipped (never truncated):")
         for cell_text, reasons in skipped.items():
-            lines.append(
-                f"  {cell_label(cell_text, names)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items())
-            )
+            lines.append(f"  {cell_label(cell_text)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
     return "\n".join(lines)
 
 
-def cell_label(cell: str, names: dict[int, str]) -> str:
+def cell_label(cell: str) -> str:
     """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`); any other cell as it is."""
     parts = metric_names.cell_parts(cell)
     if len(parts) == 2 and parts[1].isdigit():
-        return f"{parts[0]}_{names.get(int(parts[1]), length_name(int(parts[1])))}"
+        return f"{parts[0]}_{format_length(int(parts[1]))}"
     return cell

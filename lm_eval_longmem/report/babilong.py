@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_longmem.babilong.options import length_name
 from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.lengths import parse_length
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.plots import babilong as babilong_plot
 from lm_eval_longmem.plots import babilong_conditions as conditions_plot
 from lm_eval_longmem.readers import babilong as babilong_report
@@ -34,7 +33,7 @@ def headline_line(cells: list[str]) -> str:
 
 def cell_label(run: Run, cell: str) -> str:
     """A cell of `run` as the authors name its length (`qa1_4096` -> `qa1_4k`)."""
-    return babilong_report.cell_label(cell, babilong_report.length_names(run.data))
+    return babilong_report.cell_label(cell)
 
 
 def sections(runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()) -> list[Section]:
@@ -57,7 +56,6 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
         return None
     section = Section("BABILong")
     cells = {run.path: babilong_report.read_cells(run.data) for run, _, _ in found}
-    names = {n: s for run, _, _ in found for n, s in babilong_report.length_names(run.data).items()}
     lengths = sorted({n for run, _, _ in found for n in babilong_report.read_length_means(run.data)})
     tasks = sorted({c.qa for run_cells in cells.values() for c in run_cells}, key=lambda qa: int(qa[2:]))
     section.blocks.append(
@@ -70,11 +68,11 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
         rows.append(
             [label, pct(*interval_of(metrics, "acc"))]
             + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths]
-            + [", ".join(f"{qa} {_length_label(effective, qa, names)}" for qa in tasks), _questions_per_cell(run)]
+            + [", ".join(f"{qa} {_length_label(effective, qa)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
     header = (
         ["model", "acc"]
-        + [metric_names.name("acc", names.get(ln, length_name(ln))) for ln in lengths]
+        + [metric_names.name("acc", format_length(ln)) for ln in lengths]
         + ["effective context", "questions per cell"]
     )
     section.blocks.append(Table(header, rows))
@@ -96,12 +94,12 @@ def _questions_per_cell(run: Run) -> str:
     return "-" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
-def _length_label(effective: dict[str, int | None], qa: str, names: dict[int, str]) -> str:
+def _length_label(effective: dict[str, int | None], qa: str) -> str:
     """A task's effective context as the authors name lengths ("1k"), "none" below threshold, "-" not reported."""
     if qa not in effective:
         return "-"
     length = effective[qa]
-    return "none" if length is None else names.get(length, length_name(length))
+    return "none" if length is None else format_length(length)
 
 
 def babilong_condition(run: Run) -> str:
@@ -120,10 +118,9 @@ def _babilong_conditions_section(
         return None
     section = Section("BABILong conditions: in-context and retrieval")
     cells = {run.path: babilong_report.read_cells(run.data) for run, *_ in found}
-    names = {n: s for run, *_ in found for n, s in babilong_report.length_names(run.data).items()}
     tasks = sorted({c.qa for run_cells in cells.values() for c in run_cells}, key=lambda qa: int(qa[2:]))
     lengths = sorted({c.length for run_cells in cells.values() for c in run_cells})
-    header = ["model", "condition", "task"] + [names.get(ln, length_name(ln)) for ln in lengths]
+    header = ["model", "condition", "task"] + [format_length(ln) for ln in lengths]
     section.blocks.append(
         "Each run's condition as it stored it (`in-context`, or the retrieval unit, top k and retriever). "
         "Accuracy (%, authors' answer check) per task and length with 95% intervals, and the mean over tasks."
@@ -133,7 +130,7 @@ def _babilong_conditions_section(
         rows += [[label, condition, qa] + [pct(*interval_of(metrics, "acc", qa, ln)) for ln in lengths] for qa in tasks]
         rows.append([label, condition, "mean"] + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths])
     for reference in references:
-        table = {(c.qa, parse_length(c.length)): c.acc for c in reference.cells}
+        table = {(c.qa, c.length): c.acc for c in reference.cells}
         rows += [
             [f"{reference.label} (authors' predictions)", "reference", qa] + [pct(*table[qa, ln]) if (qa, ln) in table else "-" for ln in lengths]
             for qa in tasks
@@ -152,7 +149,7 @@ def _babilong_conditions_section(
         )
         section.blocks.append(Table(header, recall_rows))
     series = [
-        conditions_plot.Series(f"{label} · {condition}", False, {(c.qa, names.get(c.length, length_name(c.length))): c.acc for c in cells[run.path]})
+        conditions_plot.Series(f"{label} · {condition}", False, {(c.qa, c.length): c.acc for c in cells[run.path]})
         for run, label, _, condition in found
     ] + [conditions_plot.Series(f"{r.label} (authors)", True, {(c.qa, c.length): c.acc for c in r.cells}) for r in references]  # fmt: skip
     section.blocks.append(

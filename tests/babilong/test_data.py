@@ -19,20 +19,28 @@ def test_defaults():
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("[0k,4k]", ("0k", "4k")),  # --metadata babilong_lengths=[0k,4k] arrives as this string
-        ("4k,0k", ("0k", "4k")),
-        ([0, 1024], ("0k", "1k")),
-        ("1M", ("1M",)),
+        ("[0k,4k]", (0, 4096)),  # --metadata babilong_lengths=[0k,4k] arrives as this string
+        ("4k,0k", (0, 4096)),
+        ([0, 1024], (0, 1024)),
+        ("[0, 1k, 1024]", (0, 1024)),
+        ("1M", (1048576,)),
         ("fit", None),
     ],
 )
 def test_lengths_option(value, expected):
+    """Lengths are token counts from the moment they are parsed."""
     assert babilong_options({"babilong_lengths": value}).lengths == expected
+
+
+def test_standard_lengths_are_the_authors_splits_in_tokens():
+    assert STANDARD_LENGTHS[:4] == (0, 1024, 2048, 4096) and STANDARD_LENGTHS[-1] == 1048576
 
 
 def test_non_standard_length_is_an_error_listing_the_valid_ones():
     with pytest.raises(UsageError, match=r"babilong_lengths=.*3k is not a BABILong length; choose among 0k,1k,2k"):
         babilong_options({"babilong_lengths": "[3k]"})
+    with pytest.raises(UsageError, match=r"babilong_lengths=.*unknown length spec 'four'"):
+        babilong_options({"babilong_lengths": "[0k,four]"})
 
 
 @pytest.mark.parametrize(
@@ -70,14 +78,14 @@ def test_depth_and_switch_options():
 
 
 def test_default_runs_every_standard_length_within_the_window():
-    assert selected_lengths(babilong_options({}), 8192) == ("0k", "1k", "2k", "4k", "8k")
+    assert selected_lengths(babilong_options({}), 8192) == (0, 1024, 2048, 4096, 8192)
     assert selected_lengths(babilong_options({}), 10**7) == STANDARD_LENGTHS
 
 
 def test_unknown_window_needs_explicit_lengths():
     with pytest.raises(UsageError, match="max_length"):
         selected_lengths(babilong_options({}), None)
-    assert selected_lengths(babilong_options({"babilong_lengths": "4k"}), None) == ("4k",)
+    assert selected_lengths(babilong_options({"babilong_lengths": "4k"}), None) == (4096,)
 
 
 def test_an_explicit_length_beyond_the_window_is_an_error():
@@ -86,8 +94,9 @@ def test_an_explicit_length_beyond_the_window_is_an_error():
 
 
 def test_hub_sets():
-    assert HUB_SETS["hub"].has("qa10", "1M") and not HUB_SETS["hub"].has("qa11", "1k")
-    assert HUB_SETS["hub-1k"].has("qa20", "0k") and not HUB_SETS["hub-1k"].has("qa1", "256k")
+    assert HUB_SETS["hub"].has("qa10", 1048576) and not HUB_SETS["hub"].has("qa11", 1024)
+    assert HUB_SETS["hub"].has("qa1", 10 * 1048576)  # 10M: on the hub, not a standard length here
+    assert HUB_SETS["hub-1k"].has("qa20", 0) and not HUB_SETS["hub-1k"].has("qa1", 262144)
 
 
 def test_a_cell_the_hub_set_lacks_is_an_error(tiny_llama_dir):

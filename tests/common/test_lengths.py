@@ -43,3 +43,8 @@ def test_parse_lengths_rejects_empty_and_garbage():
 def test_format_length_round_trips(n):
     assert parse_length(format_length(n)) == n
     assert format_length(4096) == "4k" and format_length(1048576) == "1M" and format_length(1000) == "1000"
+
+
+def test_format_length_names_zero_as_babilong_does():
+    """0 tokens is BABILong's "0k" split (the hub config and the authors' file names), shown the same way."""
+    assert format_length(0) == "0k" and format_length(3072) == "3k" and format_length(10 * 1048576) == "10M"
