@@ -40,6 +40,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
+from lm_eval_longmem.babilong.reference import EVALUATION as REFERENCE_EVALUATION
 from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
@@ -223,7 +224,7 @@ def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] =
     coverage = _coverage_section(own, own_labels)
     sections = [coverage] if coverage else []
     sections += [_headline_section(own, own_labels)] if own or not runs else []
-    references = {"babilong": babilong_references}
+    references = {REFERENCE_EVALUATION: babilong_references}
     for entry in sorted(EVALUATIONS, key=lambda entry: load(entry.report).POSITION):
         sections += load(entry.report).sections(own, own_labels, references.get(entry.name, ()))
     for make in (_skips_section, _other_tasks_section):
