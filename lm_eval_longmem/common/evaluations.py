@@ -12,7 +12,7 @@ A task of ours records its evaluation's `name` in the results file (`configs.<ta
 
 Adding an evaluation: its package (options, data, task, YAMLs under `task_configs/<name>/`), a reader,
 a report section, a plotter, a commands module, its rows of `plan` and its part of `demo`, then one
-entry below.
+entry below. Its tasks record the condition they ran under (`common.conditions`).
 """
 
 from __future__ import annotations
