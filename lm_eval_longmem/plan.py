@@ -40,6 +40,7 @@ import yaml
 
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.evaluations import evaluation, load
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
 from lm_eval_longmem.paths import task_configs_dir
@@ -72,7 +73,7 @@ class TaskFacts:
 
     name: str
     evaluation: str
-    """forgetting_curve, booksort or babilong."""
+    """The name of its entry in `common.evaluations.EVALUATIONS`."""
     output_type: str
     condition: str
     """Book-SORT's condition (in_context or memoryless); "" for the others."""
@@ -161,7 +162,9 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
 # --- counts per evaluation -----------------------------------------------------------------------
 
 
-def forgetting_curve_rows(task: TaskFacts, metadata: dict[str, Any]) -> tuple[list[Row], list[str]]:
+def forgetting_curve_rows(
+    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
+) -> tuple[list[Row], list[str]]:
     from lm_eval_longmem.forgetting_curve.data import (
         model_inputs,
         position_limit,
@@ -470,12 +473,7 @@ def make_plan(
     tokenizer, window = load_tokenizer(metadata), model_window(metadata)
     rows, notes = [], []
     for task in tasks:
-        if task.evaluation == "forgetting_curve":
-            found = forgetting_curve_rows(task, metadata)
-        elif task.evaluation == "booksort":
-            found = booksort_rows(task, metadata, tokenizer, window)
-        else:
-            found = babilong_rows(task, metadata, tokenizer, window)
+        found = load(evaluation(task.evaluation).planner)(task, metadata, tokenizer, window)
         rows += found[0]
         notes += found[1]
     return Plan(

@@ -133,6 +133,27 @@ def test_the_recorded_evaluation_is_accepted_when_the_reference_predates_it_and_
     assert "forgetting_curve" in compare(recorded, edited(recorded, "forgetting_curve", label("booksort"))).moved
 
 
+def test_a_retrieval_setting_stored_as_the_condition_compares_as_the_condition_and_setting_of_today():
+    retrieval = load("embedded_books_retrieval")
+    assert retrieval["tasks"]["babilong"]["longmem"]["condition"] == "chunks-128 top-3 bm25"  # recorded before issue 27
+
+    def today(task):
+        task["longmem"].update(condition="retrieval", retrieval="chunks-128 top-3 bm25")
+
+    assert not compare(retrieval, edited(retrieval, "babilong", today))
+    for moved in ({"condition": "in-context"}, {"retrieval": "sentences top-5 bm25"}):
+        changed = edited(retrieval, "babilong", lambda task, moved=moved: (today(task), task["longmem"].update(moved)))
+        assert "babilong" in compare(retrieval, changed).moved, moved
+
+
+def test_a_condition_is_accepted_when_the_reference_predates_it_and_compared_once_stored(stored):
+    assert "condition" not in stored["tasks"]["booksort_memoryless"]["longmem"]
+    labelled = edited(stored, "booksort_memoryless", lambda task: task["longmem"].update(condition="memory-less"))
+    assert not compare(stored, labelled)
+    relabelled = edited(labelled, "booksort_memoryless", lambda task: task["longmem"].update(condition="in-context"))
+    assert "booksort_memoryless" in compare(labelled, relabelled).moved
+
+
 def test_floating_point_noise_passes_and_one_near_tie_is_tolerated(stored):
     def noise(task):
         for doc in task["docs"]:

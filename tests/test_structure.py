@@ -190,6 +190,41 @@ def test_the_evaluations_are_listed_in_the_registry_only():
     assert found == []
 
 
+NAME_HOLDERS = {
+    f"{PACKAGE}.common.evaluations": "the registry",
+    f"{PACKAGE}.readers.results": "the documented guess of an older file's evaluation (`guessed_evaluation`)",
+    f"{PACKAGE}.harness": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
+}
+"""The modules besides an evaluation's own that may spell an evaluation's name, and why."""
+
+
+def _owner(module: str) -> str | None:
+    """The evaluation a module belongs to: its package, or a module of a layer named after it (`plots.babilong_conditions`)."""
+    parts = module.split(".")[1:]
+    return next((name for name in NAMES if parts and (parts[0] == name or parts[-1].startswith(name))), None)
+
+
+def test_an_evaluation_s_name_is_spelled_only_in_its_own_modules_and_the_registry():
+    """No module dispatches on an evaluation's name (`if name == "booksort"`): it asks the registry's entry. An
+    evaluation's own modules may name it (their constants), and `NAME_HOLDERS` say why they may."""
+    found = []
+    for module, path in package_modules().items():
+        if module in NAME_HOLDERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in NAMES and node.value != _owner(module):
+                found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.value!r}")
+    assert found == []
+
+
+def test_the_name_check_sees_a_dispatch_and_spares_an_evaluation_s_own_module():
+    assert (
+        _owner(f"{PACKAGE}.plots.babilong_conditions") == "babilong"
+        and _owner(f"{PACKAGE}.booksort.task") == "booksort"
+    )
+    assert _owner(f"{PACKAGE}.plan") is None and _owner(f"{PACKAGE}.commands.demo") is None
+
+
 def test_the_registry_imports_nothing_of_ours():
     """It names the modules of the layers above by dotted path, so it sits in `common/` without importing upward."""
     assert module_graph()[f"{PACKAGE}.common.evaluations"] == set()

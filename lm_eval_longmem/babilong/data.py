@@ -106,7 +106,7 @@ def selected_lengths(options: BabilongOptions, window: int | None) -> tuple[int,
     exceed its window (each prompt is still checked against it); `fit` keeps the in-context cells.
     """
     if options.lengths is not None:
-        for length in options.lengths if options.retrieval == "none" else ():
+        for length in () if options.uses_retrieval else options.lengths:
             if window is not None and length > window:
                 raise UsageError(
                     f"--metadata {PREFIX}lengths asks for {format_length(length)} ({length} tokens) but the model's "
@@ -280,7 +280,7 @@ def load_docs(**metadata: Any) -> dict[str, datasets.Dataset]:
     options = babilong_options(metadata)
     retrieval.check_condition(options, metadata)
     cells = cell_rows(options, metadata)
-    if options.retrieval != "none":
+    if options.uses_retrieval:
         cells = retrieval.retrieve_cells(cells, options, metadata, Haystacks(options))
     rows = [{"retrieved": [], "retrieval_recall": None} | row for row in interleave(cells.values(), cost=doc_work)]
     return {"test": datasets.Dataset.from_list(rows, features=DOC_FEATURES)}

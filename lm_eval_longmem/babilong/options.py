@@ -129,5 +129,10 @@ class BabilongOptions:
     limit_order: str = limit_order_option()
 
     @property
+    def uses_retrieval(self) -> bool:
+        """Whether the run is the retrieval condition (`babilong_retrieval` sentences or chunks), not in-context."""
+        return self.retrieval != "none"
+
+    @property
     def switches(self) -> PromptSwitches:
         return PromptSwitches(self.instruction, self.examples, self.answer_format)

@@ -78,7 +78,7 @@ class Span(NamedTuple):
 def check_condition(options: BabilongOptions, metadata: dict[str, Any]) -> None:
     """Refuse retrieval keys that would do nothing (a retrieval run that forgot `babilong_retrieval`)."""
     given = [k for k in _RETRIEVAL_KEYS if metadata.get(PREFIX + k) not in (None, "")]
-    if options.retrieval == "none" and given:
+    if not options.uses_retrieval and given:
         raise UsageError(
             f"--metadata {PREFIX}{given[0]} applies only to the retrieval condition: add "
             f"{PREFIX}retrieval=sentences (or chunks), or drop {PREFIX}{given[0]}"
@@ -90,10 +90,8 @@ def check_condition(options: BabilongOptions, metadata: dict[str, Any]) -> None:
         )
 
 
-def condition_label(options: BabilongOptions) -> str:
-    """How the condition reads in results and report headings: "in-context" or e.g. "sentences top-5 bm25"."""
-    if options.retrieval == "none":
-        return "in-context"
+def setting_label(options: BabilongOptions) -> str:
+    """How a retrieval run's setting reads in results and report headings: e.g. "sentences top-5 bm25"."""
     unit = "sentences" if options.retrieval == "sentences" else f"chunks-{options.retrieval_chunk_tokens}"
     order = ", text order" if options.retrieval_order == "text" else ""
     return f"{unit} top-{options.retrieval_k} {retriever_name(options.retriever)}{order}"

@@ -43,6 +43,7 @@ from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.conditions import IN_CONTEXT, RETRIEVAL
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.metric_names import MEAN_AND_INTERVAL, ScoreSpec, cell, cell_parts
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
@@ -115,7 +116,7 @@ class BabilongTask(LongmemTask):
     def score_specs(self) -> tuple[ScoreSpec, ...]:  # type: ignore[override]  # its retrieval score depends on the options; every caller has an instance
         """The two checks and the corrected reader's abstention, and retrieval recall under the retrieval condition."""
         specs = super().score_specs()
-        return (*specs, RECALL) if self.options.retrieval != "none" else specs
+        return (*specs, RECALL) if self.options.uses_retrieval else specs
 
     @cached_property
     def haystacks(self) -> Haystacks:
@@ -131,7 +132,7 @@ class BabilongTask(LongmemTask):
         the embedded model's), so a retriever changed in place gives new requests as it gives new pieces."""
         found = super().local_inputs()
         options = self.options
-        if options.retrieval != "none" and options.retriever.strip().lower() != "bm25":
+        if options.uses_retrieval and options.retriever.strip().lower() != "bm25":
             folder = Path(retrieval.dense_model_path(options.retriever))
             if folder.exists() and folder not in found:
                 found.append(folder)
@@ -143,7 +144,7 @@ class BabilongTask(LongmemTask):
         Under the retrieval condition the context is the retrieved pieces instead of the haystack.
         """
         options = self.options
-        context = self.haystack(doc) if options.retrieval == "none" else retrieval.context(doc, options.retrieval)
+        context = retrieval.context(doc, options.retrieval) if options.uses_retrieval else self.haystack(doc)
         return build_prompt(doc["qa"], context, doc["question"], options.switches)
 
     def fit_reason(self, doc: dict[str, Any]) -> str:
@@ -172,7 +173,7 @@ class BabilongTask(LongmemTask):
             "acc_corrected": float(verdict.acc_corrected),
             ABSTAINED.name: float(verdict.abstained),
         }
-        if options.retrieval != "none":
+        if options.uses_retrieval:
             scores[RECALL.name] = doc["retrieval_recall"]  # None when the doc's facts are unknown
         return scores
 
@@ -205,7 +206,7 @@ class BabilongTask(LongmemTask):
             if check_name != ABSTAINED.name:
                 effective = summary.effective_context(cells, metric=check_name)  # type: ignore[arg-type]  # one of CHECKS
                 out.update({metric_names.effective_context(check_name, qa): effective.get(qa) for qa in tasks})
-        if self.options.retrieval != "none":
+        if self.options.uses_retrieval:
             for length in lengths:
                 recall = recall_mean(items, length)
                 out.update(
@@ -226,7 +227,7 @@ class BabilongTask(LongmemTask):
                 )
             if check_name != ABSTAINED.name:
                 out.update(dict.fromkeys((metric_names.effective_context(check_name, qa) for qa in tasks), True))
-        if self.options.retrieval != "none":
+        if self.options.uses_retrieval:
             out.update(
                 dict.fromkeys(
                     (name for length in lengths for name in metric_names.with_interval(RECALL.name, length)), True
@@ -234,10 +235,14 @@ class BabilongTask(LongmemTask):
             )
         return out
 
+    @property
+    def condition(self) -> str:
+        """Retrieval when `babilong_retrieval` picks pieces of the haystack, else in-context."""
+        return RETRIEVAL if self.options.uses_retrieval else IN_CONTEXT
+
     def result_facts(self) -> dict[str, Any]:
-        """The task base's facts, the authors' name of every length that ran ({"4096": "4k"}), and the condition."""
+        """The task base's facts, the authors' name of every length that ran ({"4096": "4k"}) and, for the
+        retrieval condition, its setting (`retrieval`: "sentences top-5 bm25", `retrieval.setting_label`)."""
         lengths = dict.fromkeys(int(cell_parts(c)[1]) for c in self.cells)
-        return super().result_facts() | {
-            "length_names": {str(n): format_length(n) for n in lengths},
-            "condition": retrieval.condition_label(self.options),
-        }
+        setting = {"retrieval": retrieval.setting_label(self.options)} if self.options.uses_retrieval else {}
+        return super().result_facts() | {"length_names": {str(n): format_length(n) for n in lengths}} | setting

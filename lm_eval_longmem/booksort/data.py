@@ -56,6 +56,17 @@ class Source(NamedTuple):
     excerpt: Callable[[dict[str, Any]], str]
 
 
+CHECKPOINT_RECORD = "checkpoint.json"
+"""The record `booksort finetune` writes into each checkpoint it trains (`finetune.py`); a run of a model
+folder that holds one is the fine-tuned condition (`BooksortTask.condition`)."""
+
+
+def fine_tuned_checkpoint(metadata: dict[str, Any]) -> bool:
+    """Whether the evaluated model (`peft` adapters, else `pretrained`) is a checkpoint `booksort finetune` trained."""
+    model = metadata.get("peft") or metadata.get("pretrained")
+    return isinstance(model, str) and (Path(model).expanduser() / CHECKPOINT_RECORD).is_file()
+
+
 def booksort_options(metadata: dict[str, Any]) -> BooksortOptions:
     """The run's `booksort_*` options (parsed once per run, shared with the task)."""
     return parse_options(BooksortOptions, PREFIX, metadata)

@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
+from lm_eval_longmem.booksort.data import CHECKPOINT_RECORD, add_bin_index, booksort_options, read_split, select
 from lm_eval_longmem.booksort.instructions import GENERATED, Conversation, load_instructions
 from lm_eval_longmem.common.cache import atomic_write, cache_key, content_digest, items_digest
 from lm_eval_longmem.common.errors import UsageError
@@ -418,8 +418,6 @@ def mean_loss(model: Any, examples: Sequence[Example], *, batch_size: int, pad_i
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
-
-CHECKPOINT_RECORD = "checkpoint.json"
 
 
 def write_json(path: Path, value: Any) -> None:

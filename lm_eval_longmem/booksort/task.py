@@ -54,10 +54,11 @@ from lm_eval.api.instance import Instance
 from lm_eval_longmem.backends import install
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
 from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
-from lm_eval_longmem.booksort.data import Excerpts, prompt_work, user_text
+from lm_eval_longmem.booksort.data import Excerpts, fine_tuned_checkpoint, prompt_work, user_text
 from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.conditions import FINE_TUNED, IN_CONTEXT, MEMORYLESS
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, P_ABOVE_CHANCE, SUMMARY_KEY, ScoreSpec, factor
 from lm_eval_longmem.common.stats import (
@@ -307,6 +308,14 @@ class BooksortTask(LongmemTask):
         for instance in self.instances:
             if instance.request_type == TOKEN_REQUEST:
                 instance.arguments = tuple(compact_ids(arg) for arg in instance.arguments)
+
+    @property
+    def condition(self) -> str:
+        """In-context, or (the prompt without the excerpt, YAML `condition: memoryless`) memory-less, or
+        fine-tuned when that prompt is put to a checkpoint of `booksort finetune` (`fine_tuned_checkpoint`)."""
+        if (self.config.dataset_kwargs or {}).get("condition") != "memoryless":
+            return IN_CONTEXT
+        return FINE_TUNED if fine_tuned_checkpoint(self.metadata) else MEMORYLESS
 
     def result_facts(self) -> dict[str, Any]:
         """Our facts, and whose readout and prompt the run used (`booksort_protocol`, `booksort_prompt`)."""

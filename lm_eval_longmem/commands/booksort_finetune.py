@@ -45,6 +45,10 @@ from lm_eval_longmem.common.stats import paired_test
 from lm_eval_longmem.readers.booksort_finetune import SUMMARY, TASK, render_markdown
 from lm_eval_longmem.readers.results import Run, find_results_files, load_run
 
+EVALUATION_VERSION = 2
+"""Of what a stored evaluation holds, in its key beside the trainer's `VERSION` (which keys the checkpoints, so
+they are not retrained): 2, the results record the run's condition (fine-tuned for a checkpoint)."""
+
 
 @dataclass(frozen=True)
 class EvalSettings:
@@ -90,7 +94,7 @@ def evaluate(
         record = json.loads((checkpoint / CHECKPOINT_RECORD).read_text(encoding="utf-8"))
         digest = record["digest"]
         model_args["peft" if method == "lora" else "pretrained"] = str(checkpoint)
-    key = cache_key(v=VERSION, checkpoint=digest, settings=asdict(settings))
+    key = cache_key(v=VERSION, evaluation=EVALUATION_VERSION, checkpoint=digest, settings=asdict(settings))
     done = out / "eval.json"
     try:
         record = json.loads(done.read_text(encoding="utf-8"))

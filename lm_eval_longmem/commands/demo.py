@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
-from lm_eval_longmem.common.evaluations import NAMES
+from lm_eval_longmem.common.evaluations import EVALUATIONS, NAMES, load
 from lm_eval_longmem.common.flags import args_string
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.model_info import default_device
@@ -114,29 +115,73 @@ def first_books(books_dir: Path, count: int, out: Path) -> Path:
     return out
 
 
-def harness_metadata(
-    tasks: tuple[str, ...], size: DemoSize, books: Path, booksort_data: Path, babilong_books: Path | None = None
-) -> dict[str, object]:
-    """The `--metadata` of the demo's lm_eval run (only keys of the tasks that run); BABILong's haystacks
-    come from `babilong_books` (default: `books`)."""
+@dataclass(frozen=True)
+class DemoPart:
+    """What the demo does for one evaluation (its registry entry's `demo` names it). Each callable gets the
+    demo's size, the folder of books and the demo's output folder, where an evaluation's own data goes."""
+
+    metadata: Callable[[DemoSize, Path, Path], dict[str, object]]
+    """Its keys of the `--metadata` of the demo's lm_eval run."""
+    build: Callable[[DemoSize, Path, Path], str] | None = None
+    """Makes its data under the output folder before the run; returns what its step's closing line says."""
+    step: Callable[[DemoSize], str] | None = None
+    """The line of the step `build` is (none: it runs without a step of its own)."""
+    target: str = ""
+    """The folder under the output folder `build` replaces, checked before any step (`common.cache.check_target`)."""
+    replaces: Callable[[Path], bool] | None = None
+    """Which folder at `target` it may replace (with `--overwrite`)."""
+
+
+def _built_booksort(size: DemoSize, books: Path, out: Path) -> str:
+    folder, n_trials = build_booksort_data(books, out / "booksort_data", size)
+    return f"{n_trials} test trials in {folder}"
+
+
+def _booksort_is_build(path: Path) -> bool:
+    from lm_eval_longmem.booksort.build import is_build
+
+    return is_build(path)
+
+
+FORGETTING_CURVE_DEMO = DemoPart(
+    metadata=lambda size, books, out: {
+        "forgetting_curve_corpus": str(books),
+        "forgetting_curve_lengths": list(size.forgetting_curve_lengths),
+        "forgetting_curve_samples": size.forgetting_curve_samples,
+    }
+)
+BOOKSORT_DEMO = DemoPart(
+    metadata=lambda size, books, out: {"booksort_data": str(out / "booksort_data")},
+    build=_built_booksort,
+    step=lambda size: (
+        f"Book-SORT data from {size.booksort_books} book(s), excerpts of {list(size.booksort_excerpt_lengths)} words"
+    ),
+    target="booksort_data",
+    replaces=_booksort_is_build,
+)
+BABILONG_DEMO = DemoPart(
+    metadata=lambda size, books, out: {
+        "babilong_source": "generate",
+        "babilong_facts": "simulated",
+        "babilong_corpus": str(out / "babilong_books"),
+        "babilong_lengths": list(size.babilong_lengths),
+        "babilong_tasks": size.babilong_tasks,
+        "babilong_samples": size.babilong_samples,
+    },
+    build=lambda size, books, out: str(first_books(books, size.babilong_books, out / "babilong_books")),
+)
+
+
+def demo_parts(tasks: tuple[str, ...]) -> list[DemoPart]:
+    """The parts of the evaluations in `tasks`, in the registry's order."""
+    return [load(entry.demo) for entry in EVALUATIONS if entry.name in tasks]
+
+
+def harness_metadata(tasks: tuple[str, ...], size: DemoSize, books: Path, out: Path) -> dict[str, object]:
+    """The `--metadata` of the demo's lm_eval run (only keys of the tasks that run), for the demo's folder `out`."""
     metadata: dict[str, object] = {}
-    if "forgetting_curve" in tasks:
-        metadata |= {
-            "forgetting_curve_corpus": str(books),
-            "forgetting_curve_lengths": list(size.forgetting_curve_lengths),
-            "forgetting_curve_samples": size.forgetting_curve_samples,
-        }
-    if "booksort" in tasks:
-        metadata |= {"booksort_data": str(booksort_data)}
-    if "babilong" in tasks:
-        metadata |= {
-            "babilong_source": "generate",
-            "babilong_facts": "simulated",
-            "babilong_corpus": str(babilong_books or books),
-            "babilong_lengths": list(size.babilong_lengths),
-            "babilong_tasks": size.babilong_tasks,
-            "babilong_samples": size.babilong_samples,
-        }
+    for part in demo_parts(tasks):
+        metadata |= part.metadata(size, books, out)
     return metadata
 
 
@@ -194,7 +239,6 @@ def run_demo(
     build are replaced only with `overwrite`; anything else at those names never (`common.cache`).
     `apply_chat_template`: None applies the model's chat template when it has one.
     """
-    from lm_eval_longmem.booksort.build import is_build
     from lm_eval_longmem.report import check_report_targets, write_report
 
     unknown = [t for t in tasks if t not in TASKS]
@@ -204,10 +248,12 @@ def run_demo(
     out = Path(out).resolve()
     check_report_targets(out, overwrite=overwrite)
     check_folder(out / "results")
-    if "booksort" in tasks:
-        check_target(out / "booksort_data", overwrite=overwrite, kind=FOLDER, replaces=is_build)
+    parts = demo_parts(tasks)
+    for part in parts:
+        if part.target:
+            check_target(out / part.target, overwrite=overwrite, kind=FOLDER, replaces=part.replaces)
     out.mkdir(parents=True, exist_ok=True)
-    total = 4 + ("booksort" in tasks)
+    total = 4 + sum(part.step is not None for part in parts)
     step = 0
     begin = time.perf_counter()
 
@@ -224,20 +270,15 @@ def run_demo(
         raise ValueError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
     _done(start, f"{len(book_files(books))} .txt books in {books}")
 
-    booksort_data = out / "booksort_data"
-    if "booksort" in tasks:
+    for part in parts:
+        if part.build is None:
+            continue
+        if part.step is None:
+            part.build(chosen, books, out)
+            continue
         step += 1
-        start = _step(
-            step,
-            total,
-            f"Book-SORT data from {chosen.booksort_books} book(s), excerpts of {list(chosen.booksort_excerpt_lengths)} words",
-        )
-        booksort_data, n_trials = build_booksort_data(books, booksort_data, chosen)
-        _done(start, f"{n_trials} test trials in {booksort_data}")
-
-    babilong_books = None
-    if "babilong" in tasks:
-        babilong_books = first_books(books, chosen.babilong_books, out / "babilong_books")
+        start = _step(step, total, part.step(chosen))
+        _done(start, part.build(chosen, books, out))
 
     step += 1
     device = device or default_device()
@@ -246,7 +287,7 @@ def run_demo(
     start = _step(step, total, f"lm_eval: {', '.join(tasks)} on {device}, {template} (progress bars below)")
     results_file = run_harness(
         model=model, model_args=model_args, tasks=tasks,
-        metadata=harness_metadata(tasks, chosen, books, booksort_data, babilong_books), output=out / "results",
+        metadata=harness_metadata(tasks, chosen, books, out), output=out / "results",
         device=device, batch_size=batch_size or ("4" if device == "cpu" else "auto"), apply_chat_template=chat,
     )  # fmt: skip
     run = load_run(results_file)

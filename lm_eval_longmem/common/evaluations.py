@@ -11,7 +11,8 @@ A task of ours records its evaluation's `name` in the results file (`configs.<ta
 `LongmemTask.result_facts`); readers take it from there (`readers.results.evaluation_of`).
 
 Adding an evaluation: its package (options, data, task, YAMLs under `task_configs/<name>/`), a reader,
-a report section, a plotter and a commands module, then one entry below.
+a report section, a plotter, a commands module, its rows of `plan` and its part of `demo`, then one
+entry below. Its tasks record the condition they ran under (`common.conditions`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class Evaluation:
     """Module of `plots/` with `can_plot(results)` and `plot(results, out_prefix, formats)`."""
     commands: str
     """Module of `commands/` with `add_commands(subparsers)`: its `lm-eval-longmem <name> ...` subcommands."""
+    planner: str
+    """Its rows of `lm-eval-longmem plan`: `plan:<name>_rows(task, metadata, tokenizer, window) -> (rows, notes)`."""
+    demo: str
+    """Its part of `lm-eval-longmem demo`: a `commands.demo.DemoPart` (its `--metadata`, the data it builds)."""
 
 
 EVALUATIONS: tuple[Evaluation, ...] = tuple(
@@ -74,6 +79,8 @@ EVALUATIONS: tuple[Evaluation, ...] = tuple(
         report=f"lm_eval_longmem.report.{name}",
         plotter=f"lm_eval_longmem.plots.{name}",
         commands=f"lm_eval_longmem.commands.{name}",
+        planner=f"lm_eval_longmem.plan:{name}_rows",
+        demo=f"lm_eval_longmem.commands.demo:{name.upper()}_DEMO",
     )
     for name, title, options, task_class, headline in (
         ("forgetting_curve", "Forgetting curve", "SweepOptions", "ForgettingCurveTask",

@@ -55,6 +55,7 @@ from lm_eval.api.task import ConfigurableTask
 from lm_eval_longmem import harness
 from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
+from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import evaluation_of_class
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
@@ -614,12 +615,18 @@ class LongmemTask(ConfigurableTask):
         `skip_reasons`: {cell: {reason: count}} of the docs skipped (never truncated);
         `docs_per_cell`: {cell: docs scored}; `sweep_cells`: the cells of the whole dataset
         (`sweep_cells`); `evaluation`: which of `common.evaluations.EVALUATIONS` the task belongs to
-        (absent for a task class no entry names), so readers never guess it from metric names;
-        evaluations add their own (BABILong: length names).
+        (absent for a task class no entry names), so readers never guess it from metric names; with it,
+        `condition`: which of `common.conditions.CONDITIONS` the run is (`condition`); evaluations add
+        their own (BABILong: length names).
         """
         facts = {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
         entry = evaluation_of_class(type(self))
-        return facts | ({"evaluation": entry.name} if entry else {})
+        return facts | ({"evaluation": entry.name, "condition": self.condition} if entry else {})
+
+    @property
+    def condition(self) -> str:
+        """The condition of `common.conditions.CONDITIONS` the run evaluates under (default: in-context)."""
+        return IN_CONTEXT
 
     def dump_config(self) -> dict[str, Any]:
         """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts.

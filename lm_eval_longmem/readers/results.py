@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.conditions import CONDITIONS, IN_CONTEXT, MEMORYLESS, RETRIEVAL
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import NAMES
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
@@ -150,6 +151,15 @@ class Run:
         """Which of our evaluations `task` is (`evaluation_of`), None for any other task or group."""
         return evaluation_of(self.data, task)
 
+    def condition(self, task: str) -> str | None:
+        """Which of `common.conditions.CONDITIONS` our `task` ran under (`condition_of`), None for any other task."""
+        return condition_of(self.data, task)
+
+    def condition_label(self, task: str) -> str:
+        """The condition as headings show it: the condition, or for retrieval its setting ("sentences top-5 bm25")."""
+        found = condition_facts(self.data, task)
+        return str(found.get("retrieval") or found.get("condition") or "-")
+
     def n_samples(self, task: str) -> int | None:
         """Docs the run evaluated for `task` (after `--limit`), when lm_eval recorded it."""
         counts = (self.data.get("n-samples") or {}).get(task) or {}
@@ -230,6 +240,37 @@ def guessed_evaluation(results: dict[str, Any], task: str) -> str | None:
     if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in names):
         return "babilong"
     return None
+
+
+def condition_of(results: dict[str, Any], task: str) -> str | None:
+    """Which of `common.conditions.CONDITIONS` our `task` of a results dict ran under, else None (not ours,
+    or a group). Recorded by the task (`configs.<task>.longmem.condition`); derived for older files
+    (`condition_facts`)."""
+    if evaluation_of(results, task) is None or task in (results.get("group_subtasks") or {}):
+        return None
+    found = condition_facts(results, task).get("condition")
+    return found if found in CONDITIONS else None
+
+
+def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """`task`'s `condition` (and, for retrieval, its `retrieval` setting) as a task records them today.
+
+    The one place conditions of files written before tasks recorded them (lm-eval-longmem before issue
+    27) are derived: a BABILong task stored its setting as its condition ("in-context", or "sentences
+    top-5 bm25" for retrieval); a Book-SORT task named its prompt's condition in its config's
+    `dataset_kwargs` (`memoryless`); any other task of ours ran in-context. A fine-tuned run always
+    recorded itself (`booksort finetune` came with conditions)."""
+    recorded = facts(results, task)
+    found = recorded.get("condition")
+    if found in CONDITIONS:
+        return {"condition": found} | ({"retrieval": recorded["retrieval"]} if "retrieval" in recorded else {})
+    if isinstance(found, str) and found:
+        return {"condition": found} if found == IN_CONTEXT else {"condition": RETRIEVAL, "retrieval": found}
+    configs = results.get("configs")
+    config = configs.get(task) if isinstance(configs, dict) else None
+    kwargs = config.get("dataset_kwargs") if isinstance(config, dict) else None
+    memoryless = isinstance(kwargs, dict) and kwargs.get("condition") == "memoryless"
+    return {"condition": MEMORYLESS if memoryless else IN_CONTEXT}
 
 
 def read_samples_file(path: Path) -> list[dict[str, Any]]:

@@ -40,12 +40,24 @@ from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
+from lm_eval_longmem.babilong.reference import EVALUATION as REFERENCE_EVALUATION
 from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
+from lm_eval_longmem.common.conditions import CONDITIONS
 from lm_eval_longmem.common.evaluations import EVALUATIONS, evaluation, load
 from lm_eval_longmem.readers.results import Run, run_labels
-from lm_eval_longmem.report.blocks import Report, ReportFiles, Section, Table, absent_cells, is_ours, number, pyplot
+from lm_eval_longmem.report.blocks import (
+    Report,
+    ReportFiles,
+    Section,
+    Table,
+    absent_cells,
+    is_ours,
+    number,
+    pct,
+    pyplot,
+)
 from lm_eval_longmem.report.render import figure_png, render_html, render_markdown
 
 
@@ -206,6 +218,42 @@ def _other_tasks_section(runs: Sequence[Run], labels: Sequence[str]) -> Section 
     return section
 
 
+def _conditions_section(runs: Sequence[Run]) -> Section | None:
+    """A model's conditions side by side, per evaluation: its headline metric (an accuracy wherever an
+    evaluation has more than one condition) under each condition its tasks recorded, over all its runs
+    (retrieval and in-context are separate runs of one model). Only models and evaluations with more than
+    one condition have a row; no row, no section."""
+    cells: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for entry in EVALUATIONS:
+        for run in runs:
+            for task in run.tasks:
+                condition = run.condition(task) if run.evaluation(task) == entry.name else None
+                if condition is None:
+                    continue
+                value = pct(*(run.metrics(task).get(k) for k in metric_names.with_interval(entry.headline.metric)))
+                label = run.condition_label(task)
+                detail = f" ({label})" if label != condition else ""
+                cells.setdefault((run.model, entry.title), {}).setdefault(condition, []).append(
+                    f"{task}{detail}: {value}"
+                )
+    rows = {key: by_condition for key, by_condition in cells.items() if len(by_condition) > 1}
+    if not rows:
+        return None
+    shown = [c for c in CONDITIONS if any(c in by_condition for by_condition in rows.values())]
+    section = Section("Conditions side by side")
+    section.blocks.append(
+        "Each model's headline metric per condition (percent, 95% interval) for the evaluations it ran under more "
+        "than one: " + "; ".join(f"{c}: {CONDITIONS[c]}" for c in shown) + ". Every task records its condition "
+        f"(`configs.<task>.{metric_names.CONFIG_KEY}.condition`); the fine-tuned condition's epochs are in its own section."
+    )
+    table = [
+        [model, title] + ["; ".join(by_condition.get(c, ["-"])) for c in shown]
+        for (model, title), by_condition in rows.items()
+    ]
+    section.blocks.append(Table(["model", "evaluation", *shown], table))
+    return section
+
+
 def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     section = Section("Runs")
     rows = [[label, str(run.data.get("config", {}).get("model") or "-"), ", ".join(f"{k}={v}" for k, v in run.model_args.items()),
@@ -223,9 +271,11 @@ def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] =
     coverage = _coverage_section(own, own_labels)
     sections = [coverage] if coverage else []
     sections += [_headline_section(own, own_labels)] if own or not runs else []
-    references = {"babilong": babilong_references}
+    references = {REFERENCE_EVALUATION: babilong_references}
     for entry in sorted(EVALUATIONS, key=lambda entry: load(entry.report).POSITION):
         sections += load(entry.report).sections(own, own_labels, references.get(entry.name, ()))
+    conditions = _conditions_section(own)
+    sections += [conditions] if conditions else []
     for make in (_skips_section, _other_tasks_section):
         section = make(own, own_labels)
         if section is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.plots import babilong as babilong_plot
 from lm_eval_longmem.plots import babilong_conditions as conditions_plot
@@ -102,19 +103,16 @@ def _length_label(effective: dict[str, int | None], qa: str) -> str:
     return "none" if length is None else format_length(length)
 
 
-def babilong_condition(run: Run) -> str:
-    """The BABILong condition a run stored with its facts ("in-context" for runs made before conditions existed)."""
-    return str(run.facts(BABILONG_TASK).get("condition") or "in-context")
-
-
 def _babilong_conditions_section(
     runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()
 ) -> Section | None:
     """In-context and retrieval runs side by side: accuracy by length, retrieval recall, the paper's Figure 3a."""
     found = [
-        (run, label, m, babilong_condition(run)) for run, label in zip(runs, labels) if (m := babilong_metrics(run))
+        (run, label, m, run.condition_label(BABILONG_TASK))
+        for run, label in zip(runs, labels)
+        if (m := babilong_metrics(run))
     ]
-    if not found or ({c for *_, c in found} == {"in-context"} and not references):
+    if not found or ({c for *_, c in found} == {IN_CONTEXT} and not references):
         return None
     section = Section("BABILong conditions: in-context and retrieval")
     cells = {run.path: babilong_report.read_cells(run.data) for run, *_ in found}

@@ -258,12 +258,12 @@ def test_option_errors(tiny_llama_dir, books, extra, match):
         load_docs(pretrained=str(tiny_llama_dir), **simulated(books, babilong_lengths="0k"), **extra)
 
 
-def test_condition_labels():
-    assert retrieval.condition_label(BabilongOptions()) == "in-context"
+def test_setting_labels():
+    assert not BabilongOptions().uses_retrieval
     rag_s = BabilongOptions(retrieval="sentences", retrieval_k=20)
-    assert retrieval.condition_label(rag_s) == "sentences top-20 bm25"
+    assert rag_s.uses_retrieval and retrieval.setting_label(rag_s) == "sentences top-20 bm25"
     rag_c = BabilongOptions(retrieval="chunks", retriever="/models/all-MiniLM-L6-v2/", retrieval_order="text")
-    assert retrieval.condition_label(rag_c) == "chunks-512 top-5 all-MiniLM-L6-v2, text order"
+    assert retrieval.setting_label(rag_c) == "chunks-512 top-5 all-MiniLM-L6-v2, text order"
 
 
 def test_lengths_beyond_the_window_are_allowed_under_retrieval(tiny_llama_dir, books, fresh_cache):

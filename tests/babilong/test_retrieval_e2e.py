@@ -38,7 +38,8 @@ def two_runs(tiny_llama_dir, books, tmp_path_factory):
 def test_retrieval_run_scores_recall_per_cell_and_length(two_runs):
     results = read_results(two_runs["rag-s"])
     metrics = results["results"]["babilong"]
-    assert results["configs"]["babilong"]["longmem"]["condition"] == "sentences top-3 bm25"
+    facts = results["configs"]["babilong"]["longmem"]
+    assert (facts["condition"], facts["retrieval"]) == ("retrieval", "sentences top-3 bm25")
     samples = read_samples(two_runs["rag-s"], "babilong")
     for qa in ("qa1", "qa2"):
         docs = [s["doc"] for s in samples if s["doc"]["qa"] == qa and s["doc"]["length_name"] == "0k"]
@@ -53,6 +54,7 @@ def test_retrieval_run_scores_recall_per_cell_and_length(two_runs):
         assert context == " ".join(sample["doc"]["retrieved"])
     in_context = read_results(two_runs["in-context"])
     assert in_context["configs"]["babilong"]["longmem"]["condition"] == "in-context"
+    assert "retrieval" not in in_context["configs"]["babilong"]["longmem"]
     assert not any(key.startswith("retrieval_recall") for key in in_context["results"]["babilong"])
 
 

@@ -292,6 +292,7 @@ def test_every_checkpoint_of_both_arms_is_evaluated_through_the_harness(first_ru
         assert (
             (peft is None) if row["arm"] == "base" else peft.endswith(f"checkpoints/{row['arm']}/epoch-{row['epoch']}")
         )
+        assert run.condition(reader.TASK) == ("memory-less" if row["arm"] == "base" else "fine-tuned")
     assert [t["epoch"] for t in summary["epoch_matched"]] == [1, 2]
     assert all(t["pairs"] == 12 and 0.0 <= t["p_value"] <= 1.0 for t in summary["epoch_matched"])
     assert summary["data"]["book_chunks"] == 6 and summary["data"]["instructions"] == 6
@@ -412,6 +413,7 @@ def test_full_fine_tuning_evaluates_the_saved_model(tiny_llama_dir, one_play, tm
     book = next(r for r in summary["rows"] if r["arm"] == "book")
     run = load_run(tmp_path / book["results"])
     assert run.model_args["pretrained"].endswith("checkpoints/book/epoch-1") and "peft" not in run.model_args
+    assert run.condition(reader.TASK) == "fine-tuned"  # a fully fine-tuned checkpoint is the model itself
     assert (tmp_path / "checkpoints" / "book" / "epoch-1" / "tokenizer_config.json").is_file()
 
 

@@ -12,7 +12,8 @@ import sys
 import pytest
 from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.commands.demo import SIZES, build_booksort_data, harness_metadata, run_harness
+from lm_eval_longmem.commands.demo import SIZES, build_booksort_data, demo_parts, harness_metadata, run_harness
+from lm_eval_longmem.common.evaluations import NAMES, evaluation, load
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 RUNNABLE_TASKS = "forgetting_curve,booksort,babilong"
@@ -25,19 +26,27 @@ def run_demo_cli(args, tmp_path):
 
 def test_babilong_runs_on_simulated_facts_over_the_embedded_books(tmp_path):
     metadata = harness_metadata(
-        ("forgetting_curve", "booksort", "babilong"), SIZES["small"], tmp_path / "books", tmp_path / "bs"
+        ("forgetting_curve", "booksort", "babilong"), SIZES["small"], tmp_path / "books", tmp_path
     )
     assert {k: v for k, v in metadata.items() if k.startswith("babilong_")} == {
         "babilong_source": "generate",
         "babilong_facts": "simulated",
-        "babilong_corpus": str(tmp_path / "books"),
+        "babilong_corpus": str(tmp_path / "babilong_books"),
         "babilong_lengths": ["0k", "1k"],
         "babilong_tasks": "qa1-qa5",
         "babilong_samples": SIZES["small"].babilong_samples,
     }
     assert metadata["forgetting_curve_corpus"] == str(tmp_path / "books")
-    assert metadata["booksort_data"] == str(tmp_path / "bs")
+    assert metadata["booksort_data"] == str(tmp_path / "booksort_data")
     assert set(harness_metadata(("booksort",), SIZES["tiny"], tmp_path, tmp_path)) == {"booksort_data"}
+
+
+def test_every_evaluation_has_a_demo_part_and_only_booksort_a_step_of_its_own():
+    parts = demo_parts(NAMES)
+    assert [part is evaluation(name) for name, part in zip(NAMES, parts)] == [False] * len(NAMES)  # parts, not entries
+    assert [load(evaluation(name).demo) for name in NAMES] == parts
+    assert [name for name, part in zip(NAMES, parts) if part.step] == ["booksort"]
+    assert [name for name, part in zip(NAMES, parts) if part.target] == ["booksort"]
 
 
 def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):

@@ -4,9 +4,11 @@ their evaluation in the results file, so readers take it from there."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 
+from lm_eval_longmem.commands.demo import DemoPart
 from lm_eval_longmem.common.evaluations import EVALUATIONS, NAMES, evaluation, evaluation_of_class, load
 from lm_eval_longmem.common.options import declared
 from lm_eval_longmem.common.task import LongmemTask
@@ -25,6 +27,8 @@ def test_every_module_an_entry_names_has_what_its_users_call(entry):
     assert callable(load(entry.commands).add_commands)
     load(entry.reader)
     load(entry.report)
+    assert list(inspect.signature(load(entry.planner)).parameters) == ["task", "metadata", "tokenizer", "window"]
+    assert isinstance(load(entry.demo), DemoPart)
 
 
 @pytest.mark.parametrize("entry", EVALUATIONS, ids=NAMES)

@@ -9,6 +9,8 @@ import pytest
 
 from lm_eval_longmem.readers.results import (
     ResultsFileError,
+    condition_facts,
+    condition_of,
     find_results_file,
     find_results_files,
     load_run,
@@ -128,3 +130,34 @@ def test_a_damaged_samples_line_is_named(tmp_path):
     path.write_text('{"doc": {}}\n{"doc": \n')
     with pytest.raises(ResultsFileError, match=r"samples_booksort_1\.jsonl, line 2: not valid JSON"):
         read_samples_file(path)
+
+
+def _with_facts(task, longmem=None, **config):
+    metrics = {"acc@qa1_0,none": 0.5} if task == "babilong" else {"acc@LE250,none": 0.5}
+    configs = {task: {**config, **({"longmem": longmem} if longmem is not None else {})}}
+    return {"results": {task: {"alias": task, **metrics}}, "configs": configs}
+
+
+def test_the_condition_a_task_recorded_is_read_and_older_files_get_it_derived():
+    recorded = _with_facts(
+        "babilong", {"evaluation": "babilong", "condition": "retrieval", "retrieval": "chunks-128 top-3 bm25"}
+    )
+    assert condition_of(recorded, "babilong") == "retrieval"
+    assert condition_facts(recorded, "babilong") == {"condition": "retrieval", "retrieval": "chunks-128 top-3 bm25"}
+    old_rag = _with_facts("babilong", {"condition": "sentences top-5 bm25"})  # BABILong before the vocabulary
+    assert condition_facts(old_rag, "babilong") == {"condition": "retrieval", "retrieval": "sentences top-5 bm25"}
+    assert condition_of(_with_facts("babilong", {"condition": "in-context"}), "babilong") == "in-context"
+    assert condition_of(_with_facts("babilong", {}), "babilong") == "in-context"  # before BABILong stored any
+    old_memoryless = _with_facts("booksort_memoryless", {}, dataset_kwargs={"condition": "memoryless"})
+    assert condition_of(old_memoryless, "booksort_memoryless") == "memory-less"
+    fine_tuned = _with_facts("booksort_memoryless", {"evaluation": "booksort", "condition": "fine-tuned"})
+    assert condition_of(fine_tuned, "booksort_memoryless") == "fine-tuned"
+
+
+def test_a_task_or_group_not_of_ours_has_no_condition():
+    other = {"results": {"hellaswag": {"alias": "hellaswag", "acc,none": 0.4}}}
+    assert condition_of(other, "hellaswag") is None
+    group = {**_with_facts("booksort_in_context", {"evaluation": "booksort", "condition": "in-context"}),
+             "group_subtasks": {"booksort": ["booksort_in_context"]}}  # fmt: skip
+    group["results"]["booksort"] = {"alias": "booksort", "acc,none": 0.5}
+    assert condition_of(group, "booksort_in_context") == "in-context" and condition_of(group, "booksort") is None

@@ -434,6 +434,8 @@ def test_a_real_run_records_each_task_s_evaluation(uniform_run):
     results, _ = uniform_run
     assert {task: results["configs"][task]["longmem"]["evaluation"] for task in ("forgetting_curve", "booksort_in_context")} == {
         "forgetting_curve": "forgetting_curve", "booksort_in_context": "booksort"}  # fmt: skip
+    assert {results["configs"][task]["longmem"]["condition"] for task in ("forgetting_curve", "booksort_in_context")} == {
+        "in-context"}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -517,3 +519,32 @@ def test_a_partial_merge_and_lengths_without_docs_are_stated_first_and_in_the_ta
         [CLI, "report", str(path), "--output_path", str(tmp_path / "r")], capture_output=True, text=True
     )
     assert proc.returncode == 0 and "PARTIAL" in proc.stdout and "PARTIAL" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_a_model_s_conditions_are_laid_side_by_side_over_its_runs(tmp_path):
+    memoryless = {**booksort_metrics(0.5, 0.5), "alias": "booksort_memoryless"}
+    plain = write_run(
+        tmp_path / "plain", "small-model", fine=128, coarse=512, extra={"booksort_memoryless": memoryless}
+    )
+    data = json.loads(plain.read_text())
+    data["configs"]["booksort_memoryless"] = {"dataset_kwargs": {"condition": "memoryless"}}  # before tasks recorded it
+    plain.write_text(json.dumps(data))
+    rag = write_run(tmp_path / "rag", "small-model", fine=128, coarse=512, scale=0.5)
+    data = json.loads(rag.read_text())
+    data["results"] = {"babilong": data["results"]["babilong"]}
+    data["configs"]["babilong"]["longmem"] |= {
+        "evaluation": "babilong",
+        "condition": "retrieval",
+        "retrieval": "sentences top-5 bm25",
+    }
+    rag.write_text(json.dumps(data))
+
+    report = build_report(load_runs([plain, rag]))
+    [table] = blocks(report, Table, "Conditions side by side")
+    assert table.header == ["model", "evaluation", "in-context", "memory-less", "retrieval"]
+    rows = {row[1]: row for row in table.rows}  # the forgetting curve has one condition: no row
+    assert rows == {
+        "Book-SORT": ["small-model", "Book-SORT", "booksort_in_context: 75.0 [30.0, 80.0]", "booksort_memoryless: 50.0 [30.0, 80.0]", "-"],
+        "BABILong": ["small-model", "BABILong", "babilong: 55.0 [40.0, 70.0]", "-", "babilong (sentences top-5 bm25): 27.5 [40.0, 70.0]"],
+    }  # fmt: skip
+    assert not blocks(build_report(load_runs([rag])), Table, "Conditions side by side")  # one condition: no section
