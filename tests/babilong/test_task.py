@@ -278,4 +278,6 @@ def test_an_effective_context_over_short_cells_is_null_with_the_reason():
     assert row["effective_context@qa1,none"] == 1024  # every doc of qa1 ran, all right
     assert row["effective_context@qa2,none"] is None and row["effective_context_corrected@qa2,none"] is None
     assert set(task.null_reasons) == {"effective_context@qa2", "effective_context_corrected@qa2"}
-    assert task.null_reasons["effective_context@qa2"].startswith("lengths ran fewer docs than the sweep holds (1k: 3 of 5)")
+    assert task.null_reasons["effective_context@qa2"].startswith(
+        "lengths ran fewer docs than the sweep holds (1k: 3 of 5)"
+    )

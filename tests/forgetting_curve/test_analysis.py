@@ -136,7 +136,9 @@ def test_a_censored_memory_length_has_no_interval():
     summary = summarize(curve, n_resamples=300)
     assert summary.coarse.label == ">256" and summary.coarse.interval is None
     assert summary_json(summary)["coarse_memory_length"]["interval"] is None
-    assert summary.fine.label == "128" and summary.fine.interval is not None  # not censored: 256 fails in every resample
+    assert (
+        summary.fine.label == "128" and summary.fine.interval is not None
+    )  # not censored: 256 fails in every resample
 
 
 def test_an_interval_reaching_the_last_length_is_null():
