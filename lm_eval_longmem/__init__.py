@@ -19,9 +19,10 @@ def task_manager(**kwargs) -> "TaskManager":
     our task directory is added whether or not the start-up hook is active::
 
         import lm_eval, lm_eval_longmem
+        from lm_eval_longmem.common.evaluations import names
         tm = lm_eval_longmem.task_manager(metadata={"pretrained": "HuggingFaceTB/SmolLM2-135M"})
         lm_eval.simple_evaluate(model="hf", model_args="pretrained=HuggingFaceTB/SmolLM2-135M",
-                                tasks=["booksort"], task_manager=tm)
+                                tasks=list(names()), task_manager=tm)
 
     Pass the same model arguments in `metadata` that you give the model: the harness
     only merges `model_args` into the metadata when it builds the TaskManager itself.

@@ -13,17 +13,17 @@ from kit import babilong_simulated as simulated
 from kit import read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.babilong.data import babilong_options, selected_lengths
-from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.plan import make_plan
-from lm_eval_longmem.plots import babilong as babilong_plot
-from lm_eval_longmem.readers.babilong import (
+from lm_eval_longmem.babilong.rim import figures as babilong_plot
+from lm_eval_longmem.babilong.rim import section as babilong_section
+from lm_eval_longmem.babilong.rim.reader import (
     format_report,
     read_cells,
     read_effective_context,
     read_length_means,
 )
+from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.plan import make_plan
 from lm_eval_longmem.readers.results import load_run
-from lm_eval_longmem.report import babilong as babilong_section
 from lm_eval_longmem.report.blocks import Table
 
 WINDOW = 2100

@@ -16,11 +16,11 @@ import pytest
 from lm_eval_longmem.booksort import finetune as ft
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
 from lm_eval_longmem.booksort.instructions import conversation, generated_instructions, load_instructions
-from lm_eval_longmem.commands import booksort_finetune as command
+from lm_eval_longmem.booksort.rim import finetune_commands as command
+from lm_eval_longmem.booksort.rim import finetune_reader as reader
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import declared
 from lm_eval_longmem.paths import task_configs_dir
-from lm_eval_longmem.readers import booksort_finetune as reader
 from lm_eval_longmem.readers.results import load_run
 
 # --- book chunks ---------------------------------------------------------------------------------
@@ -457,7 +457,7 @@ def test_summary_reader_names_a_damaged_file(first_run, tmp_path):
 
 @pytest.mark.slow
 def test_figure_draws_both_arms_by_epoch(first_run):
-    from lm_eval_longmem.plots.booksort_finetune import figure
+    from lm_eval_longmem.booksort.rim.finetune_figures import figure
 
     out, _, _ = first_run
     summary = reader.read_summary(out / reader.SUMMARY)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lm_eval_longmem.babilong.official_check import task_name
 from lm_eval_longmem.babilong.predictions import Audit, audit_rows, read_task_predictions, score_file
+from lm_eval_longmem.babilong.scores import ACC, CHECKS
 from lm_eval_longmem.babilong.simulate import simulate, write_babi_file
 from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
 from lm_eval_longmem.common.cache import check_target
@@ -198,7 +199,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.readers.babilong import format_report
+    from lm_eval_longmem.babilong.rim.reader import format_report
 
     results = load_run(find_results_file(args.results)).data
     print(format_report(results, threshold=args.threshold, metric=args.metric))
@@ -301,5 +302,5 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--threshold", type=number(float, low=0, high=1, open_low=True), default=0.85,
         help="accuracy (a fraction, 0 < t <= 1) for effective context (default 0.85)",
     )  # fmt: skip
-    report.add_argument("--metric", choices=("acc", "acc_corrected"), default="acc", help="which check (default acc)")
+    report.add_argument("--metric", choices=CHECKS, default=ACC, help=f"which check (default {ACC})")
     report.set_defaults(func=_report)

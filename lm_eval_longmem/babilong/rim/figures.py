@@ -12,14 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.babilong.summary import Metric
-from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.readers.babilong import (
+from lm_eval_longmem.babilong.rim.reader import (
     babilong_task,
     read_cells,
     read_effective_context,
     read_length_means,
 )
+from lm_eval_longmem.babilong.scores import ACC, ACC_CORRECTED, CHECKS
+from lm_eval_longmem.common.lengths import format_length
 
 
 def _model_name(results: dict) -> str:
@@ -33,7 +33,7 @@ def _model_name(results: dict) -> str:
 
 def can_plot(results: dict | list) -> bool:
     """True when the results are an lm_eval results dict with BABILong cells."""
-    return isinstance(results, dict) and babilong_task(results) is not None
+    return isinstance(results, dict) and bool(read_cells(results))
 
 
 def figure(results: dict[str, Any], title: str) -> Any:
@@ -56,8 +56,7 @@ def figure(results: dict[str, Any], title: str) -> Any:
     effective = read_effective_context(results)
     rows = tasks + ["mean"]
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
-    metrics: tuple[Metric, Metric] = ("acc", "acc_corrected")
-    for ax, metric, panel in zip(axes[0], metrics, ("acc (authors' answer check)", "acc_corrected")):
+    for ax, metric, panel in zip(axes[0], CHECKS, (f"{ACC} (authors' answer check)", ACC_CORRECTED)):
         grid = np.full((len(rows), len(lengths)), np.nan)
         for cell in cells:
             grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate

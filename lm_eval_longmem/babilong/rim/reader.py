@@ -13,37 +13,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lm_eval_longmem.babilong.options import DEFAULT_TASKS
-from lm_eval_longmem.babilong.summary import (
-    ABSTAINED,
-    DEFAULT_THRESHOLD,
-    EFFECTIVE,
-    Cell,
-    Metric,
-    effective_context,
-    ordered,
-)
+from lm_eval_longmem.babilong.options import DEFAULT_TASKS, NAME
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, Metric
+from lm_eval_longmem.babilong.summary import DEFAULT_THRESHOLD, Cell, effective_context, ordered
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.stats import Interval
-from lm_eval_longmem.readers.results import skip_reasons, task_metrics
+from lm_eval_longmem.readers.results import skip_reasons, task_metrics, tasks_of
 
 
 def _task_cells(metrics: dict[str, Any]) -> list[tuple[str, int]]:
     """(qa, length) of every `acc@qaN_LEN` mean among canonical metric names."""
     return [
         (qa, int(length))
-        for qa, length in (c for c in metric_names.cells_of(metrics, "acc") if len(c) == 2)
+        for qa, length in (c for c in metric_names.cells_of(metrics, ACC) if len(c) == 2)
         if qa.startswith("qa") and qa[2:].isdigit() and length.isdigit()
     ]
 
 
 def babilong_task(results: dict[str, Any]) -> str | None:
-    """Name of the (first) task in a results dict that reports BABILong cells (`acc@qaN_LEN`)."""
-    for name in results.get("results") or {}:
-        if _task_cells(task_metrics(results, name)):
-            return name
-    return None
+    """Name of the (first) BABILong task in a results dict (`readers.results.tasks_of`)."""
+    return next(iter(tasks_of(results, NAME)), None)
 
 
 def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interval:
@@ -65,15 +55,15 @@ def read_cells(results: dict[str, Any]) -> list[Cell]:
             qa,
             length,
             0,
-            _interval(metrics, "acc", qa, length),
-            _interval(metrics, "acc_corrected", qa, length),
-            _interval(metrics, ABSTAINED, qa, length),
+            _interval(metrics, ACC, qa, length),
+            _interval(metrics, ACC_CORRECTED, qa, length),
+            _interval(metrics, ABSTAINED.name, qa, length),
         )
         for qa, length in _task_cells(metrics)
     )
 
 
-def read_length_means(results: dict[str, Any], metric: Metric = "acc") -> dict[int, Interval]:
+def read_length_means(results: dict[str, Any], metric: Metric = ACC) -> dict[int, Interval]:
     """Per length (tokens), the run's mean over tasks (`acc@LEN`) with its interval."""
     task = babilong_task(results)
     metrics = task_metrics(results, task) if task else {}
@@ -81,20 +71,25 @@ def read_length_means(results: dict[str, Any], metric: Metric = "acc") -> dict[i
     return {length: _interval(metrics, metric, length) for length in sorted(found)}
 
 
-def read_effective_context(results: dict[str, Any], metric: Metric = "acc") -> dict[str, int | None]:
+def read_effective_context(results: dict[str, Any], metric: Metric = ACC) -> dict[str, int | None]:
     """Per task, the effective context (tokens, None: not even the shortest) the run stored."""
     task = babilong_task(results)
     metrics = task_metrics(results, task) if task else {}
     out = {}
     for key, value in metrics.items():
         parsed = metric_names.parse(key)
-        if parsed and parsed.score == EFFECTIVE[metric] and len(parsed.cell) == 1 and not parsed.stat:
+        if (
+            parsed
+            and parsed.score == metric_names.effective_context(metric)
+            and len(parsed.cell) == 1
+            and not parsed.stat
+        ):
             number = metric_names.number(value)
             out[parsed.cell[0]] = None if number is None else int(number)
     return dict(sorted(out.items(), key=lambda item: int(item[0][2:])))
 
 
-def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = "acc") -> str:
+def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = ACC) -> str:
     """A plain-text report: task x length accuracies, the mean per length, effective context per task.
 
     The effective context is the one the run stored when `threshold` is the paper's 85%, and is
@@ -133,8 +128,8 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
         f"overall (mean of all {len(cells)} task x length cells): "
         f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
     )
-    abstained = _interval(task_metrics(results, task), ABSTAINED)
-    if metric == "acc_corrected" and not math.isnan(abstained.estimate):
+    abstained = _interval(task_metrics(results, task), ABSTAINED.name)
+    if metric == ACC_CORRECTED and not math.isnan(abstained.estimate):
         lines.append(
             f"the corrected reader abstained (kept acc's verdict) on {100 * abstained.estimate:.1f}% of answers "
             f"[{100 * abstained.low:.1f}, {100 * abstained.high:.1f}]"

@@ -4,51 +4,63 @@ side by side (the paper's Figure 3a)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_longmem.babilong.reference import Reference
+from lm_eval_longmem.babilong.options import NAME, PREFIX
+from lm_eval_longmem.babilong.reference import Reference, read_reference
+from lm_eval_longmem.babilong.rim import conditions_figure as conditions_plot
+from lm_eval_longmem.babilong.rim import figures as babilong_plot
+from lm_eval_longmem.babilong.rim import reader as babilong_report
+from lm_eval_longmem.babilong.scores import ACC, RECALL
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import IN_CONTEXT
+from lm_eval_longmem.common.evaluations import ReportSection
 from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.plots import babilong as babilong_plot
-from lm_eval_longmem.plots import babilong_conditions as conditions_plot
-from lm_eval_longmem.readers import babilong as babilong_report
 from lm_eval_longmem.readers.results import Run
 from lm_eval_longmem.report.blocks import FigureBlock, Section, Table, interval_of, number, pct, slug
 
-POSITION = 1
-"""Where its sections stand among the evaluations' sections (after the forgetting curve's)."""
-HEADLINE_HEADER = ["babilong acc (%)"]
+REFERENCE_OPTION = f"{PREFIX}reference"
+"""`lm-eval-longmem report --babilong_reference DIR` (repeatable): a folder of the authors' prediction files."""
 
 
-def headline_cells(run: Run) -> list[str]:
-    """The headline table's cell of `run`: the mean accuracy over every cell with its interval."""
-    bl = babilong_metrics(run) or {}
-    return [pct(*interval_of(bl, "acc"))]
+@dataclass(frozen=True)
+class BabilongSection(ReportSection):
+    """BABILong's part of the report; `references`: the authors' prediction folders, drawn beside the runs."""
+
+    references: tuple[Reference, ...] = ()
+    position = 1
+    """Second of ours, as the report has always had it."""
+    headline_header = (f"{NAME} {ACC} (%)",)
+
+    def headline_cells(self, run: Run) -> list[str]:
+        """The mean accuracy over every cell with its interval."""
+        return [pct(*interval_of(babilong_metrics(run) or {}, ACC))]
+
+    def headline_line(self, cells: list[str]) -> str:
+        return f"{NAME} {ACC} {cells[0]}%"
+
+    def cell_label(self, run: Run, cell: str) -> str:
+        """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`)."""
+        return babilong_report.cell_label(cell)
+
+    def sections(self, runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
+        found = [_babilong_section(runs, labels), _babilong_conditions_section(runs, labels, self.references)]
+        return [s for s in found if s is not None]
+
+    def configured(self, options: Mapping[str, Any]) -> BabilongSection:
+        """With the folders of `--babilong_reference` read (`babilong.reference.read_reference`)."""
+        return BabilongSection(tuple(read_reference(folder) for folder in options.get(REFERENCE_OPTION) or ()))
 
 
-def headline_line(cells: list[str]) -> str:
-    return f"babilong acc {cells[0]}%"
-
-
-def cell_label(run: Run, cell: str) -> str:
-    """A cell of `run` as the authors name its length (`qa1_4096` -> `qa1_4k`)."""
-    return babilong_report.cell_label(cell)
-
-
-def sections(runs: Sequence[Run], labels: Sequence[str], references: Sequence[Reference] = ()) -> list[Section]:
-    """The BABILong sections the runs support; `references`: the authors' prediction folders, drawn beside the runs."""
-    found = [_babilong_section(runs, labels), _babilong_conditions_section(runs, labels, references)]
-    return [s for s in found if s is not None]
-
-
-BABILONG_TASK = "babilong"
+SECTION = BabilongSection()
 
 
 def babilong_metrics(run: Run) -> dict[str, Any] | None:
-    """The metrics of the one-task BABILong (`acc@qa1_4096`-style cells), or None when the run has none."""
-    return run.metrics(BABILONG_TASK) if run.evaluation(BABILONG_TASK) == "babilong" else None
+    """The metrics of the run's BABILong task (`acc@qa1_4096`-style cells), or None when the run has none."""
+    task = babilong_report.babilong_task(run.data)
+    return run.metrics(task) if task else None
 
 
 def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | None:
@@ -67,13 +79,13 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     for run, label, metrics in found:
         effective = babilong_report.read_effective_context(run.data)
         rows.append(
-            [label, pct(*interval_of(metrics, "acc"))]
-            + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths]
+            [label, pct(*interval_of(metrics, ACC))]
+            + [pct(*interval_of(metrics, ACC, ln)) for ln in lengths]
             + [", ".join(f"{qa} {_length_label(effective, qa)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
     header = (
-        ["model", "acc"]
-        + [metric_names.name("acc", format_length(ln)) for ln in lengths]
+        ["model", ACC]
+        + [metric_names.name(ACC, format_length(ln)) for ln in lengths]
         + ["effective context", "questions per cell"]
     )
     section.blocks.append(Table(header, rows))
@@ -108,9 +120,9 @@ def _babilong_conditions_section(
 ) -> Section | None:
     """In-context and retrieval runs side by side: accuracy by length, retrieval recall, the paper's Figure 3a."""
     found = [
-        (run, label, m, run.condition_label(BABILONG_TASK))
+        (run, label, run.metrics(task), run.condition_label(task))
         for run, label in zip(runs, labels)
-        if (m := babilong_metrics(run))
+        if (task := babilong_report.babilong_task(run.data))
     ]
     if not found or ({c for *_, c in found} == {IN_CONTEXT} and not references):
         return None
@@ -125,8 +137,8 @@ def _babilong_conditions_section(
     )
     rows = []
     for _run, label, metrics, condition in found:
-        rows += [[label, condition, qa] + [pct(*interval_of(metrics, "acc", qa, ln)) for ln in lengths] for qa in tasks]
-        rows.append([label, condition, "mean"] + [pct(*interval_of(metrics, "acc", ln)) for ln in lengths])
+        rows += [[label, condition, qa] + [pct(*interval_of(metrics, ACC, qa, ln)) for ln in lengths] for qa in tasks]
+        rows.append([label, condition, "mean"] + [pct(*interval_of(metrics, ACC, ln)) for ln in lengths])
     for reference in references:
         table = {(c.qa, c.length): c.acc for c in reference.cells}
         rows += [
@@ -137,7 +149,7 @@ def _babilong_conditions_section(
     recall_rows = []
     for _run, label, metrics, condition in found:
         for parts in [(qa,) for qa in tasks] + [()]:
-            values = [interval_of(metrics, "retrieval_recall", *parts, ln) for ln in lengths]
+            values = [interval_of(metrics, RECALL.name, *parts, ln) for ln in lengths]
             if any(number(v[0]) is not None for v in values):
                 recall_rows.append([label, condition, parts[0] if parts else "mean"] + [pct(*v) for v in values])
     if recall_rows:

@@ -69,7 +69,7 @@ class VariantScore(NamedTuple):
 
     variant: str
     acc: float
-    """Paper-style accuracy (mean over L_E x L_S conditions) on the validation trials."""
+    """Paper-style accuracy (mean over L_E x L_S cells) on the validation trials."""
     n: int
     """Trials scored."""
     skipped: int
@@ -226,8 +226,8 @@ FINETUNE_EPILOG = textwrap.dedent(
 
 
 def _finetune(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.commands.booksort_finetune import run_finetune
-    from lm_eval_longmem.readers.booksort_finetune import render_markdown
+    from lm_eval_longmem.booksort.rim.finetune_commands import run_finetune
+    from lm_eval_longmem.booksort.rim.finetune_reader import render_markdown
 
     summary = run_finetune(
         args.model_args,

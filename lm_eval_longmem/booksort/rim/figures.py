@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lm_eval_longmem.booksort.rim.reader import booksort_tasks, distance_bins, excerpt_lengths
+from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.readers.booksort import booksort_tasks, distance_bins, excerpt_lengths
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -34,12 +35,11 @@ def can_plot(results: Any) -> bool:
     return isinstance(results, dict) and bool(booksort_tasks(results))
 
 
-CALIBRATED = "acc_calibrated"
 CALIBRATED_OFFSET = 0.08
 """How far right of the accuracy the calibrated accuracy is drawn (in x units), so both bars show."""
 
 
-def _point(row: dict[str, Any], cell: str, score: str = "acc") -> tuple[float, float, float, bool]:
+def _point(row: dict[str, Any], cell: str, score: str = ACC.name) -> tuple[float, float, float, bool]:
     value = row[metric_names.name(score, cell)]
     low = row.get(metric_names.name(score, cell, stat=metric_names.CI_LOW), value)
     high = row.get(metric_names.name(score, cell, stat=metric_names.CI_HIGH), value)
@@ -76,9 +76,9 @@ def _draw_calibrated(
     ax: Any, x: Sequence[float], row: dict[str, Any], cells: list[str], color: str, label: str
 ) -> None:
     """The calibrated accuracy per cell (``acc_calibrated@<cell>``), dashed, squares, in the accuracy line's colour."""
-    if not all(metric_names.name(CALIBRATED, cell) in row for cell in cells):
+    if not all(metric_names.name(CALIBRATED.name, cell) in row for cell in cells):
         return  # a generation task, or results written before `acc_calibrated` existed
-    points = [_point(row, cell, CALIBRATED) for cell in cells]
+    points = [_point(row, cell, CALIBRATED.name) for cell in cells]
     _draw(
         ax,
         [xi + CALIBRATED_OFFSET for xi in x],
@@ -93,7 +93,7 @@ def _draw_calibrated(
 
 def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[str], color: str, label: str) -> None:
     """The share of trials answered "A" per cell (``pct_A@<cell>``), dotted, in the accuracy line's colour."""
-    values = [row.get(metric_names.name("pct_A", cell)) for cell in cells]
+    values = [row.get(metric_names.name(PCT_A.name, cell)) for cell in cells]
     if any(v is None for v in values):
         return  # results written before `pct_A` existed
     ax.plot(x, values, linestyle=":", marker="x", color=color, label=f'{label}: share answered "A"')
@@ -125,7 +125,7 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
     paper_bins = any(distance_bins(row, PAPER_BIN_LENGTH) for row in tasks.values())
     bin_source = f"L_E = {PAPER_BIN_LENGTH} words" if paper_bins else "pooled over excerpt lengths"
     fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    calibrated = any(metric_names.cells_of(row, CALIBRATED) for row in tasks.values())
+    calibrated = any(metric_names.cells_of(row, CALIBRATED.name) for row in tasks.values())
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = excerpt_lengths(row)

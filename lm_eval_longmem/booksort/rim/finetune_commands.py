@@ -37,12 +37,13 @@ from lm_eval_longmem.booksort.finetune import (
 )
 from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT_PREFIX
 from lm_eval_longmem.booksort.options import BooksortOptions
+from lm_eval_longmem.booksort.rim.finetune_reader import SUMMARY, TASK, render_markdown
+from lm_eval_longmem.booksort.scores import ACC
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import FOLDER, atomic_write, cache_key, check_target, input_digest
 from lm_eval_longmem.common.model_info import default_device, load_tokenizer
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.common.stats import paired_test
-from lm_eval_longmem.readers.booksort_finetune import SUMMARY, TASK, render_markdown
 from lm_eval_longmem.readers.results import Run, find_results_files, load_run
 
 EVALUATION_VERSION = 2
@@ -143,7 +144,7 @@ def arm_row(run: Run, epoch: int, record: dict[str, Any] | None, base_loss: floa
     """One (arm, epoch) row of the summary, from the results the task stored (`results`: relative to `root`)."""
     metrics = run.metrics(TASK)
     stats = {
-        metric_names.name("acc", stat=stat): metrics.get(metric_names.name("acc", stat=stat))
+        metric_names.name(ACC.name, stat=stat): metrics.get(metric_names.name(ACC.name, stat=stat))
         for stat in ("", *metric_names.STATS)
     }
     return {

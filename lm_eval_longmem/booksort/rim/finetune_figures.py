@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lm_eval_longmem.booksort.scores import ACC
 from lm_eval_longmem.common import metric_names
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CHANCE = 0.5
-ACC, ACC_LOW, ACC_HIGH = metric_names.with_interval("acc")
+ACC_MEAN, ACC_LOW, ACC_HIGH = metric_names.with_interval(ACC.name)
 """The memory-less accuracy with its interval, as each row of the summary holds them (names of the results)."""
 _STYLE = {"book": ("#d55e00", "with book chunks"), "control": ("#0072b2", "control (instructions only)")}
 
@@ -36,7 +37,7 @@ def figure(summary: dict[str, Any]) -> Figure:
     for arm, (color, label) in _STYLE.items():
         rows = arm_series(summary, arm)
         epochs = [r["epoch"] for r in rows]
-        acc = [r[ACC] for r in rows]
+        acc = [r[ACC_MEAN] for r in rows]
         acc_ax.plot(epochs, acc, marker="o", color=color, label=label)
         acc_ax.fill_between(epochs, [r[ACC_LOW] for r in rows], [r[ACC_HIGH] for r in rows], color=color, alpha=0.15)
         losses = [(r["epoch"], r["book_chunk_loss"]) for r in rows if r["book_chunk_loss"] is not None]

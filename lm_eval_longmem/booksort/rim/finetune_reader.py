@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lm_eval_longmem.booksort.scores import ACC
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.readers.results import ResultsFileError, read_json
 
@@ -56,8 +57,8 @@ def summary_table(summary: dict[str, Any]) -> list[list[str]]:
         test = tests.get(epoch) or {}
         diff = test.get("book_minus_control")
         out.append([
-            str(epoch), _pct(*(book[key] for key in metric_names.with_interval("acc"))),
-            _pct(*(control[key] for key in metric_names.with_interval("acc"))),
+            str(epoch), _pct(*(book[key] for key in metric_names.with_interval(ACC.name))),
+            _pct(*(control[key] for key in metric_names.with_interval(ACC.name))),
             "-" if diff is None else f"{100 * diff:+.1f}", _num(test.get("p_value")),
             _num(book.get("book_chunk_loss")), _num(control.get("book_chunk_loss")),
         ])  # fmt: skip
@@ -99,7 +100,7 @@ def read_summary(path: Path) -> dict[str, Any]:
         and isinstance(data.get("model"), str)
         and isinstance(data.get("rows"), list)
         and all(
-            isinstance(r, dict) and {"arm", "epoch", *metric_names.with_interval("acc"), "results"} <= r.keys()
+            isinstance(r, dict) and {"arm", "epoch", *metric_names.with_interval(ACC.name), "results"} <= r.keys()
             for r in data["rows"]
         )
         and any(r["arm"] == "base" for r in data["rows"])

@@ -8,56 +8,56 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from lm_eval_longmem.booksort.options import HEADLINE_TASK, NAME
+from lm_eval_longmem.booksort.rim import figures as booksort_plot
+from lm_eval_longmem.booksort.rim import finetune_figures as finetune_plot
+from lm_eval_longmem.booksort.rim import finetune_reader as booksort_finetune
+from lm_eval_longmem.booksort.rim.reader import booksort_tasks, excerpt_lengths
+from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.evaluations import evaluation
-from lm_eval_longmem.plots import booksort as booksort_plot
-from lm_eval_longmem.plots import booksort_finetune as finetune_plot
-from lm_eval_longmem.readers import booksort_finetune
-from lm_eval_longmem.readers.booksort import booksort_tasks, excerpt_lengths
+from lm_eval_longmem.common.evaluations import ReportSection
 from lm_eval_longmem.readers.results import Run
 from lm_eval_longmem.report.blocks import FigureBlock, Section, Table, interval_of, number, pct, slug
 
-POSITION = 2
-"""Where its sections stand among the evaluations' sections (after BABILong's, as the report has always had them)."""
-HEADLINE_HEADER = ["booksort acc (%)"]
+
+class BooksortSection(ReportSection):
+    """Book-SORT's part of the report."""
+
+    position = 2
+    """Last of ours, as the report has always had it."""
+    headline_header = (f"{NAME} {ACC.name} (%)",)
+
+    def headline_cells(self, run: Run) -> list[str]:
+        """In-context accuracy with its interval."""
+        task = booksort_headline_task(run)
+        return [pct(*interval_of(run.metrics(task) if task else {}, ACC.name))]
+
+    def headline_line(self, cells: list[str]) -> str:
+        return f"{NAME} {ACC.name} {cells[0]}%"
+
+    def headline_notes(self, run: Run) -> str:
+        """Each task answered with one label only."""
+        return "".join(f' (answer bias: "{bias.label}" on every {bias.task} trial)' for bias in answer_bias(run))
+
+    def headline_flags(self, runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
+        """`answer_bias_flags`."""
+        return answer_bias_flags(runs, labels)
+
+    def is_auxiliary(self, run: Run) -> bool:
+        """A checkpoint run of `booksort finetune`: shown in its closing section, not as a model of its own."""
+        return booksort_finetune.summary_of(run.path) is not None
+
+    def sections(self, runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
+        section = _booksort_section(runs, labels)
+        return [section] if section is not None else []
+
+    def closing_sections(self, runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
+        """The fine-tuned memory condition, over every run (its checkpoints included)."""
+        section = _booksort_finetune_section(runs, labels)
+        return [section] if section is not None else []
 
 
-def headline_cells(run: Run) -> list[str]:
-    """The headline table's cell of `run`: in-context accuracy with its interval."""
-    task = booksort_headline_task(run)
-    bs = run.metrics(task) if task else {}
-    return [pct(*interval_of(bs, "acc"))]
-
-
-def headline_line(cells: list[str]) -> str:
-    return f"booksort acc {cells[0]}%"
-
-
-def headline_notes(run: Run) -> str:
-    """What a terminal line adds after the headline numbers: each task answered with one label only."""
-    return "".join(f' (answer bias: "{bias.label}" on every {bias.task} trial)' for bias in answer_bias(run))
-
-
-def headline_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
-    """Paragraphs under the headline table (`answer_bias_flags`)."""
-    return answer_bias_flags(runs, labels)
-
-
-def is_auxiliary(run: Run) -> bool:
-    """A checkpoint run of `booksort finetune`: shown in its closing section, not as a model of its own."""
-    return booksort_finetune.summary_of(run.path) is not None
-
-
-def sections(runs: Sequence[Run], labels: Sequence[str], references: Sequence[Any] = ()) -> list[Section]:
-    """The Book-SORT section the runs support (`references`: none for this evaluation)."""
-    section = _booksort_section(runs, labels)
-    return [section] if section is not None else []
-
-
-def closing_sections(runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
-    """Sections over every run, checkpoints included, after the other harness tasks: the fine-tuned memory condition."""
-    section = _booksort_finetune_section(runs, labels)
-    return [section] if section is not None else []
+SECTION = BooksortSection()
 
 
 def booksort_rows(run: Run) -> dict[str, dict[str, Any]]:
@@ -68,8 +68,7 @@ def booksort_rows(run: Run) -> dict[str, dict[str, Any]]:
 def booksort_headline_task(run: Run) -> str | None:
     """The in-context Book-SORT task (the paper's headline condition), else the first Book-SORT task."""
     tasks = list(booksort_rows(run))
-    headline = evaluation("booksort").headline.task
-    return headline if headline in tasks else (tasks[0] if tasks else None)
+    return HEADLINE_TASK if HEADLINE_TASK in tasks else (tasks[0] if tasks else None)
 
 
 class AnswerBias(NamedTuple):
@@ -90,7 +89,7 @@ def answer_bias(run: Run) -> list[AnswerBias]:
     found = []
     for task in booksort_rows(run):
         metrics = run.metrics(task)
-        share, invalid = number(metrics.get("pct_A")), number(metrics.get("invalid")) or 0
+        share, invalid = number(metrics.get(PCT_A.name)), number(metrics.get(metric_names.INVALID)) or 0
         if share in (0.0, 1.0) and not (share == 0.0 and invalid):  # not: mixed, before `pct_A`, invalid answers
             found.append(AnswerBias(task, "A" if share == 1.0 else "B", run.n_samples(task)))
     return found
@@ -105,10 +104,10 @@ def answer_bias_flags(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
             metrics = run.metrics(bias.task)
             flag = (
                 f'**Answer bias: {label} answers "{bias.label}" on {trials} of `{bias.task}`**: its accuracy '
-                f"({pct(metrics.get('acc'))}%) is the share of trials whose answer is that label, not order recall."
+                f"({pct(metrics.get(ACC.name))}%) is the share of trials whose answer is that label, not order recall."
             )
-            if number(metrics.get("acc_calibrated")) is not None:
-                calibrated = pct(*interval_of(metrics, "acc_calibrated"))
+            if number(metrics.get(CALIBRATED.name)) is not None:
+                calibrated = pct(*interval_of(metrics, CALIBRATED.name))
                 flag += (
                     f" With the bias removed (`acc_calibrated`, from the log-odds of the two labels): {calibrated}%."
                 )
@@ -120,7 +119,7 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     lines: dict[str, dict[str, Any]] = {}
     rows = []
     lengths = sorted({le for run in runs for row in booksort_rows(run).values() for le in excerpt_lengths(row)})
-    calibrated = any(parsed.score == "acc_calibrated" for run in runs for row in booksort_rows(run).values()
+    calibrated = any(parsed.score == CALIBRATED.name for run in runs for row in booksort_rows(run).values()
                      for key in row if (parsed := metric_names.parse(key)) is not None)  # fmt: skip
     for run, label in zip(runs, labels):
         tasks = booksort_rows(run)
@@ -129,10 +128,10 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
             lines[name] = row
             metrics = run.metrics(task)
             rows.append(
-                [name, pct(*interval_of(metrics, "acc"))]
-                + [pct(*interval_of(metrics, "pct_A"))]
-                + ([pct(*interval_of(metrics, "acc_calibrated"))] if calibrated else [])
-                + [pct(*interval_of(metrics, "acc", metric_names.factor("LE", le))) for le in lengths]
+                [name, pct(*interval_of(metrics, ACC.name))]
+                + [pct(*interval_of(metrics, PCT_A.name))]
+                + ([pct(*interval_of(metrics, CALIBRATED.name))] if calibrated else [])
+                + [pct(*interval_of(metrics, ACC.name, metric_names.factor("LE", le))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:
@@ -143,12 +142,12 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
         '"answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).'
         + (
             """ "acc_calibrated": accuracy with the answer bias removed (each trial's log-odds of "A" over "B" minus its """
-            "condition's median; ours, not the paper's; log-prob tasks only)."
+            "L_E x L_S cell's median; ours, not the paper's; log-prob tasks only)."
             if calibrated
             else ""
         )
     )
-    header = ["model", "acc", "answered A"] + (["acc_calibrated"] if calibrated else [])
+    header = ["model", ACC.name, "answered A"] + ([CALIBRATED.name] if calibrated else [])
     section.blocks.append(Table(header + [f"L_E={le} words" for le in lengths] + ["trials"], rows))
     section.blocks.extend(answer_bias_flags(runs, labels))
     section.blocks.append(

@@ -10,7 +10,7 @@ from pathlib import Path
 from lm_eval_longmem.common.flags import number
 from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.forgetting_curve.analysis import summarize, summary_json
-from lm_eval_longmem.readers.forgetting_curve import load_curve
+from lm_eval_longmem.forgetting_curve.rim.reader import load_curve
 
 EPILOG = textwrap.dedent(
     """\

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.forgetting_curve.analysis import Summary, holds, summarize
-from lm_eval_longmem.readers.forgetting_curve import (
+from lm_eval_longmem.forgetting_curve.rim.reader import (
     curve_from_data,
     forgetting_curve_task,
     is_reference,
     stored_summary,
 )
+from lm_eval_longmem.forgetting_curve.scores import COPY_PPL, LM_PPL
 from lm_eval_longmem.readers.results import task_metrics
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def without_interval_label(summary: Summary) -> str:
 
 # --- perplexity under the curve (the paper's Figure 5) -------------------------------------------
 
-PERPLEXITY_SCORES = (("copy_ppl", "copy perplexity", COPY_COLOR), ("lm_ppl", "LM perplexity", LM_COLOR))
+PERPLEXITY_SCORES = ((COPY_PPL.name, "copy perplexity", COPY_COLOR), (LM_PPL.name, "LM perplexity", LM_COLOR))
 """Per-length perplexity metrics drawn under the curve: (score, legend, colour)."""
 
 

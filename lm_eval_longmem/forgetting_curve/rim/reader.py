@@ -30,15 +30,16 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     curve_from_points,
     summarize,
 )
+from lm_eval_longmem.forgetting_curve.options import NAME
 from lm_eval_longmem.readers.results import (
     Run,
-    evaluation_of,
     facts,
     find_results_file,
     read_json,
     read_samples_file,
     skip_reasons,
     task_metrics,
+    tasks_of,
 )
 
 
@@ -82,12 +83,8 @@ def read_samples(records: Iterable[dict[str, Any]]) -> Curve:
 
 
 def forgetting_curve_task(results: dict[str, Any]) -> str | None:
-    """Name of the (first) task in an lm_eval results dict that reports `copy_acc@L` metrics."""
-    table = results.get("results")
-    for name in table if isinstance(table, dict) else ():
-        if evaluation_of(results, name) == "forgetting_curve":
-            return name
-    return None
+    """Name of the (first) forgetting-curve task in an lm_eval results dict (`readers.results.tasks_of`)."""
+    return next(iter(tasks_of(results, NAME)), None)
 
 
 def tested_lengths(metrics: dict[str, Any]) -> list[int]:

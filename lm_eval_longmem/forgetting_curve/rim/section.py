@@ -7,9 +7,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.evaluations import ReportSection
 from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.plots import forgetting_curve as fc_plot
-from lm_eval_longmem.readers.forgetting_curve import forgetting_curve_task, stored_summary
+from lm_eval_longmem.forgetting_curve.options import NAME, PREFIX
+from lm_eval_longmem.forgetting_curve.rim import figures as fc_plot
+from lm_eval_longmem.forgetting_curve.rim.reader import forgetting_curve_task, stored_summary
+from lm_eval_longmem.forgetting_curve.scores import SCORES
 from lm_eval_longmem.readers.results import Run
 from lm_eval_longmem.report.blocks import (
     RUN_COLORS,
@@ -19,7 +22,6 @@ from lm_eval_longmem.report.blocks import (
     absent_cells,
     estimate,
     interval_of,
-    memory_of,
     number,
     pyplot,
     slug,
@@ -29,32 +31,38 @@ from lm_eval_longmem.report.blocks import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-POSITION = 0
-"""Where its sections stand among the evaluations' sections (first)."""
-HEADLINE_HEADER = ["forgetting_curve fine_memory_length", "coarse_memory_length"]
+
+class ForgettingCurveSection(ReportSection):
+    """The forgetting curve's part of the report."""
+
+    position = 0
+    """First among the evaluations' sections."""
+    headline_header = (f"{NAME} fine_memory_length", "coarse_memory_length")
+
+    def headline_cells(self, run: Run) -> list[str]:
+        """Fine and coarse memory lengths with their intervals."""
+        task = forgetting_curve_task(run.data)
+        fc = run.metrics(task) if task else {}
+        return [tokens(*memory_of(fc, "fine")), tokens(*memory_of(fc, "coarse"))]
+
+    def headline_line(self, cells: list[str]) -> str:
+        return f"{NAME} fine_memory_length {cells[0]} (coarse {cells[1]})"
+
+    def sections(self, runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
+        """Memory lengths and per-length tables with the figures, then runs that differ only in their text sources."""
+        found = (_forgetting_curve_section(runs, labels), _forgetting_curve_sources_section(runs, labels))
+        return [s for s in found if s is not None]
 
 
-def headline_cells(run: Run) -> list[str]:
-    """The headline table's cells of `run`: fine and coarse memory lengths with their intervals."""
-    task = forgetting_curve_task(run.data)
-    fc = run.metrics(task) if task else {}
-    return [
-        tokens(*memory_of(fc, "fine")),
-        tokens(*memory_of(fc, "coarse")),
-    ]  # fmt: skip
+SECTION = ForgettingCurveSection()
 
 
-def headline_line(cells: list[str]) -> str:
-    return f"forgetting_curve fine_memory_length {cells[0]} (coarse {cells[1]})"
-
-
-def sections(runs: Sequence[Run], labels: Sequence[str], references: Sequence[Any] = ()) -> list[Section]:
-    """The forgetting-curve sections the runs support (`references`: none for this evaluation)."""
-    return [
-        s
-        for s in (_forgetting_curve_section(runs, labels), _forgetting_curve_sources_section(runs, labels))
-        if s is not None
-    ]
+def memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:
+    """(length, censored, low, high) of the forgetting curve's memory length under `criterion`, for `tokens`."""
+    length, low, high = (
+        metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL
+    )
+    return length, metrics.get(metric_names.memory_censored(criterion)), low, high
 
 
 def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
@@ -179,7 +187,7 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
     return section
 
 
-PER_LENGTH_HEADER = ["model", "L", "samples", "copy_acc (%)", "lm_acc (%)", "copy_ppl", "lm_ppl"]
+PER_LENGTH_HEADER = ["model", "L", "samples", *(f"{s.name} (%)" for s in SCORES[:2]), *(s.name for s in SCORES[2:])]
 
 
 PER_LENGTH_NOTE = (
@@ -193,7 +201,7 @@ def per_length_rows(label: str, metrics: dict[str, Any], summary: Any) -> list[l
     """One row per tested length of a forgetting-curve run: samples, both accuracies and both perplexities as stored."""
     rows = []
     for s in summary.per_length:
-        cells = [interval_of(metrics, score, s.length) for score in ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl")]
+        cells = [interval_of(metrics, score, s.length) for score in (s.name for s in SCORES)]
         rows.append(
             [label, str(s.length), str(s.n) if s.n else "-"]
             + [estimate(*c, s.n, scale=100) for c in cells[:2]]
@@ -202,7 +210,7 @@ def per_length_rows(label: str, metrics: dict[str, Any], summary: Any) -> list[l
     return rows
 
 
-_SOURCE_KEYS = ("forgetting_curve_copy_source", "forgetting_curve_prefix_source", "forgetting_curve_corpus")
+_SOURCE_KEYS = (f"{PREFIX}copy_source", f"{PREFIX}prefix_source", f"{PREFIX}corpus")
 
 
 def source_groups(runs: Sequence[Run], labels: Sequence[str]) -> list[list[tuple[str, Run]]]:
@@ -215,9 +223,7 @@ def source_groups(runs: Sequence[Run], labels: Sequence[str]) -> list[list[tuple
     for run, label in zip(runs, labels):
         if forgetting_curve_task(run.data) is None:
             continue
-        rest = {
-            k: v for k, v in _fc_metadata(run).items() if k.startswith("forgetting_curve_") and k not in _SOURCE_KEYS
-        }
+        rest = {k: v for k, v in _fc_metadata(run).items() if k.startswith(PREFIX) and k not in _SOURCE_KEYS}
         key = repr((run.model, sorted(rest.items(), key=str)))
         groups.setdefault(key, []).append((label, run))
     out = []

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from lm_eval_longmem.babilong.rim.reader import format_report, read_cells, read_length_means
 from lm_eval_longmem.babilong.summary import effective_context, mean_interval
 from lm_eval_longmem.babilong.task import Answer, cells_from_items
 from lm_eval_longmem.cli import main
 from lm_eval_longmem.common.stats import Interval
-from lm_eval_longmem.readers.babilong import format_report, read_cells, read_length_means
 
 ACC = {  # (task, length) -> accuracy
     ("qa1", "0k"): 1.0, ("qa1", "4k"): 0.9, ("qa1", "8k"): 0.8, ("qa1", "16k"): 0.9,
@@ -137,7 +137,7 @@ def test_text_report_and_cli(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_heatmap(tmp_path):
-    from lm_eval_longmem.plots import babilong as plot_module
+    from lm_eval_longmem.babilong.rim import figures as plot_module
     from lm_eval_longmem.plots import plot_results
 
     assert plot_module.can_plot(_results()) and not plot_module.can_plot({"results": {"booksort": {}}})

@@ -39,7 +39,7 @@ def test_build_command(book_files, tmp_path, capsys):
 def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_dir):
     from lm_eval.models.huggingface import HFLM
 
-    from lm_eval_longmem.commands.booksort import score_variants
+    from lm_eval_longmem.booksort.rim.commands import score_variants
 
     lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", batch_size=1)
     meta = {

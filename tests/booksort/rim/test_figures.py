@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lm_eval_longmem.plots import booksort
-from lm_eval_longmem.readers.booksort import booksort_tasks
+from lm_eval_longmem.booksort.rim import figures as booksort
+from lm_eval_longmem.booksort.rim.reader import booksort_tasks
 
 
 def _row(cells: dict[str, float], scores=("acc",)) -> dict[str, float]:

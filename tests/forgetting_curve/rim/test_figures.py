@@ -5,7 +5,7 @@ import json
 import pytest
 
 from lm_eval_longmem.forgetting_curve.analysis import CurvePoint, curve_from_points, summarize
-from lm_eval_longmem.plots import forgetting_curve
+from lm_eval_longmem.forgetting_curve.rim import figures as forgetting_curve
 
 
 def test_plot_reads_the_original_tools_file(shared_data, tmp_path):
