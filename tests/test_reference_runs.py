@@ -5,7 +5,7 @@ and changelogs move together.
   the four with a warm data cache) and compares it with `reference_runs.compare`; the message says what
   moved and what to do.
 * The pairing tests need no model: a reference made with another task version than the YAML's
-  (a bump without a refresh) fails, and so does a version without a changelog line.
+  (a bump without a refresh) fails, and so does a version without a CHANGELOG.md entry.
 * The comparison itself is tested on edited copies of a stored reference, so each of its rules can fail.
 """
 
@@ -37,7 +37,7 @@ def test_reference_was_made_with_the_task_versions_of_today(name):
 
 
 def test_every_task_version_has_a_changelog_line():
-    """A version bumped without a line for it in the card's changelog fails here."""
+    """A version bumped without an entry for it in CHANGELOG.md fails here."""
     problems = reference_runs.missing_changelog_lines()
     assert not problems, "\n".join(problems)
 
@@ -248,7 +248,7 @@ def test_a_version_without_a_changelog_line_is_named(monkeypatch):
         lambda: {**versions, "forgetting_curve": (99.9, versions["forgetting_curve"][1])},
     )
     (line,) = reference_runs.missing_changelog_lines()
-    assert "forgetting_curve is version 99.9" in line and "task_configs/forgetting_curve/README.md" in line
+    assert "forgetting_curve is version 99.9" in line and "CHANGELOG.md" in line and "## forgetting_curve" in line
 
 
 def test_task_versions_are_read_from_the_yamls_and_their_includes():

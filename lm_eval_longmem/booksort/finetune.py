@@ -71,7 +71,7 @@ def positive_number(value: Any) -> float:
 
 @dataclass(frozen=True)
 class FinetuneOptions:
-    """What `--metadata booksort_finetune_*` can set (the card's fine-tuning table is checked against this)."""
+    """What `--metadata booksort_finetune_*` can set (the table in docs/booksort-finetune.md is checked against this)."""
 
     epochs: int = option(5, whole_number(1), "epochs per arm, one checkpoint each (the reference code trains 5)", "3")
     method: str = option("lora", one_of("lora", "full"), "lora (peft adapters) or full fine-tuning", "full")

@@ -28,8 +28,8 @@ target; `reason`/`why`: what decided it), each row naming its model, task, sourc
   make the reader abstain (keep `acc`'s verdict), which can only remove rows from the set of
   changes, so the `changed` rows still changing remain a uniform sample of it.
 
-The figures the card and README quote are `QUOTED`; the test fails when the wrong share rises
-above it or the fixed share falls below it.
+The figures the card and docs/babilong-corrected-check.md quote are `QUOTED`; the test fails when the wrong
+share rises above it or the fixed share falls below it.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ from lm_eval_longmem.booksort.instructions import conversation, generated_instru
 from lm_eval_longmem.booksort.rim import finetune_commands as command
 from lm_eval_longmem.booksort.rim import finetune_reader as reader
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.options import declared
-from lm_eval_longmem.paths import task_configs_dir
 from lm_eval_longmem.readers.results import load_run
 
 # --- book chunks ---------------------------------------------------------------------------------
@@ -163,26 +161,6 @@ def test_flags_are_taken_as_the_harness_takes_them():
     )  # fmt: skip
     assert args.model_args == {"pretrained": "m", "dtype": "float32"}
     assert args.metadata == {"booksort_data": "d", "booksort_excerpt_lengths": [250, 1000]}
-
-
-def test_card_lists_exactly_the_declared_finetune_options():
-    """The card's fine-tuning table (first column `option`) names every declared key with its default."""
-    lines = (task_configs_dir() / "booksort" / "README.md").read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| option |"))
-    rows = {}
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        rows[cells[0].strip("`")] = cells
-    keys = {d.key: d for d in declared(ft.FinetuneOptions, ft.PREFIX)}
-    assert set(rows) == set(keys)
-    for key, d in keys.items():
-        example = re.findall(r"`[^`=]+=([^`]+)`", rows[key][2])
-        assert example, key
-        ft.split_metadata({key: example[0]})  # the example the card shows is valid
-        if d.default is not None:
-            assert d.spec.parse(rows[key][1].strip("`")) == d.default, key
 
 
 def test_missing_peft_is_one_line_naming_the_extra(monkeypatch):
