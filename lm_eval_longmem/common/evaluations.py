@@ -53,10 +53,9 @@ ENTRY_POINT_GROUP = "lm_eval_longmem.evaluations"
 
 @dataclass(frozen=True)
 class Headline:
-    """The one number a leaderboard reads for an evaluation (every one is higher-is-better)."""
+    """The one number a leaderboard reads for an evaluation (every one is higher-is-better): a metric of its
+    headline task (its report section's `headline_cells` say which task that is)."""
 
-    task: str
-    """The task whose metric it is (Book-SORT: the in-context condition, the paper's headline)."""
     metric: str
     """The metric's name in that task's results row."""
     meaning: str

@@ -25,7 +25,7 @@ class Babilong(Evaluation):
 
     name = NAME
     title = "BABILong"
-    headline = Headline(NAME, ACC, "mean accuracy over every bAbI task x length that ran (authors' answer check)")
+    headline = Headline(ACC, "mean accuracy over every bAbI task x length that ran (authors' answer check)")
 
     def task_folder(self) -> Path:
         from lm_eval_longmem.paths import task_configs_dir

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lm_eval_longmem.booksort.options import HEADLINE_TASK, NAME
+from lm_eval_longmem.booksort.options import NAME
 from lm_eval_longmem.booksort.scores import ACC
 from lm_eval_longmem.common.evaluations import DemoPart, Evaluation, Headline, Planner, Plotter, ReportSection
 
@@ -25,7 +25,7 @@ class Booksort(Evaluation):
 
     name = NAME
     title = "Book-SORT"
-    headline = Headline(HEADLINE_TASK, ACC.name, "in-context order-recall accuracy (chance 0.5)")
+    headline = Headline(ACC.name, "in-context order-recall accuracy (chance 0.5)")
 
     def task_folder(self) -> Path:
         from lm_eval_longmem.paths import task_configs_dir

@@ -24,7 +24,7 @@ class ForgettingCurve(Evaluation):
     name = NAME
     title = "Forgetting curve"
     headline = Headline(
-        NAME, metric_names.memory_length("fine"), "longest length L (tokens) copied with > 99% token accuracy"
+        metric_names.memory_length("fine"), "longest length L (tokens) copied with > 99% token accuracy"
     )
 
     def task_folder(self) -> Path:
