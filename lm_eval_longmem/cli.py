@@ -51,10 +51,9 @@ def run_harness(harness_args: list[str]) -> None:
     """Run lm_eval's own command line with `harness_args`, our tasks indexed even if the hook is off."""
     from lm_eval.__main__ import cli_evaluate
 
-    from lm_eval_longmem.harness import activate_here
-    from lm_eval_longmem.preflight import check_run
+    from lm_eval_longmem._autoload import activate
 
-    activate_here(UsageError, check_run)
+    activate()
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")

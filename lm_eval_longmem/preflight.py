@@ -3,7 +3,7 @@
 The harness creates the model first and loads the tasks after it, so a task whose data cannot be read
 (a hub dataset offline or gated, a folder that does not exist) used to stop the run only after the
 model had loaded, and only for the first such task: three tasks with hub-only data took three runs to
-find out. `check_run` is called by the harness hook (`harness.install_before_model`, R17) just before
+find out. `check_run` is called by the harness hook (`harness.evaluator.install_before_model`, R17) just before
 `simple_evaluate` creates the model, for the `lm_eval` CLI and the Python API alike. For every task of
 ours in the run it parses the options and checks each data source the way the data builder will read
 it (each evaluation's `Evaluation.source_problems`), and it checks that a hub model is there when the hub

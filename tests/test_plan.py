@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig
 
-from lm_eval_longmem import harness
 from lm_eval_longmem import plan as plan_module
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan, plan_lines, resolve_tasks
 
 LLAMA3_8B = {
@@ -29,7 +29,7 @@ LLAMA3_8B = {
 @pytest.fixture(autouse=True)
 def no_live_model(monkeypatch):
     """`plan` runs in its own process, where no harness model exists; other tests may have left one recorded."""
-    monkeypatch.setattr(harness, "_live", None)
+    monkeypatch.setattr(models, "_live", None)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from kit import build_booksort, run_lm_eval
 
 from lm_eval_longmem import preflight
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.harness import RunRequest
+from lm_eval_longmem.harness.evaluator import RunRequest
 from lm_eval_longmem.paths import task_configs_dir
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG
 from lm_eval_longmem.babilong.options import BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
@@ -26,6 +25,7 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE
 from lm_eval_longmem.forgetting_curve.options import SweepOptions
+from lm_eval_longmem.harness.cli import dict_flag_action
 
 
 def _model_args(model: Path) -> str:
@@ -297,5 +297,5 @@ def metadata_words(words: list[str]) -> dict:
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--metadata", nargs="+", action=harness.dict_flag_action())
+    parser.add_argument("--metadata", nargs="+", action=dict_flag_action())
     return parser.parse_args(["--metadata", *words]).metadata

@@ -2,7 +2,7 @@
 
 Two import graphs, both built from every `import` statement of the package that runs, function-level ones
 included (a lazy import is still a dependency; one under `if TYPE_CHECKING:` only annotates, and never runs):
-- modules: `lm_eval_longmem.common.task` -> `lm_eval_longmem.harness`, ...; no cycle allowed;
+- modules: `lm_eval_longmem.common.task` -> `lm_eval_longmem.harness.tasks`, ...; no cycle allowed;
 - parts: each top-level module or subpackage (`harness`, `common`, `backends`, `babilong`, `cli`, ...), an
   evaluation's rim (`babilong.rim`) a part of its own; no cycle allowed either, and every part imports only
   parts of layers below its own (`LAYERS`, the layering CONTRIBUTING.md states): an evaluation's core never
@@ -210,7 +210,7 @@ example of what a piece serves); the registry's list of names is the one excepti
 
 NAME_HOLDERS = {
     REGISTRY: "the registry: `BUILTIN`, and the one guess of an older file's evaluation (`guessed_evaluation`)",
-    f"{PACKAGE}.harness": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
+    f"{PACKAGE}.harness.tasks": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
 }
 """The modules outside an evaluation's package that may spell an evaluation's name in code, and why."""
 
@@ -308,8 +308,42 @@ def test_the_registry_imports_only_the_shared_core():
 
 
 def test_harness_is_the_bottom_layer():
-    """Every touch of lm_eval's internals is in `harness.py`; it imports nothing of ours but `paths`."""
+    """Every touch of lm_eval's internals is in the `harness/` package; it imports nothing of ours but `paths`."""
     assert part_graph()["harness"] <= {"paths"}
+
+
+def module_level_calls(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of every call a module makes when imported: in its top-level statements, outside functions,
+    classes and `if __name__ == "__main__":`."""
+    found = []
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(statement, ast.If) and "__name__" in ast.unparse(statement.test):
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                found.append((node.lineno, ast.unparse(node.func).rpartition(".")[2]))
+    return found
+
+
+def test_the_import_call_reader_sees_calls_at_import_only():
+    source = (
+        "import x\nx.install()\nA = patch_it(1)\ndef f():\n    install()\nif __name__ == '__main__':\n    install()\n"
+    )
+    assert module_level_calls(ast.parse(source)) == [(2, "install"), (3, "patch_it")]
+
+
+def test_nothing_patches_lm_eval_at_import():
+    """lm_eval is changed at one explicit point, `harness.install` (issue 34): no module of ours installs or patches
+    anything when it is imported, so importing one (a task module, for a YAML's `!function`) changes nothing."""
+    offences = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {name}()"
+        for path in package_modules().values()
+        for line, name in module_level_calls(ast.parse(path.read_text(encoding="utf-8")))
+        if name.startswith(("install", "patch", "teach", "activate"))
+    ]
+    assert offences == []
 
 
 @pytest.mark.parametrize("module, path", sorted(package_modules().items()))
@@ -335,9 +369,10 @@ def test_every_logger_is_under_the_harness_logger(module, path):
             )
 
 
-# --- every lm_eval internal behind harness.py (issue 27, item 4) ---------------------------------------
+# --- every lm_eval internal behind the harness/ package (issue 27, item 4; a package by concern since issue 34) ---
 
-HARNESS_MODULE = f"{PACKAGE}.harness"
+HARNESS = "harness"
+"""The part (`part()`) that holds every lm_eval internal: the `harness/` package, all its modules."""
 PUBLIC_ENTRY_POINTS = {"lm_eval.simple_evaluate", "lm_eval.evaluator.simple_evaluate", "lm_eval.__main__.cli_evaluate"}
 """What any module may call of lm_eval besides the task and model classes (its documented Python API and CLI)."""
 CLASS_MODULES = ("lm_eval.api.task", "lm_eval.api.instance", "lm_eval.api.registry")
@@ -345,7 +380,7 @@ CLASS_MODULES = ("lm_eval.api.task", "lm_eval.api.instance", "lm_eval.api.regist
 
 
 def allowed_lm_eval_name(dotted: str) -> bool:
-    """Whether a module outside harness.py may name `dotted` (`lm_eval.api.task.ConfigurableTask`, ...)."""
+    """Whether a module outside the `harness/` package may name `dotted` (`lm_eval.api.task.ConfigurableTask`, ...)."""
     import importlib
     import inspect
 
@@ -421,19 +456,19 @@ def test_the_lm_eval_reader_sees_every_form():
 
 
 def test_lm_eval_is_reached_only_through_harness():
-    """Outside `harness.py`, a module names of lm_eval only the task, instance and registry classes (and the
-    registry's `register_*` decorators) and the public `simple_evaluate`/`cli_evaluate`; everything else it
-    needs of lm_eval is a function of `harness.py`, whose reliance is numbered and tested (CONTRIBUTING.md).
+    """Outside the `harness/` package, a module names of lm_eval only the task, instance and registry classes (and
+    the registry's `register_*` decorators) and the public `simple_evaluate`/`cli_evaluate`; everything else it
+    needs of lm_eval is a function of a `harness/` module, whose reliance is numbered and tested (its R-list).
     Imports under `if TYPE_CHECKING:` are free: they only annotate, and never run."""
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name}"
         for module, path in package_modules().items()
-        if module != HARNESS_MODULE
+        if part(module) != HARNESS
         for line, name in lm_eval_names(ast.parse(path.read_text(encoding="utf-8")))
         if not allowed_lm_eval_name(name)
     ]
-    assert not offences, "reach lm_eval through a function of harness.py (with its reliance and test):\n" + "\n".join(
-        offences
+    assert not offences, (
+        "reach lm_eval through a function of the harness/ package (with its reliance and test):\n" + "\n".join(offences)
     )
 
 
@@ -463,7 +498,7 @@ def lm_eval_private_attributes() -> set[str]:
 
 def test_no_private_attribute_of_the_harness_classes_outside_harness():
     """Our task and backend code runs as methods of lm_eval's classes (ConfigurableTask, HFLM, VLLM): a private
-    attribute of theirs read or set anywhere but `harness.py` is a reliance no test names (and one of ours
+    attribute of theirs read or set anywhere but the `harness/` package is a reliance no test names (and one of ours
     with such a name would silently replace theirs)."""
     private = lm_eval_private_attributes()
     assert {
@@ -475,8 +510,10 @@ def test_no_private_attribute_of_the_harness_classes_outside_harness():
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{node.lineno}: .{node.attr}"
         for module, path in package_modules().items()
-        if module != HARNESS_MODULE
+        if part(module) != HARNESS
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
-    assert not offences, "reach lm_eval's private attributes through a function of harness.py:\n" + "\n".join(offences)
+    assert not offences, "reach lm_eval's private attributes through a function of the harness/ package:\n" + "\n".join(
+        offences
+    )

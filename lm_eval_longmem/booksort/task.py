@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from lm_eval.api.instance import Instance
 
-from lm_eval_longmem.backends import install
+from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
 from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
 from lm_eval_longmem.booksort.data import Excerpts, fine_tuned_checkpoint, prompt_work, user_text
@@ -69,8 +69,7 @@ from lm_eval_longmem.common.stats import (
     proportion_interval,
 )
 from lm_eval_longmem.common.task import CellStat, LongmemTask
-
-install()  # the authors' readout sends `loglikelihood_accuracy` requests
+from lm_eval_longmem.harness import Plugin
 
 CHANCE = 0.5
 _STRICT_ANSWER = re.compile(r"^\s*(?:Segment\s+)?([AB])(?![A-Za-z0-9])")
@@ -266,6 +265,11 @@ class BooksortTask(LongmemTask):
         super().__init__(config=config, **kwargs)
         if self.options.protocol == AUTHORS and self.OUTPUT_TYPE == "multiple_choice":
             self.OUTPUT_TYPE = TOKEN_REQUEST  # the authors' readout: exact token ids (`construct_requests`)
+
+    @classmethod
+    def harness_plugin(cls) -> Plugin:
+        """The `loglikelihood_accuracy` request type the authors' readout sends (`backends.plugin`)."""
+        return plugin()
 
     @cached_property
     def authors_label_ids(self) -> list[int]:

@@ -81,16 +81,18 @@ def run_harness(
     Our tasks are indexed whether or not the start-up hook is on (`lm_eval_longmem.task_manager`),
     and the model arguments reach the data builders as metadata, as the CLI merges them.
     """
-    from lm_eval_longmem import harness, task_manager
+    from lm_eval_longmem import task_manager
+    from lm_eval_longmem.harness.evaluator import evaluate_into, results_tables
+    from lm_eval_longmem.harness.loggers import setup_logging
 
-    harness.setup_logging()  # the harness's log lines (and ours) as `lm_eval` shows them
+    setup_logging()  # the harness's log lines (and ours) as `lm_eval` shows them
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # as lm_eval's CLI sets it
-    results = harness.evaluate_into(
+    results = evaluate_into(
         output, model=model, model_args=model_args, tasks=list(tasks), device=device, batch_size=batch_size,
         task_manager=task_manager(metadata=model_args | metadata, include_defaults=False),  # only ours run: index only ours
         apply_chat_template=apply_chat_template, fewshot_as_multiturn=apply_chat_template,  # as the CLI defaults it
     )  # fmt: skip
-    print(harness.results_tables(results))
+    print(results_tables(results))
     return find_results_file(output)
 
 

@@ -244,6 +244,16 @@ def evaluations() -> tuple[Evaluation, ...]:
     return tuple(found)
 
 
+def task_folders() -> list[Path]:
+    """The folders of every evaluation's task YAMLs, for the harness to index (`harness.Plugin.task_folders`):
+    ours as one folder (`paths.task_configs_dir()`, which holds each of ours), then each other one's."""
+    from lm_eval_longmem.paths import task_configs_dir
+
+    ours = task_configs_dir().resolve()
+    others = [folder for entry in evaluations() if not (folder := entry.task_folder().resolve()).is_relative_to(ours)]
+    return [ours, *others]
+
+
 def names() -> tuple[str, ...]:
     """Every evaluation's name, in the registry's order."""
     return tuple(entry.name for entry in evaluations())

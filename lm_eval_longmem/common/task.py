@@ -31,7 +31,7 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   doc, whatever the sweep; the item as a record of its named fields, `item_record`, which
   `--log_samples` logs and `read_item` reads back, old positional lists included), and
   `aggregate_payloads`, called through the harness hook
-  (`harness.install_aggregation`), adds the scores that need the whole run (`run_scores`) and turns
+  (`harness.tasks.install_aggregation`, installed when a task is built), adds the scores that need the whole run (`run_scores`) and turns
   every doc's payload into `score@cell` (mean) and `score@cell_ci_low/_ci_high` (95% interval by
   the score's family, `cell_interval`) for every score and cell of the run, the summaries and
   `skipped`; names come from `common/metric_names.py`. Every value under `results` is a number or
@@ -52,7 +52,6 @@ from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
 from lm_eval_longmem.common.conditions import IN_CONTEXT
@@ -62,9 +61,11 @@ from lm_eval_longmem.common.model_info import Window, load_config, load_tokenize
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.common.text import READER_VERSION
 from lm_eval_longmem.common.token_counts import TokenCounts
+from lm_eval_longmem.harness import Plugin, install
+from lm_eval_longmem.harness.loggers import logged_metric_list
+from lm_eval_longmem.harness.tasks import deal_docs, quiet_custom_dataset_notice, request_cache_tokenizer_name
 
 log = logging.getLogger(f"lm_eval.{__name__}")
-harness.install_aggregation()
 
 
 def item_record(item: tuple) -> dict[str, Any]:
@@ -145,12 +146,21 @@ class LongmemTask(ConfigurableTask):
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
         self.docs_per_cell: dict[str, int] = {}
+        install(self.harness_plugin())
         super().__init__(config=config, **kwargs)
+
+    @classmethod
+    def harness_plugin(cls) -> Plugin:
+        """What a task of this class needs lm_eval to have, installed (`harness.install`) each time one is built, before
+        the harness checks its config: so it runs however lm_eval found it, the start-up hook off and our folder given
+        with `--include_path` included. Every task gets the aggregation hook (`aggregate_payloads`); a task that sends
+        `loglikelihood_accuracy` requests returns `backends.plugin()`, its request type."""
+        return Plugin()
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """The harness's own download (it calls our `custom_dataset` builder), without its notice that
         suggests a `max_seq_lengths` key we do not have (harness R18)."""
-        with harness.quiet_custom_dataset_notice(self.config.task):
+        with quiet_custom_dataset_notice(self.config.task):
             super().download(dataset_kwargs, **kwargs)
 
     # --- options and model facts ---------------------------------------------------------------
@@ -327,9 +337,9 @@ class LongmemTask(ConfigurableTask):
         docs = self.eval_docs
         if samples:
             chosen = ((pos, docs[i]) for pos, i in enumerate(samples) if not self._reason(i, docs[i]))
-            return harness.deal_docs(chosen, rank=rank, limit=None, world_size=world_size)
+            return deal_docs(chosen, rank=rank, limit=None, world_size=world_size)
         running = ((i, docs[i]) for i in self.doc_order if not self._reason(i, docs[i]))
-        return harness.deal_docs(running, rank=rank, limit=limit, world_size=world_size)
+        return deal_docs(running, rank=rank, limit=limit, world_size=world_size)
 
     def build_all_requests(self, *, limit: int | None = None, samples: list[int] | None = None, **kwargs: Any) -> None:
         self._render_kwargs = {key: kwargs.get(key) for key in _RENDER_KEYS if key in kwargs}
@@ -348,7 +358,7 @@ class LongmemTask(ConfigurableTask):
             )
         # `--samples` and the task's config (`--gen_kwargs`, prompts) decide which requests exist too.
         fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
-        kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
+        kwargs["tokenizer_name"] = request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
         super().build_all_requests(limit=limit, samples=samples, **kwargs)
         if not int(kwargs.get("rank") or 0) and self.instances:
             log.info("%s", self.cost_line(ranks))
@@ -533,7 +543,7 @@ class LongmemTask(ConfigurableTask):
     ) -> tuple[dict[str, Any], int]:
         """This task's results row (`name,filter` -> number or None) and its doc count, from every doc's payload.
 
-        Called by the harness hook (`harness.install_aggregation`, R11) with the per-doc payloads of
+        Called by the harness hook (`harness.tasks.install_aggregation`, R11) with the per-doc payloads of
         every rank: `raw_metrics[(key, filter)]` lists each doc's value of `key`, and since every doc
         returns the same keys, the values at one position belong to one doc. A plain task (no
         `score`) gets the harness's own aggregation (`harness_default`) plus `skipped`.
@@ -641,11 +651,11 @@ class LongmemTask(ConfigurableTask):
         """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts.
 
         For our evaluations `metric_list` names the scores every logged sample holds (`SCORES`), as
-        the harness's sample loggers read it (`harness.logged_metric_list`, R15), not per-cell names.
+        the harness's sample loggers read it (`harness.loggers.logged_metric_list`, R15), not per-cell names.
         """
         config = dict(super().dump_config())
         if self.scored_by_cells:
-            config["metric_list"] = harness.logged_metric_list(
+            config["metric_list"] = logged_metric_list(
                 [(spec.name, spec.higher_is_better) for spec in self.score_specs()]
             )
         return config | {CONFIG_KEY: self.result_facts()}

@@ -8,10 +8,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from lm_eval_longmem.backends import install
+from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import TokenAccuracy
+from lm_eval_longmem.harness import install
 
-install()
+install(plugin())
 
 
 def _make_lm(path, **kwargs):

@@ -88,7 +88,7 @@ def test_every_metric_is_scored_on_every_doc(tiny_run):
 @pytest.mark.slow
 def test_data_builder_logs_through_the_harness(tiny_run):
     """At lm_eval's default level (INFO) the builder's line shows in the harness's format; at WARNING it
-    does not (`tests/test_harness.py::test_r10_package_logs_follow_the_harness_level`)."""
+    does not (`tests/harness/test_loggers.py::test_r10_package_logs_follow_the_harness_level`)."""
     stderr = (tiny_run[0] / "stderr.txt").read_text()
     (line,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.forgetting_curve.data:" in line]
     assert " INFO     [" in line and "forgetting_curve: 12 docs, 4 lengths (16,32,64,128)" in line

@@ -111,7 +111,7 @@ def score_variants(
 
 def _select_prompt(args: argparse.Namespace) -> None:
     from lm_eval_longmem.common.model_info import default_device
-    from lm_eval_longmem.harness import create_model
+    from lm_eval_longmem.harness.models import create_model
 
     if args.output_path is not None:  # before any variant is scored
         check_target(args.output_path, overwrite=args.overwrite)

@@ -106,7 +106,7 @@ def evaluate(
     if out.exists():  # an outdated evaluation under results/ of this command's folder (checked before any work)
         shutil.rmtree(out)
     from lm_eval_longmem import task_manager
-    from lm_eval_longmem.harness import evaluate_into
+    from lm_eval_longmem.harness.evaluator import evaluate_into
 
     metadata = {**model_args, **settings.metadata}
     start = time.perf_counter()
