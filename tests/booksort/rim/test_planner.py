@@ -7,14 +7,14 @@ from collections import Counter
 import pytest
 from kit import build_booksort
 
-from lm_eval_longmem import harness
+from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan
 
 
 @pytest.fixture(autouse=True)
 def no_live_model(monkeypatch):
     """`plan` runs in its own process, where no harness model exists; other tests may have left one recorded."""
-    monkeypatch.setattr(harness, "_live", None)
+    monkeypatch.setattr(models, "_live", None)
 
 
 def test_booksort_hub_counts_follow_the_published_layout(tiny_llama_dir):
