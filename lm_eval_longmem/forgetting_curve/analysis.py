@@ -16,7 +16,7 @@ a percentile bootstrap interval that resamples the samples of every length indep
 `lm_eval_longmem.common.stats`. One sample per length gives null bounds ("n=1"), never [m, m].
 
 The files a curve is read from (the original tool's JSON, lm_eval's samples and results files)
-are read by `readers/forgetting_curve.py`.
+are read by its rim (`rim/reader.py`).
 """
 
 from __future__ import annotations
