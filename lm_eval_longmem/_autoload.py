@@ -43,16 +43,18 @@ class _ActivateAfterImport:
 
 
 def activate(manager_module: ModuleType | None = None) -> None:
-    """The plugin, active in this process (idempotent): every `TaskManager` indexes our tasks (on
-    `manager_module`, the `lm_eval.tasks.manager` being executed, or the one imported now), a `UsageError`
-    that reaches the top prints one line, and a run's inputs are checked before its model loads
+    """The plugin, active in this process (idempotent): every `TaskManager` indexes the task folders of every
+    evaluation (`common.evaluations.task_folders`; on `manager_module`, the `lm_eval.tasks.manager` being
+    executed, or the one imported now), a `UsageError` that reaches the top prints one line, and a run's inputs are checked before its model loads
     (`preflight.check_run`). Called by the start-up hook and by `lm-eval-longmem run`, which runs lm_eval's
     command line whether or not the hook is on."""
     from lm_eval_longmem.common.errors import UsageError
+    from lm_eval_longmem.common.evaluations import task_folders
     from lm_eval_longmem.harness import Plugin, install
     from lm_eval_longmem.preflight import check_run
 
-    install(Plugin(usage_error=UsageError, before_model=check_run), index_our_tasks=True, manager_module=manager_module)
+    plugin = Plugin(usage_error=UsageError, before_model=check_run, task_folders=task_folders)
+    install(plugin, index_our_tasks=True, manager_module=manager_module)
 
 
 def find_spec(fullname: str, path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:

@@ -6,14 +6,14 @@ model had loaded, and only for the first such task: three tasks with hub-only da
 find out. `check_run` is called by the harness hook (`harness.evaluator.install_before_model`, R17) just before
 `simple_evaluate` creates the model, for the `lm_eval` CLI and the Python API alike. For every task of
 ours in the run it parses the options and checks each data source the way the data builder will read
-it (each evaluation's `data.source_problems`), and it checks the model (its config and weights, and the
-tokenizer, loaded once). Unless an offline variable is set, one short probe of the hub comes first
+it (each evaluation's `Evaluation.source_problems`), and it checks the model (its config and weights, and
+the tokenizer, loaded once). Unless an offline variable is set, one short probe of the hub comes first
 (`common.hub`): a hub that does not answer is treated as offline for the rest of the process, so the check
 names a hub model or dataset missing from the local cache whether the hub is offline by variable or simply
 unreachable, without huggingface_hub's minute of retries, and nothing after a passed check waits on the
 network. Every problem found goes into one `UsageError`: one line per problem, each naming the option
-and the local alternative (the embedded plays, `lm-eval-longmem booksort build`,
-`babilong_source=generate`, a local model folder). Runs without our tasks are not touched.
+and the local alternative (the embedded plays, a local build or generated data, a local model folder).
+Runs without our tasks are not touched.
 
 Nothing here is imported until a run asks for one of our tasks.
 """
@@ -28,35 +28,32 @@ from typing import Any
 from lm_eval_longmem.common import hub
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import evaluation as evaluation_entry
-from lm_eval_longmem.common.evaluations import load
+from lm_eval_longmem.common.evaluations import evaluations
 from lm_eval_longmem.common.hub import Probe
 
 _NAME_LINE = re.compile(r"^(?:task|group):\s*([A-Za-z0-9_]+)\s*$", re.MULTILINE)
 
 
 @lru_cache(maxsize=1)
-def our_task_names() -> dict[str, str]:
-    """Every task and group name our YAMLs declare -> its evaluation (the folder the YAML is in)."""
-    from lm_eval_longmem.paths import task_configs_dir
-
+def our_task_names() -> dict[str, tuple[str, Path]]:
+    """Every task and group name our YAMLs declare -> (its evaluation, that evaluation's task folder)."""
     names = {}
-    for path in sorted(task_configs_dir().glob("*/*.yaml")):
-        for name in _NAME_LINE.findall(path.read_text(encoding="utf-8")):
-            names[name] = path.parent.name
+    for entry in evaluations():
+        folder = entry.task_folder().resolve()
+        for path in sorted(folder.rglob("*.yaml")):
+            for name in _NAME_LINE.findall(path.read_text(encoding="utf-8")):
+                names[name] = (entry.name, folder)
     return names
 
 
 def requested_evaluations(run: Any) -> list[str]:
     """Our evaluations among the run's tasks, in the order asked (a name another include path took over is not ours)."""
-    from lm_eval_longmem.paths import task_configs_dir
-
-    ours = task_configs_dir().resolve()
     found: dict[str, None] = {}
     for name in run.tasks:
-        evaluation = our_task_names().get(name) if isinstance(name, str) else None
-        yaml = run.task_yaml(name) if evaluation else None
-        if evaluation and (yaml is None or yaml.resolve().is_relative_to(ours)):
-            found[evaluation] = None
+        ours = our_task_names().get(name) if isinstance(name, str) else None
+        yaml = run.task_yaml(name) if ours else None
+        if ours and (yaml is None or yaml.resolve().is_relative_to(ours[1])):
+            found[ours[0]] = None
     return list(found)
 
 
@@ -168,7 +165,7 @@ def run_problems(run: Any) -> list[str]:
     problems = model_problems(run.metadata, probe)
     for evaluation in evaluations:
         try:
-            problems += load(evaluation_entry(evaluation).data).source_problems(run.metadata)
+            problems += evaluation_entry(evaluation).source_problems(run.metadata)
         except UsageError as err:  # a bad option (its message names the key): reported with the rest
             problems.append(str(err))
     return problems

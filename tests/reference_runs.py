@@ -308,11 +308,19 @@ LABEL_FACTS = ("evaluation", "condition", "retrieval")
 compares equal without it (a reference that has one compares it)."""
 
 
+RETIRED_FACTS = ("length_names",)
+"""Facts older references (and runs) hold that tasks no longer record, left out of the comparison on both
+sides: BABILong's authors' names of its lengths ({"1024": "1k"}), which no reader read (they format the
+token count at display); they measured nothing."""
+
+
 def facts_of_today(task: str, recorded: dict[str, Any]) -> dict[str, Any]:
-    """A reference's facts as a task records them today: a BABILong reference recorded before the condition
-    vocabulary stored its retrieval setting as its condition ("chunks-128 top-3 bm25"), which today is
-    `condition` "retrieval" and `retrieval` the setting. Read by the readers' own fallback for older files
-    (`readers.results.condition_facts`), so a reference also proves that old files read as new ones say."""
+    """A reference's facts as a task records them today: without `RETIRED_FACTS`; and a BABILong reference
+    recorded before the condition vocabulary stored its retrieval setting as its condition ("chunks-128
+    top-3 bm25"), which today is `condition` "retrieval" and `retrieval` the setting. Read by the readers'
+    own fallback for older files (`readers.results.condition_facts`), so a reference also proves that old
+    files read as new ones say."""
+    recorded = {k: v for k, v in recorded.items() if k not in RETIRED_FACTS}
     if "condition" not in recorded:
         return recorded
     condition = condition_facts({"configs": {task: {CONFIG_KEY: recorded}}}, task)
@@ -333,7 +341,9 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Difference:
         if a["n_samples"] != b["n_samples"]:
             lines.append(f"n-samples {a['n_samples']} -> {b['n_samples']}")
         facts_a = facts_of_today(task, a["longmem"])
-        facts_b = {k: v for k, v in b["longmem"].items() if k in facts_a or k not in LABEL_FACTS}
+        facts_b = {
+            k: v for k, v in b["longmem"].items() if (k in facts_a or k not in LABEL_FACTS) and k not in RETIRED_FACTS
+        }
         if facts_a != facts_b:
             lines.append(f"skips / docs per cell {json.dumps(facts_a)} -> {json.dumps(facts_b)}")
         docs_a = {d["doc_id"]: d for d in a["docs"]}

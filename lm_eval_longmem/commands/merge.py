@@ -37,7 +37,7 @@ from typing import Any
 
 from lm_eval_longmem.common.cache import atomic_write, check_folder
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import EVALUATIONS, load
+from lm_eval_longmem.common.evaluations import evaluations
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 from lm_eval_longmem.common.task import LongmemTask
 from lm_eval_longmem.harness.evaluator import doc_hash, results_from_payloads, task_hash
@@ -203,7 +203,7 @@ def load_names(data: dict[str, Any], leaves: list[str]) -> list[str]:
 
 def run_metadata(data: dict[str, Any], leaves: list[str]) -> dict[str, Any]:
     """The run's metadata (`--model_args` merged with `--metadata`), as recorded in its task configs."""
-    recorded = {key for entry in EVALUATIONS for key in load(entry.task_class).RECORDED_METADATA}
+    recorded = {key for entry in evaluations() for key in entry.recorded_metadata()}
     metadata = (data["configs"][leaves[0]] or {}).get("metadata") or {}
     return {k: v for k, v in metadata.items() if k not in HARNESS_METADATA and k not in recorded}
 

@@ -56,7 +56,6 @@ from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
 from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import evaluation_of_class
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_digest, model_window
 from lm_eval_longmem.common.options import declared, parse_options
@@ -74,11 +73,13 @@ def item_record(item: tuple) -> dict[str, Any]:
     return dict(item._asdict())  # type: ignore[attr-defined]
 
 
-def read_item(kind: Any, record: Any) -> Any:
-    """The `kind` item (a NamedTuple class) of a payload's record: the named fields `item_record` wrote, or the
-    positional list that files logged before the items were named hold (missing trailing fields take their defaults)."""
+def read_item(kind: Any, record: Any, former_names: dict[str, str] | None = None) -> Any:
+    """The `kind` item (a NamedTuple class) of a payload's record: the named fields `item_record` wrote (a field
+    under a name it had before, a key of `former_names`, under today's), or the positional list that files
+    logged before the items were named hold (missing trailing fields take their defaults)."""
     try:
         if isinstance(record, dict):
+            record = {(former_names or {}).get(key, key): value for key, value in record.items()}
             unknown = set(record) - set(kind._fields)
             if unknown:
                 raise TypeError(f"unknown field(s) {sorted(unknown)}")
@@ -126,6 +127,11 @@ class LongmemTask(ConfigurableTask):
     """Per-doc scores that get `score@cell` metrics: a `ScoreSpec`, or a bare name for a binary accuracy."""
     ITEM: ClassVar[Any] = None
     """The NamedTuple of what one doc gives the whole-run summaries (`summary_item`, `summarize`); None: no summaries."""
+    EVALUATION: ClassVar[str | None] = None
+    """The name of the evaluation it belongs to (`common.evaluations`), recorded with its results (None: the
+    task records none, and readers do not take it for one of ours). A user's subclass of ours inherits it."""
+    ITEM_FORMER_NAMES: ClassVar[dict[str, str]] = {}
+    """Former name -> today's, of `ITEM` fields renamed since samples files logged them (`read_item`)."""
     RECORDED_METADATA: ClassVar[tuple[str, ...]] = ()
     """Keys `dump_config` adds to the results' config metadata: facts of the run, not options (so
     `lm-eval-longmem merge` leaves them out when it loads the task again from that metadata)."""
@@ -607,7 +613,11 @@ class LongmemTask(ConfigurableTask):
                 "every doc must return the same keys from process_results"
             )
         if self.ITEM is not None:
-            columns = columns | {SUMMARY_KEY: [read_item(self.ITEM, record) for record in columns.get(SUMMARY_KEY, [])]}
+            columns = columns | {
+                SUMMARY_KEY: [
+                    read_item(self.ITEM, record, self.ITEM_FORMER_NAMES) for record in columns.get(SUMMARY_KEY, [])
+                ]
+            }
         columns = columns | self.run_scores(columns)
         specs = self.metric_specs()
         by_cell: dict[str, dict[str, list[tuple[Any, Any]]]] = {}
@@ -666,18 +676,16 @@ class LongmemTask(ConfigurableTask):
 
         `skip_reasons`: {cell: {reason: count}} of the docs skipped (never truncated);
         `docs_per_cell`: {cell: docs scored}; `sweep_cells`: the cells of the whole dataset
-        (`sweep_cells`); `evaluation`: which of `common.evaluations.EVALUATIONS` the task belongs to
-        (absent for a task class no entry names), so readers never guess it from metric names; `null_reasons`
-        (only when there is one): {summary metric: why it is null} (`summarize` fills it, e.g. for short cells,
-        `short_cells`); with `evaluation`,
-        `condition`: which of `common.conditions.CONDITIONS` the run is (`condition`); evaluations add
-        their own (BABILong: length names).
+        (`sweep_cells`); `evaluation`: the evaluation the task belongs to (`EVALUATION`; absent when it
+        has none), so readers never guess it from metric names; with it, `condition`: which of
+        `common.conditions.CONDITIONS` the run is (`condition`); `null_reasons` (only when there is one):
+        {summary metric: why it is null} (`summarize` fills it, e.g. for short cells); evaluations add their
+        own (BABILong: its retrieval setting).
         """
         facts = {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
         if self.null_reasons:
             facts["null_reasons"] = dict(self.null_reasons)
-        entry = evaluation_of_class(type(self))
-        return facts | ({"evaluation": entry.name, "condition": self.condition} if entry else {})
+        return facts | ({"evaluation": self.EVALUATION, "condition": self.condition} if self.EVALUATION else {})
 
     @property
     def condition(self) -> str:

@@ -18,7 +18,7 @@ memory length the samples bound from below only (censored, or resamples censored
 end: `bounded`).
 
 The files a curve is read from (the original tool's JSON, lm_eval's samples and results files)
-are read by `readers/forgetting_curve.py`.
+are read by its rim (`rim/reader.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test, share_interval
+from lm_eval_longmem.forgetting_curve.scores import COPY_ACC, LM_ACC
 
 Criterion = Literal["fine", "coarse"]
 CRITERIA: tuple[Criterion, ...] = ("fine", "coarse")
@@ -42,8 +43,8 @@ COARSE_MARGIN = 0.01
 """Coarse-grained memory: mean copy accuracy minus mean LM accuracy strictly above this."""
 _EPS = 1e-9
 """Float slack: a mean of token ratios exactly at a threshold (0.30 - 0.29) must not count as above it."""
-COPY = "copy_acc"
-LM = "lm_acc"
+COPY = COPY_ACC.name
+LM = LM_ACC.name
 
 
 def scored_tokens(length: int) -> int:
@@ -299,8 +300,8 @@ def summary_json(summary: Summary) -> dict[str, Any]:
             {
                 "length": s.length,
                 "samples": s.n,
-                "copy_acc": interval(s.copy),
-                "lm_acc": interval(s.lm),
+                COPY: interval(s.copy),
+                LM: interval(s.lm),
                 "copy_std": _clean(s.copy_std),
                 "lm_std": _clean(s.lm_std),
                 "difference": interval(s.difference),

@@ -32,7 +32,7 @@ import numpy as np
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, compact_ids
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, ScoreSpec, cell
+from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, cell
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
     COPY,
@@ -51,7 +51,8 @@ from lm_eval_longmem.forgetting_curve.data import (
     sweep_sources,
     vocabulary_ids,
 )
-from lm_eval_longmem.forgetting_curve.options import AUTHORS, PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import AUTHORS, NAME, PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.scores import COPY_ACC, COPY_PPL, LM_ACC, LM_PPL, SCORED, SCORES
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -65,10 +66,6 @@ class Point(NamedTuple):
     """The sample's index at that length (the curve pairs copy and LM accuracies by it)."""
     copy_acc: float
     lm_acc: float
-
-
-SCORED = "scored"
-"""Payload key: the doc's scored tokens (L - L//2), the units of its two accuracies."""
 
 
 def _listed(numbers: Any) -> str:
@@ -95,13 +92,9 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
     OPTIONS = SweepOptions
+    EVALUATION = NAME
     PREFIX = PREFIX
-    SCORES = (
-        ScoreSpec("copy_acc", "share", units=SCORED),
-        ScoreSpec("lm_acc", "share", units=SCORED),
-        ScoreSpec("copy_ppl", "perplexity", higher_is_better=False),
-        ScoreSpec("lm_ppl", "perplexity", higher_is_better=False),
-    )
+    SCORES = SCORES
     """Shares of the `SCORED` tokens predicted greedily (in [0, 1], not 0/1 per doc), and the
     perplexity of the same tokens (from 1 up, lower is better)."""
     ITEM = Point
@@ -249,10 +242,10 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
             if len(bits) != doc["scored"]:
                 raise ValueError(f"expected {doc['scored']} scored tokens, the backend returned {len(bits)}")
         return {
-            "copy_acc": copy_bits.count("1") / len(copy_bits),
-            "lm_acc": lm_bits.count("1") / len(lm_bits),
-            "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
-            "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
+            COPY_ACC.name: copy_bits.count("1") / len(copy_bits),
+            LM_ACC.name: lm_bits.count("1") / len(lm_bits),
+            COPY_PPL.name: perplexity(copy_logprob, len(copy_bits)),
+            LM_PPL.name: perplexity(lm_logprob, len(lm_bits)),
             SCORED: len(copy_bits),
         }
 
@@ -261,7 +254,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return super().result_facts() | {"protocol": self.options.protocol}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Point:
-        return Point(int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"])
+        return Point(int(doc["length"]), int(doc["sample"]), scores[COPY_ACC.name], scores[LM_ACC.name])
 
     def curve(self, points: Sequence[Point]) -> analysis.Curve:
         """The measured curve, with the lengths skipped in this run and the claimed window."""

@@ -139,7 +139,7 @@ R26 ``lm_eval run`` checks its ``--tasks`` names in ``EvaluatorConfig.process_ta
    -> tasks: test_r26_unknown_task_names_error_shape
 
 lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1-R3 (our
-tasks indexed, when asked), R4 and R17 (the LM factories and the check before the model), R5, R6 and R14 (a
+tasks indexed, when asked, from the folders handed), R4 and R17 (the LM factories and the check before the model), R5, R6 and R14 (a
 request type and the batch-probe cap, when handed), R9 (when a usage error is handed) and R11 (the
 aggregation hook). It is called when the plugin activates (``lm_eval_longmem._autoload.activate``: the ``.pth``
 hook, ``lm-eval-longmem run``), by ``lm_eval_longmem.task_manager()``, and whenever a task of ours is built
@@ -149,8 +149,9 @@ hook, ``lm-eval-longmem run``), by ``lm_eval_longmem.task_manager()``, and whene
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.harness import cli, evaluator, models, tasks
@@ -168,6 +169,9 @@ class Plugin:
     """R5, R6: a request type of ours and its `hf` and `vllm` methods (`backends.plugin`)."""
     batch_probe_cap: Callable[[Any, int], tuple[int, bool]] | None = None
     """R14: the bound on the harness's own `--batch_size auto` probe (`backends.hf.stock_batch_size`)."""
+    task_folders: Callable[[], Sequence[Path]] | None = None
+    """R1: the folders of our task YAMLs every `TaskManager` indexes, read when one is built (the registry's,
+    `common.evaluations.task_folders`: ours and other packages' evaluations); None: the package's own folder."""
 
 
 def install(plugin: Plugin, *, index_our_tasks: bool = False, manager_module: Any | None = None) -> None:
@@ -186,6 +190,8 @@ def install(plugin: Plugin, *, index_our_tasks: bool = False, manager_module: An
         models.install_request_type(kind.name, hf=kind.hf, vllm=kind.vllm)
     if plugin.batch_probe_cap is not None:
         models.install_batch_probe_cap(plugin.batch_probe_cap)
+    if plugin.task_folders is not None:
+        tasks.install_task_folders(plugin.task_folders)
     if index_our_tasks:
         if manager_module is None:
             import lm_eval.tasks.manager

@@ -1,8 +1,9 @@
 """lm_eval's tasks as ours meet them: the task index, task names and YAML paths, and what a task of ours
 asks of `ConfigurableTask` and the evaluator (R1-R3, R7, R8, R11, R16, R18, R20, R22).
 
-Discovery: `patch_task_manager` makes every `TaskManager` index our task folder beside the built-ins
-(installed by `harness.install`); `new_task_manager` and `load_tasks` build one explicitly. The rest are
+Discovery: `patch_task_manager` makes every `TaskManager` index our task folders beside the built-ins
+(installed by `harness.install`; the folders are the package's own and those `install_task_folders` was
+handed); `new_task_manager` and `load_tasks` build one explicitly. The rest are
 what our task base calls while lm_eval builds and runs it: the request-cache key, the aggregation hook
 (installed by `harness.install`), the harness's BABILong YAMLs, the quieted `custom_dataset` notice, docs
 dealt to data-parallel ranks, metrics declared on a built task.
@@ -16,7 +17,7 @@ import inspect
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,27 @@ module of the package logs the same way, as `lm_eval.<module>`)."""
 # ---------------------------------------------------------------- task discovery (R1, R2, R3)
 
 
-def with_our_tasks(include_path: str | os.PathLike[str] | list | tuple | None) -> list:
-    """`include_path` (None, one path or a list) with our task directory first, without duplicates."""
+_task_folders: Callable[[], Sequence[Path]] | None = None
+
+
+def install_task_folders(folders: Callable[[], Sequence[Path]]) -> None:
+    """Index the folders `folders()` gives (read at each `TaskManager`) as ours, instead of the package's own
+    task folder alone (R1): the package's and those of evaluations other packages register."""
+    global _task_folders
+    _task_folders = folders
+
+
+def our_task_folders() -> list[Path]:
+    """The folders of our task YAMLs, resolved: those installed (`install_task_folders`), else the package's own."""
     from lm_eval_longmem.paths import task_configs_dir
 
-    ours = task_configs_dir()
+    found = _task_folders() if _task_folders is not None else [task_configs_dir()]
+    return list(dict.fromkeys(Path(folder).expanduser().resolve() for folder in found))
+
+
+def with_our_tasks(include_path: str | os.PathLike[str] | list | tuple | None) -> list:
+    """`include_path` (None, one path or a list) with our task folders first, without duplicates."""
+    ours = our_task_folders()
     given = (
         []
         if include_path is None
@@ -45,8 +62,8 @@ def with_our_tasks(include_path: str | os.PathLike[str] | list | tuple | None) -
         if isinstance(include_path, (list, tuple))
         else [include_path]
     )
-    rest = [p for p in given if Path(p).expanduser().resolve() != ours]
-    return [ours, *rest]
+    rest = [p for p in given if Path(p).expanduser().resolve() not in ours]
+    return [*ours, *rest]
 
 
 def patch_task_manager(manager_module: Any) -> None:
@@ -100,7 +117,7 @@ def patch_task_manager(manager_module: Any) -> None:
 class _BuiltinReplacements(logging.Filter):
     """Drops the index's override warning for our names that replace a built-in, and notes them."""
 
-    def __init__(self, ours: Path, builtin: Path) -> None:
+    def __init__(self, ours: Sequence[Path], builtin: Path) -> None:
         super().__init__()
         self.ours, self.builtin = ours, builtin
         self.replaced: dict[str, Path] = {}
@@ -110,7 +127,12 @@ class _BuiltinReplacements(logging.Filter):
         if not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)):
             return True
         new, old = _resolved(args[1]), _resolved(args[2])
-        if new is None or old is None or not new.is_relative_to(self.ours) or not old.is_relative_to(self.builtin):
+        if (
+            new is None
+            or old is None
+            or not any(new.is_relative_to(o) for o in self.ours)
+            or not old.is_relative_to(self.builtin)
+        ):
             return True
         self.replaced[args[0]] = old
         return False
@@ -130,9 +152,7 @@ def quiet_builtin_replacements(builtin_dir: Path) -> Iterator[dict[str, Path]]:
     Yields {name: built-in yaml path} of the names replaced. Other override warnings (a user's
     include path replacing a built-in or one of ours) still reach the log.
     """
-    from lm_eval_longmem.paths import task_configs_dir
-
-    gate = _BuiltinReplacements(task_configs_dir().resolve(), builtin_dir.resolve())
+    gate = _BuiltinReplacements(our_task_folders(), builtin_dir.resolve())
     logger = logging.getLogger(INDEX_LOGGER)
     logger.addFilter(gate)
     try:

@@ -67,7 +67,7 @@ def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     assert set(reasons) == {"qa1_2048", "qa2_2048"}
     assert all(sum(r.values()) == 3 and "exceed the window (2100 tokens" in next(iter(r)) for r in reasons.values())
     assert metrics["effective_context@qa1,none"] in (0, None)  # tokens; None: below 85% even at the shortest
-    assert tiny_results["configs"]["babilong"]["longmem"]["length_names"] == {"0": "0k"}
+    assert "length_names" not in tiny_results["configs"]["babilong"]["longmem"]  # the display edge formats "0k"
     assert tiny_results["n-samples"]["babilong"]["effective"] == 6
 
 

@@ -19,7 +19,7 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     summarize,
     summary_json,
 )
-from lm_eval_longmem.readers.forgetting_curve import load_curve, read_results
+from lm_eval_longmem.forgetting_curve.rim.reader import load_curve, read_results
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from kit import build_tiny_llama, check_summary_schema, read_results, read_sampl
 
 from lm_eval_longmem.common.stats import log_mean_interval, share_interval
 from lm_eval_longmem.forgetting_curve.analysis import summarize
+from lm_eval_longmem.forgetting_curve.rim.reader import load_curve
 from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
-from lm_eval_longmem.readers.forgetting_curve import load_curve
 from lm_eval_longmem.readers.results import skip_reasons
 
 FIXTURES = Path(__file__).parent / "fixtures"
