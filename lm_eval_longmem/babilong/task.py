@@ -44,9 +44,23 @@ from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, CHECK
 from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import IN_CONTEXT, RETRIEVAL
+from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.metric_names import MEAN_AND_INTERVAL, ScoreSpec, cell, cell_parts
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
 from lm_eval_longmem.common.task import LongmemTask
+
+
+def short_tasks(short: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """{bAbI task: why its effective context is null} for the tasks with short cells (`LongmemTask.short_cells`)."""
+    by_task: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for name, (scored, expected) in short.items():
+        qa, length = cell_parts(name)
+        by_task[qa].append((int(length), f"{format_length(int(length))}: {scored} of {expected}"))
+    return {
+        qa: f"lengths ran fewer docs than the sweep holds ({'; '.join(text for _, text in sorted(listed))}), and an "
+        "effective context reads every doc of every length of its task: run without --limit (or with every cell's docs)"
+        for qa, listed in by_task.items()
+    }
 
 
 class Answer(NamedTuple):
@@ -187,9 +201,11 @@ class BabilongTask(LongmemTask):
 
     def summarize(self, items: Sequence[Answer]) -> dict[str, float | None]:
         """Means over cells (all, and per length) with intervals, effective context per task, and under
-        retrieval the recall per length."""
+        retrieval the recall per length. An effective context reads every length of its task, so it is null
+        when one of them ran fewer docs than the sweep holds (`short_cells`), with the reason in `null_reasons`."""
         lengths, tasks = self.summary_cells()
         cells = cells_from_items(items)
+        short = short_tasks(self.short_cells())
         out: dict[str, float | None] = {}
         for check_name in (*CHECKS, ABSTAINED.name):
             for length in (None, *lengths):
@@ -198,7 +214,11 @@ class BabilongTask(LongmemTask):
                 out.update(zip(metric_names.with_interval(check_name, *on), mean))
             if check_name != ABSTAINED.name:
                 effective = summary.effective_context(cells, metric=check_name)  # type: ignore[arg-type]  # one of CHECKS
-                out.update({metric_names.effective_context(check_name, qa): effective.get(qa) for qa in tasks})
+                for qa in tasks:
+                    name = metric_names.effective_context(check_name, qa)
+                    out[name] = None if qa in short else effective.get(qa)
+                    if qa in short:
+                        self.null_reasons[name] = short[qa]
         if self.options.uses_retrieval:
             for length in lengths:
                 recall = recall_mean(items, length)

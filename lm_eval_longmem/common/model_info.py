@@ -43,11 +43,16 @@ def _load_tokenizer(name: str, revision: str | None, trust: bool) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=trust)
-    except OSError as err:
+    except (OSError, ValueError) as err:
+        from lm_eval_longmem.common.hub import unusable_reason
+
+        first = (str(err).strip().splitlines() or [""])[0][:160]
+        offline = (
+            f"; {reason}, so only local folders and downloaded models work" if (reason := unusable_reason()) else ""
+        )
         raise UsageError(
-            f"could not load the tokenizer {name!r} ({type(err).__name__}). Offline (HF_HUB_OFFLINE=1) only local "
-            "folders and already-downloaded models work; pass a local path with "
-            "--model_args pretrained=/path/to/model or --metadata tokenizer=/path/to/tokenizer"
+            f"could not load the tokenizer {name!r} ({type(err).__name__}: {first}){offline}; pass a model folder "
+            "with --model_args pretrained=/path/to/model, or a tokenizer folder with --metadata tokenizer=/path"
         ) from err
 
 

@@ -146,6 +146,7 @@ class LongmemTask(ConfigurableTask):
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
         self.docs_per_cell: dict[str, int] = {}
+        self.null_reasons: dict[str, str] = {}
         install(self.harness_plugin())
         super().__init__(config=config, **kwargs)
 
@@ -280,8 +281,8 @@ class LongmemTask(ConfigurableTask):
         limit = None if samples else (int(limit) if limit else None)
         skips: dict[str, Counter[str]] = {}
         cells: dict[str, None] = {}
-        kept = 0
-        for index in considered:
+        kept, cut = 0, False
+        for position, index in enumerate(considered):
             doc = docs[index]
             reason = self._reason(index, doc)
             if reason:
@@ -290,9 +291,12 @@ class LongmemTask(ConfigurableTask):
             cells.update(dict.fromkeys(self.doc_cells(doc)))
             kept += 1
             if limit is not None and kept >= limit:
+                cut = position < len(considered) - 1
                 break
         self.skips = {cell: dict(reasons) for cell, reasons in skips.items()}
         self.cells = list(cells)
+        if cut:
+            self._warn_limit(kept)
         if self.skips:
             total = sum(sum(r.values()) for r in self.skips.values())
             details = "; ".join(f"{cell}: {n} x {why}" for cell, r in self.skips.items() for why, n in r.items())
@@ -303,6 +307,43 @@ class LongmemTask(ConfigurableTask):
                 "choose shorter lengths or conditions, or raise the window (max_length / max_model_len)"
             )
         return kept
+
+    def _warn_limit(self, kept: int) -> None:
+        """Say what a run cut by `--limit` rests on, and how to take the cheapest docs instead of the balanced rounds."""
+        order = getattr(self.options, "limit_order", None)
+        key = f"{self.PREFIX}limit_order"
+        how = (
+            f"the cheapest first ({key}=cheapest)"
+            if order == "cheapest"
+            else f"in balanced rounds, the most expensive first; --metadata {key}=cheapest takes the cheapest first"
+        )
+        log.warning(
+            "%s: --limit runs %d of its %d docs, %s. Cells with fewer docs than the sweep holds rest on fewer samples, "
+            "and whole-run summaries that need every doc of a cell are null (the reason is in the results' "
+            "configs.%s.%s.null_reasons)",
+            self.config.task, kept, len(self.eval_docs), how, self.config.task, CONFIG_KEY,
+        )  # fmt: skip
+
+    @cached_property
+    def dataset_docs_per_cell(self) -> dict[str, int]:
+        """Docs of the whole dataset per cell (`doc_cells`): what a run of every doc scores in each."""
+        counts: Counter[str] = Counter()
+        for doc in self.eval_docs:
+            counts.update(self.doc_cells(doc))
+        return dict(counts)
+
+    def short_cells(self) -> dict[str, tuple[int, int]]:
+        """Cells this run scored fewer docs in than the dataset holds for them, less the docs skipped for the
+        window: {cell: (scored, expected)}. A `--limit`, `--samples` or a partial merge leaves cells short;
+        a summary that reads every doc of a cell (a memory length, an effective context) is then null, with
+        its reason in `null_reasons`. Valid once the payloads are aggregated (`docs_per_cell`)."""
+        out = {}
+        for cell, held in self.dataset_docs_per_cell.items():
+            expected = held - sum(self.skips.get(cell, {}).values())
+            scored = self.docs_per_cell.get(cell, 0)
+            if expected > 0 and scored < expected:
+                out[cell] = (scored, expected)
+        return out
 
     def doc_work(self, doc: dict[str, Any]) -> int:
         """Estimated work of a doc's requests, as the data builder's balanced order estimates it; for
@@ -599,6 +640,7 @@ class LongmemTask(ConfigurableTask):
                 for suffix, (statistic, _) in statistics.items():
                     name = metric_names.name(spec.name, c, stat=suffix)
                     out[name] = _number_or_none(statistic(values, units)) if values else None
+        self.null_reasons = {}
         if self.ITEM is not None:
             out.update({name: _number_or_none(value) for name, value in self.summarize(columns[SUMMARY_KEY]).items()})
         return out, count
@@ -636,10 +678,13 @@ class LongmemTask(ConfigurableTask):
         `docs_per_cell`: {cell: docs scored}; `sweep_cells`: the cells of the whole dataset
         (`sweep_cells`); `evaluation`: the evaluation the task belongs to (`EVALUATION`; absent when it
         has none), so readers never guess it from metric names; with it, `condition`: which of
-        `common.conditions.CONDITIONS` the run is (`condition`); evaluations add their own (BABILong: its
-        retrieval setting).
+        `common.conditions.CONDITIONS` the run is (`condition`); `null_reasons` (only when there is one):
+        {summary metric: why it is null} (`summarize` fills it, e.g. for short cells); evaluations add their
+        own (BABILong: its retrieval setting).
         """
         facts = {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
+        if self.null_reasons:
+            facts["null_reasons"] = dict(self.null_reasons)
         return facts | ({"evaluation": self.EVALUATION, "condition": self.condition} if self.EVALUATION else {})
 
     @property

@@ -77,6 +77,17 @@ def perplexity(logprob: float, tokens: int) -> float:
     return float(np.exp(-logprob / tokens))
 
 
+def short_curve_reason(short: dict[str, tuple[int, int]]) -> str:
+    """Why the memory lengths of a curve with short lengths (`LongmemTask.short_cells`) are null, in one line."""
+    shown = sorted(short.items(), key=lambda item: int(item[0]))
+    listed = "; ".join(f"{length}: {scored} of {expected}" for length, (scored, expected) in shown[:6])
+    more = f"; {len(shown) - 6} more" if len(shown) > 6 else ""
+    return (
+        f"{len(shown)} length(s) ran fewer samples than the sweep holds ({listed}{more}), and a memory length reads "
+        "every sample of every length: run without --limit (or with every length's samples)"
+    )
+
+
 class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
@@ -254,16 +265,25 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def summarize(self, items: Sequence[Point]) -> dict[str, float | None]:
         """Memory lengths, their censoring flags and bootstrap bounds (a fixed seed: same samples, same
-        interval), and the claimed window; one curve for all of them."""
+        interval), and the claimed window; one curve for all of them.
+
+        A memory length reads the whole curve, so when a length ran fewer samples than the sweep holds (a
+        `--limit`, `--samples`, a partial merge: `short_cells`) it is null, with its censoring flag and
+        bounds, and the reason goes to `null_reasons`."""
         curve = self.curve(items)
+        short = self.short_cells()
+        why = short_curve_reason(short) if short else ""
         out: dict[str, float | None] = {}
         for criterion in analysis.CRITERIA:
+            name = metric_names.memory_length(criterion)
             length, censored = analysis.curve_memory(curve, criterion)
-            interval = analysis.memory_interval(curve, criterion, seed=0)
-            out[metric_names.memory_length(criterion)] = length
-            out[metric_names.memory_censored(criterion)] = int(censored)
+            interval = None if short else analysis.memory_interval(curve, criterion, seed=0)
+            out[name] = None if short else length
+            out[metric_names.memory_censored(criterion)] = None if short else int(censored)
             for stat, bound in zip((CI_LOW, CI_HIGH), interval or (None, None)):
                 out[metric_names.as_written(metric_names.memory_length(criterion, stat))] = bound
+            if short:
+                self.null_reasons[name] = why
         out[metric_names.CLAIMED_LENGTH] = self.claimed
         return out
 

@@ -16,6 +16,7 @@ import functools
 import inspect
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -204,22 +205,13 @@ def load_tasks(
     include path that does not exist, a name the index does not hold (with the closest one), a
     YAML path the harness cannot read as a task.
     """
-    import difflib
-
     for folder in include_path or []:
         if not Path(folder).expanduser().exists():
             raise usage_error(f"--include_path {folder}: no such file or folder; give the folder of your task YAMLs")
     manager = new_task_manager(metadata=metadata, include_path=list(include_path or []) or None)
-    for name in names:
-        if name in manager.all_tasks or Path(name).is_file():
-            continue
-        close = difflib.get_close_matches(name, manager.all_tasks, n=1, cutoff=0.6)
-        hint = (
-            f"did you mean {close[0]}?"
-            if close
-            else "give a task, group or tag name (lm_eval ls tasks lists them) or a task YAML's path"
-        )
-        raise usage_error(f"--tasks {name}: no such task; {hint} (use --include_path for the folder of your own tasks)")
+    unknown = [name for name in names if name not in manager.all_tasks and not Path(name).is_file()]
+    if unknown:
+        raise usage_error(unknown_tasks(unknown, manager.all_tasks))
     try:
         loaded = manager.load(names)
     except usage_error:
@@ -233,6 +225,33 @@ def load_tasks(
             f"--tasks {','.join(paths)}: the harness cannot load it as a task ({type(err).__name__}: {first}); fix the YAML or choose another task"
         ) from err
     return dict(loaded["tasks"]), dict(loaded.get("groups") or {})
+
+
+def unknown_tasks(names: list[str], known: Iterable[str]) -> str:
+    """One line for `--tasks` names the index does not hold, each with the closest name it does."""
+    import difflib
+
+    known = list(known)
+    parts = []
+    for name in names:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = (
+            f"did you mean {close[0]}?"
+            if close
+            else "give a task, group or tag name (lm_eval ls tasks lists them) or a task YAML's path"
+        )
+        parts.append(f"--tasks {name}: no such task; {hint}")
+    return "; ".join(parts) + " (use --include_path for the folder of your own tasks)"
+
+
+_NOT_FOUND = re.compile(r"Tasks not found: (?P<names>.+)")
+
+
+def tasks_not_found(err: BaseException) -> list[str]:
+    """The names of `lm_eval run`'s own error for `--tasks` names its index does not hold (R26: a ValueError
+    "Tasks not found: a, b" from `EvaluatorConfig.process_tasks`, before any model loads); [] for any other."""
+    match = _NOT_FOUND.fullmatch(str(err).strip()) if isinstance(err, ValueError) else None
+    return [name.strip() for name in match["names"].split(",")] if match else []
 
 
 # ---------------------------------------------------------------- request cache key (R7)

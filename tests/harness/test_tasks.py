@@ -381,3 +381,20 @@ def test_r22_metric_list_dicts():
     assert declared.higher_is_better()["hits"] is False
     tasks.declare_metrics(declared, [{"metric": "plain"}])  # defaults: mean, higher is better
     assert declared.aggregation()["plain"] is mean and declared.higher_is_better()["plain"] is True
+
+
+def test_r26_unknown_task_names_error_shape():
+    """`lm_eval run`'s own error for unknown `--tasks` names, as `tasks_not_found` reads it; other errors read as none."""
+    from lm_eval.config.evaluate_config import EvaluatorConfig
+
+    config = EvaluatorConfig(model="hf", tasks="forgeting_curve,forgetting_curve,babilong_qa99")
+    manager = tasks.new_task_manager(include_defaults=True)
+    with pytest.raises(ValueError) as raised:
+        config.process_tasks({})
+    assert tasks.tasks_not_found(raised.value) == ["forgeting_curve", "babilong_qa99"]
+    assert tasks.tasks_not_found(ValueError("something else")) == []
+    assert tasks.tasks_not_found(KeyError("Tasks not found: x")) == []
+    assert tasks.unknown_tasks(["forgeting_curve", "babilong_qa99"], manager.all_tasks) == (
+        "--tasks forgeting_curve: no such task; did you mean forgetting_curve?; --tasks babilong_qa99: no such task; "
+        "did you mean babilong_qa9? (use --include_path for the folder of your own tasks)"
+    )
