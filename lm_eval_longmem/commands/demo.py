@@ -33,6 +33,7 @@ from typing import Any
 
 from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import DemoPart, evaluations
 from lm_eval_longmem.common.flags import args_string
 from lm_eval_longmem.common.model_info import default_device
@@ -107,6 +108,19 @@ def has_chat_template(model_args: dict[str, Any]) -> bool:
         return False
 
 
+def check_demo_tasks(tasks: tuple[str, ...], known: tuple[str, ...]) -> None:
+    """`--tasks` of the demo name evaluations with a demo part; one line with the closest name otherwise."""
+    import difflib
+
+    if not tasks:
+        raise UsageError(f"--tasks: no task given; choose among {','.join(known)}")
+    for name in tasks:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"--tasks {name}: the demo has no such part; {hint}(choose among {','.join(known)})")
+
+
 def run_demo(
     out: Path,
     *,
@@ -130,11 +144,9 @@ def run_demo(
 
     known = demo_tasks()
     tasks = known if tasks is None else tasks
-    unknown = [t for t in tasks if t not in known]
-    if unknown or not tasks:
-        raise ValueError(f"--tasks {','.join(tasks)}: choose among {','.join(known)}")
+    check_demo_tasks(tasks, known)
     if size not in SIZES:
-        raise ValueError(f"--size {size}: choose among {','.join(SIZES)}")
+        raise UsageError(f"--size {size}: choose among {','.join(SIZES)}")
     chosen = size
     out = Path(out).resolve()
     check_report_targets(out, overwrite=overwrite)
@@ -158,7 +170,7 @@ def run_demo(
     start = _step(step, total, "books")
     books = Path(corpus).resolve() if corpus is not None else embedded_books_dir()
     if not books.is_dir():
-        raise ValueError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
+        raise UsageError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
     _done(start, f"{len(book_files(books))} .txt books in {books}")
 
     for part in parts:

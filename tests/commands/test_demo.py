@@ -79,18 +79,21 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
                          "--tasks", "booksort"], tmp_path)  # fmt: skip
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("lm-eval-longmem demo: no Book-SORT trial can be built") and "note (10 words)" in last
+    assert last.startswith("lm-eval-longmem: error: no Book-SORT trial can be built") and "note (10 words)" in last
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
 def test_unknown_task_is_refused_before_anything_runs(tmp_path):
     proc = run_demo_cli(
-        ["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"],
+        ["--output_path", str(tmp_path / "out"), "--tasks", "booksort,bbabilong", "--model_args", "pretrained=x"],
         tmp_path,
     )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"lm-eval-longmem demo: --tasks booksort,hellaswag: choose among {','.join(names())}"
+    assert proc.stderr.strip() == (
+        "lm-eval-longmem: error: --tasks bbabilong: the demo has no such part; did you mean babilong? "
+        f"(choose among {','.join(names())})"
+    )
     assert not (tmp_path / "out").exists()
 
 

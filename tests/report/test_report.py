@@ -118,7 +118,7 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     assert proc.returncode == 1
     assert (
         proc.stderr.strip()
-        == f"lm-eval-longmem report: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+        == f"lm-eval-longmem: error: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
     )
     assert "small-model: forgetting_curve fine_memory_length 128 [64, 128]" in proc.stdout
     assert "big-model" in proc.stdout
