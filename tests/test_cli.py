@@ -533,6 +533,10 @@ def test_every_subcommand_error_has_one_prefix(monkeypatch, capsys):
     for error, line in [
         (UsageError("--tasks bboksort: the demo has no such part; did you mean booksort?"), None),
         (RuntimeError("disk full"), "RuntimeError: disk full (--debug shows where)"),
+        (
+            ValueError("Attempted to load model 'hff', but no model for this name found! Supported model names: hf"),
+            "--model hff: no such model type; did you mean hf?",
+        ),
     ]:
         monkeypatch.setattr(cli, "_plot", fail(error))
         with pytest.raises(SystemExit) as exited:

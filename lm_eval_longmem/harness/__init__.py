@@ -123,8 +123,10 @@ R23 ``VLLM._model_generate(requests, generate, sampling_params)`` runs token-id 
    -> models: test_r23_vllm_model_generate_signature (read from the source: vLLM need not be installed)
 R24 ``lm_eval.api.registry.get_model(name)`` is the LM class of a ``--model`` name (``hf`` -> ``HFLM``),
    built with R4's ``create_from_arg_obj(model_args, {"batch_size", "device"})``. ``create_model``
-   builds a model as the harness does, to score several runs with one loaded model.
-   -> models: test_r24_get_model_names_the_lm_class
+   builds a model as the harness does, to score several runs with one loaded model. An unknown name raises
+   ``ValueError("Attempted to load model 'NAME', but no model for this name found! ...")``, which
+   ``unknown_model`` says in one line with the closest name.
+   -> models: test_r24_get_model_names_the_lm_class, test_r24_an_unknown_model_name_error_shape
 R25 What ``lm_eval run --output_path DIR --log_samples`` writes after ``simple_evaluate``: an
    ``EvaluationTracker(output_path=DIR)`` handed to it, then ``save_results_aggregated(results=,
    samples=)`` with the samples popped from the results, and ``save_results_samples(task_name=,

@@ -62,9 +62,11 @@ def harness_error_line(exc: BaseException | None, argv: list[str] | None = None)
     """The one line for a harness error that a flag of the command line `argv` (default `sys.argv`) caused, naming
     the closest valid value; None for any other error.
 
-    Today that is `--tasks` names the harness's index does not hold (R26), matched against the index of
-    `--include_path` (if given) and ours and lm_eval's folders, which takes the few seconds an index takes.
+    Today those are `--tasks` names the harness's index does not hold (R26), matched against the index of
+    `--include_path` (if given) and ours and lm_eval's folders, which takes the few seconds an index takes, and a
+    `--model` name its registry does not hold (R24).
     """
+    from lm_eval_longmem.harness.models import unknown_model
     from lm_eval_longmem.harness.tasks import new_task_manager, tasks_not_found, unknown_tasks
 
     seen: set[int] = set()
@@ -73,6 +75,9 @@ def harness_error_line(exc: BaseException | None, argv: list[str] | None = None)
         if names:
             include_path = flag_value(sys.argv if argv is None else argv, "--include_path")
             return unknown_tasks(names, new_task_manager(include_path=include_path).all_tasks)
+        model = unknown_model(exc)
+        if model is not None:
+            return model
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
