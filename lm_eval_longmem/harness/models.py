@@ -301,6 +301,7 @@ def unknown_model(err: BaseException) -> str | None:
     registered name; None for any other error."""
     import difflib
 
+    import lm_eval.models  # noqa: F401  (fills the registry, as get_model does when it is empty)
     from lm_eval.api.registry import model_registry
 
     match = _NO_MODEL.fullmatch(str(err).strip()) if isinstance(err, ValueError) else None
