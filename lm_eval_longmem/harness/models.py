@@ -301,12 +301,12 @@ def unknown_model(err: BaseException) -> str | None:
     registered name; None for any other error."""
     import difflib
 
-    import lm_eval.models  # noqa: F401  (fills the registry, as get_model does when it is empty)
-    from lm_eval.api.registry import model_registry
-
     match = _NO_MODEL.fullmatch(str(err).strip()) if isinstance(err, ValueError) else None
     if match is None:
         return None
+    import lm_eval.models  # noqa: F401  (fills the registry, as get_model does when it is empty)
+    from lm_eval.api.registry import model_registry
+
     known = sorted(model_registry.keys())
     close = difflib.get_close_matches(match["name"], known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}?" if close else f"give one of {', '.join(known)}"
