@@ -59,7 +59,8 @@ class BooksortDemo(DemoPart):
 
     def step(self, size: str) -> str:
         chosen = SIZES[size]
-        return f"Book-SORT data from {chosen.books} book(s), excerpts of {list(chosen.excerpt_lengths)} words"
+        lengths = ", ".join(map(str, chosen.excerpt_lengths))
+        return f"Book-SORT data from {chosen.books} book(s), excerpts of {lengths} words"
 
     def build(self, size: str, books: Path, out: Path) -> str:
         folder, n_trials = build_data(books, out / DATA, SIZES[size])

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.forgetting_curve.analysis import Summary, holds, summarize
+from lm_eval_longmem.forgetting_curve.analysis import MemoryLength, Summary, holds, summarize
 from lm_eval_longmem.forgetting_curve.rim.reader import (
     curve_from_data,
     forgetting_curve_task,
@@ -113,8 +113,8 @@ def figure(
         fig, ax = plt.subplots(figsize=(10, 4.5))
     colors = {"fine": FINE_COLOR, "coarse": COARSE_COLOR, "amnesia": AMNESIA_COLOR}
     labels = {
-        "fine": f"fine-grained memory ({fine.label})",
-        "coarse": f"coarse-grained memory ({coarse.label})",
+        "fine": f"fine-grained memory ({memory_mark(fine, summary)})",
+        "coarse": f"coarse-grained memory ({memory_mark(coarse, summary)})",
         "amnesia": "amnesia",
     }
     for status, start, end in regions(summary):
@@ -159,6 +159,22 @@ def figure(
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)  # outside: never over a curve
     fig.tight_layout()
     return fig
+
+
+def memory_mark(memory: MemoryLength, summary: Summary) -> str:
+    """A memory length as a legend writes it: ">L" when censored, "<S" when no tested length met the criterion
+    (S the shortest length tested; the results store 0 then, as the paper's Table 3 writes it), else "L"."""
+    if memory.length == 0 and summary.per_length:
+        return f"<{summary.per_length[0].length}"
+    return memory.label
+
+
+def memory_words(memory: MemoryLength, summary: Summary) -> str:
+    """A memory length as a sentence says it: "256 tokens", ">256 tokens" (censored: the sweep stopped, not the
+    memory) or "below the shortest length tested (128 tokens)" when no tested length met the criterion."""
+    if memory.length == 0 and summary.per_length:
+        return f"below the shortest length tested ({summary.per_length[0].length} tokens)"
+    return f"{memory.label} tokens"
 
 
 def status(copy: float, lm: float) -> str:
