@@ -19,7 +19,8 @@ Every metric name is read through `common/metric_names.py`, and the summaries th
 shown as stored, never recomputed.
 
 A report says what its numbers rest on (`coverage_notes`): a partial merge (docs in no shard,
-`configs.<task>.longmem.merge.docs_missing`), skipped docs, and cells of the sweep no doc ran at
+`configs.<task>.longmem.merge.docs_missing`), skipped docs, summaries left null with their reasons
+(`configs.<task>.longmem.null_reasons`), and cells of the sweep no doc ran at
 (`configs.<task>.longmem.sweep_cells`) are listed in the first section and in the headline table's
 "rests on" column.
 """
@@ -99,7 +100,8 @@ class CoverageNote(NamedTuple):
 
 def coverage_notes(run: Run) -> list[CoverageNote]:
     """What `run`'s numbers for each of our tasks leave out: docs a partial merge has in no shard, docs
-    skipped (too long for the window, never truncated), cells of the sweep that no doc ran at."""
+    skipped (too long for the window, never truncated), summaries the task left null with its reason (a `--limit`
+    that ran fewer docs than a length needs), cells of the sweep that no doc ran at."""
     notes = []
     for task in run.tasks:
         if not is_ours(run, task) or run.evaluation(task) is None:
@@ -120,6 +122,11 @@ def coverage_notes(run: Run) -> list[CoverageNote]:
                 task, f"{task}: {int(skipped)} docs skipped",
                 f"`{task}`: {int(skipped)} docs were skipped (too long for the model's window, never truncated); "
                 "see the skipped section for the reasons per cell.",
+            ))  # fmt: skip
+        for metric, reason in sorted((facts.get("null_reasons") or {}).items()):
+            notes.append(CoverageNote(
+                task, f"{task} {metric}: null",
+                f"`{task}` `{metric}` is null: {reason} (`configs.{task}.{metric_names.CONFIG_KEY}.null_reasons`).",
             ))  # fmt: skip
         absent = absent_cells(run, task)
         if absent:

@@ -268,3 +268,30 @@ def test_a_model_s_conditions_are_laid_side_by_side_over_its_runs(tmp_path):
         "BABILong": ["small-model", "BABILong", "babilong: 55.0 [40.0, 70.0]", "-", "babilong (sentences top-5 bm25): 27.5 [40.0, 70.0]"],
     }  # fmt: skip
     assert not blocks(build_report(load_runs([rag])), Table, "Conditions side by side")  # one condition: no section
+
+
+def test_a_null_summary_states_its_reason_first_and_in_the_headline(tmp_path):
+    """Issue 36 item 7 in the report: a `--limit 1` run leaves the memory lengths null, with the reason in
+    `configs.forgetting_curve.longmem.null_reasons`; the report says so where the null value is read."""
+    path = write_run(tmp_path / "a", "limited-model", fine=128, coarse=512)
+    data = json.loads(path.read_text())
+    why = "length 64 ran 1 of its 14 docs (--limit); set forgetting_curve_limit_order=cheapest"
+    for criterion in ("fine", "coarse"):
+        for stat in ("", "_low", "_high"):
+            data["results"]["forgetting_curve"][f"{criterion}_memory_length{stat},none"] = None
+    data["configs"]["forgetting_curve"] = {"longmem": {"null_reasons": {"fine_memory_length": why,
+                                                                        "coarse_memory_length": why}}}  # fmt: skip
+    path.write_text(json.dumps(data))
+    report = build_report(load_runs([path]))
+    text = " ".join(b for b in report.sections[0].blocks if isinstance(b, str))
+    assert report.sections[0].title == "What these numbers rest on"
+    assert (
+        f"`forgetting_curve` `fine_memory_length` is null: {why} (`configs.forgetting_curve.longmem.null_reasons`)"
+        in text
+    )
+    headline = blocks(report, Table, "Headline numbers")[0]
+    row = dict(zip(headline.header, headline.rows[0], strict=True))
+    assert row["forgetting_curve fine_memory_length"] == "-"
+    assert row["rests on"].startswith(
+        "forgetting_curve coarse_memory_length: null; forgetting_curve fine_memory_length: null"
+    )
