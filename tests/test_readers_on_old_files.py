@@ -119,7 +119,18 @@ def without_additions(markdown: str) -> str:
     markdown = re.sub(r"\n\nPer length: [^\n]*\n\n(\|[^\n]*\n)+", "\n", markdown)
     # issue 28: what the numbers rest on (a first section when a run leaves something out, a headline column)
     markdown = re.sub(r"## What these numbers rest on\n.*?(?=\n## )\n", "", markdown, flags=re.DOTALL)
+    # issue 36: each headline interval beside its n (the "trials" and "questions" columns and the words saying so)
+    markdown = markdown.replace(
+        ", each beside the n it rests on (the memory lengths' samples per length are in their section); ", "; "
+    )
     lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("| model | forgetting_curve fine_memory_length |"):
+            drop = [k for k, name in enumerate(line.split("|")) if name.strip() in ("trials", "questions")]
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                lines[j] = "|".join(cell for k, cell in enumerate(lines[j].split("|")) if k not in drop)
+                j += 1
     for i, line in enumerate(lines):
         if line.startswith("| model | forgetting_curve fine_memory_length |") and line.endswith(" rests on |"):
             j = i

@@ -76,7 +76,8 @@ def _headline_section(
     section.blocks.append(
         "One number per evaluation, higher is better for all: "
         + "; ".join(f"`{e.name}` -> `{e.headline.metric}` ({e.headline.meaning})" for e, _ in sections)
-        + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
+        + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies), each beside the "
+        "n it rests on (the memory lengths' samples per length are in their section); "
         "`>L`: still holding at the longest length tested (censored)."
     )
     header = ["model"] + [name for _, own in sections for name in own.headline_header] + ["rests on"]

@@ -42,15 +42,24 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
     ]  # both skipped docs
     table = blocks(report, Table, "Headline numbers")[0]
     assert table.header == [
-        "model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)", "rests on"
-    ]  # fmt: skip
+        "model",
+        "forgetting_curve fine_memory_length",
+        "coarse_memory_length",
+        "booksort acc (%)",
+        "trials",
+        "babilong acc (%)",
+        "questions",
+        "rests on",
+    ]  # fmt: skip (every interval beside its n: issue 36 item 3)
     assert table.rows == [
         [
             "small-model",
             "128 [64, 128]",
             "512 [256, 512]",
             "75.0 [30.0, 80.0]",
+            "48",
             "55.0 [40.0, 70.0]",
+            "177",
             "babilong: 3 docs skipped",
         ],
         [
@@ -58,7 +67,9 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
             "512 [256, 512]",
             ">1024 [512, 1024]",
             "60.0 [30.0, 80.0]",
+            "48",
             "44.0 [40.0, 70.0]",
+            "177",
             "babilong: 3 docs skipped",
         ],
     ]
@@ -82,7 +93,7 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
     path.write_text(json.dumps({"results": {"arc_easy": {"acc,none": 0.7}}, "config": {"model_args": "pretrained=m"}}))
     report = build_report(load_runs([path]))
     assert [s.title for s in report.sections] == ["Headline numbers", "Other harness tasks in the same runs", "Runs"]
-    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-", "-", "-", "-", "-"]
+    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-"] * 7
     assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
 
 
@@ -92,7 +103,7 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     md = files.markdown.read_text()
     assert md.startswith("# Long-context memory report")
     assert (
-        "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] | babilong: 3 docs skipped |\n"
+        "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 48 | 55.0 [40.0, 70.0] | 177 | babilong: 3 docs skipped |\n"
         in md
     )
     assert f"| big-model | hf | pretrained=/models/big-model, dtype=float32 | {two_runs[1].path} |" in md

@@ -32,14 +32,16 @@ class BabilongSection(ReportSection):
     references: tuple[Reference, ...] = ()
     position = 1
     """Second of ours, as the report has always had it."""
-    headline_header = (f"{NAME} {ACC} (%)",)
+    headline_header = (f"{NAME} {ACC} (%)", "questions")
 
     def headline_cells(self, run: Run) -> list[str]:
-        """The mean accuracy over every cell with its interval."""
-        return [pct(*interval_of(babilong_metrics(run) or {}, ACC))]
+        """The mean accuracy over every cell with its interval, and the questions behind it."""
+        task = babilong_report.babilong_task(run.data)
+        counts = [int(n) for n in (run.facts(task).get("docs_per_cell") or {}).values()] if task else []
+        return [pct(*interval_of(babilong_metrics(run) or {}, ACC)), str(sum(counts) or "-")]
 
     def headline_line(self, cells: list[str]) -> str:
-        return f"{NAME} {ACC} {cells[0]}%"
+        return f"{NAME} {ACC} {cells[0]}% (n={cells[1]})"
 
     def cell_label(self, run: Run, cell: str) -> str:
         """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`)."""
