@@ -239,7 +239,8 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--tasks", default=None, help=f"a subset of {','.join(names())} (default: every one with a demo part)"
     )
-    demo.add_argument("--size", choices=SIZES, default=SIZES[0], help="small (< 10 min on 2 CPU cores) or tiny (tests)")
+    demo.add_argument("--size", choices=SIZES, default=SIZES[0],
+                      help=f"small (< 10 min on 2 CPU cores) or tiny (tests) (default: {SIZES[0]})")  # fmt: skip
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 4 on CPU, auto on GPU)")
     template = demo.add_mutually_exclusive_group()

@@ -27,6 +27,7 @@ A report says what its numbers rest on (`coverage_notes`): a partial merge (docs
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -253,11 +254,27 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
 
 
 def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    """Each run's backend, model arguments and results file, without the folders of the machine that wrote the
+    report: a report is shared, and a path such as /home/NAME/... says nothing elsewhere (`portable`)."""
     section = Section("Runs")
-    rows = [[label, str(run.data.get("config", {}).get("model") or "-"), ", ".join(f"{k}={v}" for k, v in run.model_args.items()),
-             str(run.path)] for run, label in zip(runs, labels)]  # fmt: skip
+    rows = [[label, str(run.data.get("config", {}).get("model") or "-"),
+             ", ".join(f"{k}={portable(v)}" for k, v in run.model_args.items()), run.path.name]
+            for run, label in zip(runs, labels)]  # fmt: skip
+    section.blocks.append(
+        "Model arguments as the run gave them, a local folder by its name (`.../NAME`); the results file by its name "
+        "(with the model's date stamp, in the folder given to `report`)."
+    )
     section.blocks.append(Table(["model", "backend", "model_args", "results file"], rows))
     return section
+
+
+def portable(value: Any) -> str:
+    """A model argument as a shared report shows it: an absolute path by its last part (`.../SmolLM2-135M`), since
+    the folders above it are the writer's machine's; anything else as given."""
+    text = str(value)
+    if re.match(r"(/|~|[A-Za-z]:[\\/])", text) and (name := re.split(r"[\\/]", text.rstrip("/\\"))[-1]):
+        return f".../{name}"
+    return text
 
 
 def build_report(runs: Sequence[Run], options: Mapping[str, Any] | None = None) -> Report:

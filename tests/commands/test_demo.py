@@ -278,3 +278,14 @@ def test_the_forgetting_curve_sentence_says_no_more_than_the_numbers(rows, n, wo
         ends = [abs(end - value) for _, cp, lm, half in rows for value in (cp, lm)
                 for end in (value - half / 2, min(1.0, value + half) if value == cp else value + half)]  # fmt: skip
         assert max(ends) <= bound + 1e-12 and bound - max(ends) < 0.001
+
+
+def test_demo_help_names_every_default(capsys):
+    """Issue 36 item 8: `demo --help` did not name its default size."""
+    from lm_eval_longmem import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "or tiny (tests) (default: small)" in text
+    assert text.count("(default") >= 9  # output folder, model, model args, corpus, tasks, size, device, batch, template

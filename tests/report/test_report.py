@@ -94,7 +94,7 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
     report = build_report(load_runs([path]))
     assert [s.title for s in report.sections] == ["Headline numbers", "Other harness tasks in the same runs", "Runs"]
     assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-"] * 7
-    assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
+    assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", path.name]]
 
 
 @pytest.mark.slow
@@ -192,8 +192,10 @@ def test_html_report_wraps_long_paths(uniform_run):
     assert (
         "td { " in page and "overflow-wrap: anywhere" in page.split("td { ")[0] + page.split("td { ")[1].split("}")[0]
     )
-    results_file = str(load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path)
-    assert len(results_file) > 120 and re.sub(r"([/_])", r"\1<wbr>", results_file) in page  # breaks at every separator
+    results_file = load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path
+    assert len(str(results_file)) > 120 and "a-results-folder-with-a-long-name" not in page  # the machine's folders
+    breakable = re.sub(r"([/_])", r"\1<wbr>", results_file.name)
+    assert f"<td>{breakable}</td>" in page  # issue 36: the file by its name
     cells = re.findall(r"<td>(.*?)</td>", page)
     text = [re.sub(r"<[^>]+>", " ", piece) for cell in cells for piece in cell.split("<wbr>")]
     runs = [
@@ -306,3 +308,38 @@ def test_a_null_summary_states_its_reason_first_and_in_the_headline(tmp_path):
     assert row["rests on"].startswith(
         "forgetting_curve coarse_memory_length: null; forgetting_curve fine_memory_length: null"
     )
+
+
+def test_html_headers_break_between_words_only(two_runs):
+    """Issue 36 item 8: headers broke inside words ("coarse_memory_len|gth", "bac|ken|d") because every cell could
+    break anywhere, so a column shrank below its header's words. Headers now break only at separators and spaces,
+    which keeps each column at least as wide as its header's longest word."""
+    from lm_eval_longmem.report.render import _CSS, render_html
+
+    page = render_html(build_report(two_runs), pngs={name: b"" for name in _figure_names(two_runs)})
+    rules = dict(re.findall(r"(?m)(?:^|\} )([a-z, ]+) \{ ([^}]*)\}", _CSS))
+    assert "overflow-wrap: normal" in rules["th"] and "anywhere" not in rules["th"]
+    assert "<th>coarse_<wbr>memory_<wbr>length</th>" in page and "<th>backend</th>" in page
+
+
+def _figure_names(runs):
+    report = build_report(runs)
+    names = [block.name for block in report.figures()]
+    plt.close("all")
+    return names
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("/home/someone/models/SmolLM2-135M", ".../SmolLM2-135M"), ("/home/someone/models/SmolLM2/", ".../SmolLM2"),
+     ("~/m/tiny", ".../tiny"), ("C:\\Users\\x\\tiny", ".../tiny"), ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
+     ("float32", "float32"), (4, "4")],
+)  # fmt: skip
+def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs):
+    """Issue 36 item 8: the Runs table showed absolute paths of the user's machine; a local folder is shown by its
+    name, a hub name and other values as given, and the results file by its name."""
+    from lm_eval_longmem.report import portable
+
+    assert portable(value) == shown
+    table = blocks(build_report(two_runs), Table, "Runs")[0]
+    assert table.rows[0][2:] == ["pretrained=.../small-model, dtype=float32", "results_2026-01-01T00-00-00.000001.json"]
