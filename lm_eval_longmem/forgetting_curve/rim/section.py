@@ -108,6 +108,8 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
         ticks = sorted(set(all_lengths))
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
+    else:
+        fc_plot.tick_lengths(ax, all_lengths, max(high - low, 1))
     for window in sorted(claimed):
         if window <= 1.5 * high:
             ax.axvline(window, color="black", ls=":", lw=1.2)
