@@ -26,6 +26,7 @@ model and `--corpus` at other books (a folder of .txt files).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -215,8 +216,11 @@ def run_demo(
 
 
 def percent(interval: Any) -> str:
-    """`31.2% [24.5, 38.7]` from an (estimate, low, high) triple, for a headline sentence."""
+    """`31.2% [24.5, 38.7]` from an (estimate, low, high) triple, for a headline sentence; `31.2% (no interval)`
+    where the results hold none (one sample, or all equal)."""
     estimate, low, high = interval
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return f"{100 * estimate:.1f}% (no interval)"
     return f"{100 * estimate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
 
 

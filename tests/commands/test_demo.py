@@ -289,3 +289,18 @@ def test_demo_help_names_every_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "or tiny (tests) (default: small)" in text
     assert text.count("(default") >= 9  # output folder, model, model args, corpus, tasks, size, device, batch, template
+
+
+def test_the_babilong_sentence_names_the_tasks_that_ran_and_no_interval_it_lacks(tmp_path):
+    """Issue 36 item 5: "qa1-qa5" only when every task between ran; a mean without an interval says so."""
+    from lm_eval_longmem.commands.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
+
+    path = _results_file(tmp_path)
+    data = json.loads(path.read_text())
+    row = data["results"]["babilong"]
+    row |= {"acc@qa5_0,none": 0.2, "acc@qa5_0_ci_low,none": 0.1, "acc@qa5_0_ci_high,none": 0.4}
+    row |= {"acc_ci_low,none": None, "acc_ci_high,none": None}
+    path.write_text(json.dumps(data))
+    (babilong,) = headline_sentences(load_run(path), ("babilong",))
+    assert babilong.startswith("BABILong qa1, qa5: 40.0% (no interval) of 30 questions"), babilong
