@@ -47,6 +47,7 @@ from lm_eval_longmem.report.blocks import (
     number,
     pct,
     pyplot,
+    scored_docs,
 )
 from lm_eval_longmem.report.render import figure_png, render_html, render_markdown
 
@@ -232,8 +233,9 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
                 value = pct(*(run.metrics(task).get(k) for k in metric_names.with_interval(entry.headline.metric)))
                 label = run.condition_label(task)
                 detail = f" ({label})" if label != condition else ""
+                n = scored_docs(run, task)
                 cells.setdefault((run.model, entry.title), {}).setdefault(condition, []).append(
-                    f"{task}{detail}: {value}"
+                    f"{task}{detail}: {value}" + (f" (n={n})" if n else "")
                 )
     rows = {key: by_condition for key, by_condition in cells.items() if len(by_condition) > 1}
     if not rows:
@@ -241,7 +243,8 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
     shown = [c for c in CONDITIONS if any(c in by_condition for by_condition in rows.values())]
     section = Section("Conditions side by side")
     section.blocks.append(
-        "Each model's headline metric per condition (percent, 95% interval) for the evaluations it ran under more "
+        "Each model's headline metric per condition (percent, 95% interval, the docs it rests on) for the evaluations "
+        "it ran under more "
         "than one: " + "; ".join(f"{c}: {CONDITIONS[c]}" for c in shown) + ". Every task records its condition "
         f"(`configs.<task>.{metric_names.CONFIG_KEY}.condition`); the fine-tuned condition's epochs are in its own section."
     )

@@ -19,7 +19,7 @@ from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.evaluations import ReportSection
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.readers.results import Run
-from lm_eval_longmem.report.blocks import FigureBlock, Section, Table, interval_of, number, pct, slug
+from lm_eval_longmem.report.blocks import FigureBlock, Section, Table, interval_of, number, pct, scored_docs, slug
 
 REFERENCE_OPTION = f"{PREFIX}reference"
 """`lm-eval-longmem report --babilong_reference DIR` (repeatable): a folder of the authors' prediction files."""
@@ -37,8 +37,10 @@ class BabilongSection(ReportSection):
     def headline_cells(self, run: Run) -> list[str]:
         """The mean accuracy over every cell with its interval, and the questions behind it."""
         task = babilong_report.babilong_task(run.data)
-        counts = [int(n) for n in (run.facts(task).get("docs_per_cell") or {}).values()] if task else []
-        return [pct(*interval_of(babilong_metrics(run) or {}, ACC)), str(sum(counts) or "-")]
+        return [
+            pct(*interval_of(babilong_metrics(run) or {}, ACC)),
+            str((scored_docs(run, task) if task else None) or "-"),
+        ]
 
     def headline_line(self, cells: list[str]) -> str:
         return f"{NAME} {ACC} {cells[0]}% (n={cells[1]})"
