@@ -74,7 +74,11 @@ def harness_error_line(exc: BaseException | None, argv: list[str] | None = None)
         names = tasks_not_found(exc)
         if names:
             include_path = flag_value(sys.argv if argv is None else argv, "--include_path")
-            return unknown_tasks(names, new_task_manager(include_path=include_path).all_tasks)
+            try:
+                known = new_task_manager(include_path=include_path).all_tasks
+            except Exception:  # an index that cannot be built again: the line without a closest name
+                known = []
+            return unknown_tasks(names, known)
         model = unknown_model(exc)
         if model is not None:
             return model
