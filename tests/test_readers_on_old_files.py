@@ -119,6 +119,10 @@ def without_additions(markdown: str) -> str:
     markdown = re.sub(r"\n\nPer length: [^\n]*\n\n(\|[^\n]*\n)+", "\n", markdown)
     # issue 28: what the numbers rest on (a first section when a run leaves something out, a headline column)
     markdown = re.sub(r"## What these numbers rest on\n.*?(?=\n## )\n", "", markdown, flags=re.DOTALL)
+    # issue 36: the Book-SORT caption states what its stars mean
+    markdown = markdown.replace(
+        ", with 95% Wilson intervals; * where the accuracy's interval lies above chance.](", ".]("
+    )
     # issue 36: the Runs table's note (model folders and results files by their names)
     markdown = re.sub(r"\nModel arguments as the run gave them, [^\n]*\n", "", markdown)
     # issue 36: each headline interval beside its n (the "trials" and "questions" columns and the words saying so)

@@ -154,7 +154,8 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     section.blocks.append(
         FigureBlock(
             "booksort",
-            "Book-SORT accuracy by excerpt length (a) and by segment distance (b).",
+            "Book-SORT accuracy by excerpt length (a) and by segment distance (b), with 95% Wilson intervals; "
+            "* where the accuracy's interval lies above chance.",
             booksort_plot.figure(lines),
         )
     )
