@@ -20,7 +20,9 @@ it replaces a file (or a folder it wrote) only with `--overwrite`, and never any
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -28,6 +30,7 @@ from pathlib import Path
 from lm_eval_longmem.common.errors import UsageError, report_error
 from lm_eval_longmem.common.evaluations import evaluations, names
 from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
+from lm_eval_longmem.harness.cli import DEBUG_ENV, find_usage_error, harness_error_line
 
 EPILOG = textwrap.dedent(
     """\
@@ -78,7 +81,7 @@ def _report(args: argparse.Namespace) -> None:
         try:
             runs += [load_run(found) for found in find_results_files(path)]
         except ResultsFileError as err:
-            print(f"lm-eval-longmem report: {err}", file=sys.stderr)
+            report_error(err)
             failed = True
     if runs:
         written = write_report(runs, args.output_path, options=vars(args), overwrite=args.overwrite)
@@ -91,18 +94,13 @@ def _report(args: argparse.Namespace) -> None:
 
 def _demo(args: argparse.Namespace) -> None:
     from lm_eval_longmem.commands.demo import run_demo
-    from lm_eval_longmem.common.embedded import EmbeddedMissing
 
-    try:
-        run_demo(
-            args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
-            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None, size=args.size,
-            device=args.device, batch_size=args.batch_size, overwrite=args.overwrite,
-            apply_chat_template=args.apply_chat_template,
-        )  # fmt: skip
-    except (EmbeddedMissing, ValueError, FileNotFoundError) as err:
-        print(f"lm-eval-longmem demo: {err}", file=sys.stderr)
-        raise SystemExit(1) from None
+    run_demo(
+        args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
+        tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None, size=args.size,
+        device=args.device, batch_size=args.batch_size, overwrite=args.overwrite,
+        apply_chat_template=args.apply_chat_template,
+    )  # fmt: skip
 
 
 def _embedded(args: argparse.Namespace) -> None:
@@ -241,7 +239,8 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     demo.add_argument(
         "--tasks", default=None, help=f"a subset of {','.join(names())} (default: every one with a demo part)"
     )
-    demo.add_argument("--size", choices=SIZES, default=SIZES[0], help="small (< 10 min on 2 CPU cores) or tiny (tests)")
+    demo.add_argument("--size", choices=SIZES, default=SIZES[0],
+                      help=f"small (< 10 min on 2 CPU cores) or tiny (tests) (default: {SIZES[0]})")  # fmt: skip
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 4 on CPU, auto on GPU)")
     template = demo.add_mutually_exclusive_group()
@@ -304,27 +303,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     """Run a subcommand. Errors, ours and the harness's, print one line on stderr and exit 1 (usage
-    errors exit 2); `--debug` (anywhere on the line) shows the traceback instead."""
+    errors exit 2): `run` as every other subcommand; `--debug` (anywhere on the line) shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "run":
-        run_harness(argv[1:])
-        return
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help()
-        raise SystemExit(0 if not argv else 2)
+    if argv and argv[0] == "run":
+        if debug:  # lm_eval's parser does not know --debug; the usage-error hook reads this instead (R9)
+            os.environ[DEBUG_ENV] = "1"
+        command = functools.partial(run_harness, argv[1:])
+    else:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            raise SystemExit(0 if not argv else 2)
+        command = functools.partial(args.func, args)
     try:
-        status = args.func(args)
+        status = command()
     except Exception as err:  # ours and the harness's alike (an unknown task, a YAML it cannot read): one line
         if debug:
             raise
-        report_error(err if isinstance(err, UsageError) else f"{type(err).__name__}: {err} (--debug shows where)")
+        report_error(error_line(err))
         raise SystemExit(1) from None
     if status:
         raise SystemExit(status)
+
+
+def error_line(err: BaseException) -> str:
+    """What a command's error says in its one line: a `UsageError`'s message (also when the harness wrapped it), the
+    harness's error for a flag read back with the closest valid value (`harness.cli.harness_error_line`), or else
+    the exception itself."""
+    usage = find_usage_error(err, UsageError)
+    if usage is not None:
+        return str(usage)
+    return harness_error_line(err) or f"{type(err).__name__}: {err} (--debug shows where)"
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from kit import read_results
 
+from lm_eval_longmem.common.errors import UsageError
+
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
@@ -490,3 +492,54 @@ def test_shard_with_a_misspelled_task_or_missing_include_path_is_one_line(tiny_l
         .startswith("lm-eval-longmem: error: --tasks: longmem_test_metadata_echo cannot be merged")
     )
     assert not (tmp_path / "shares").exists()
+
+
+# --- issue 36 item 2: `run` and `demo` say the harness's errors in one line, with the closest name, one prefix ------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [[*LONGMEM, "run"], [os.path.join(os.path.dirname(sys.executable), "lm_eval")]],
+                         ids=["lm-eval-longmem run", "lm_eval"])  # fmt: skip
+def test_a_misspelt_task_is_one_line_naming_the_closest(command, tmp_path):
+    """The reproduction: `lm-eval-longmem run --model hf --model_args pretrained=$MODEL --tasks forgeting_curve
+    --limit 1` printed the harness's 15-line traceback; it is one line naming forgetting_curve (after the
+    harness's own --limit warning), as `lm_eval` with our hook says it; `--debug` shows the traceback."""
+    args = ["--model", "hf", "--model_args", "pretrained=HuggingFaceTB/SmolLM2-135M-Instruct"]
+    args += ["--tasks", "forgeting_curve", "--limit", "1"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "LM_EVAL_LONGMEM_DEBUG": "0"}
+    proc = subprocess.run([*command, *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lm-eval-longmem: error: --tasks forgeting_curve: no such task; did you mean forgetting_curve? "
+        "(use --include_path for the folder of your own tasks)"
+    )
+    if command[-1] == "run":
+        proc = subprocess.run([*command, *args, "--debug"], capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert proc.returncode == 1 and "Traceback" in proc.stderr and "Tasks not found: forgeting_curve" in proc.stderr
+
+
+def test_every_subcommand_error_has_one_prefix(monkeypatch, capsys):
+    """One prefix for every subcommand (issue 36 item 8: `demo` said `lm-eval-longmem demo:`), a harness error with
+    the closest name, any other error as its type and message."""
+    from lm_eval_longmem import cli
+
+    def fail(error):
+        def command(args):
+            raise error
+
+        return command
+
+    for error, line in [
+        (UsageError("--tasks bboksort: the demo has no such part; did you mean booksort?"), None),
+        (RuntimeError("disk full"), "RuntimeError: disk full (--debug shows where)"),
+        (
+            ValueError("Attempted to load model 'hff', but no model for this name found! Supported model names: hf"),
+            "--model hff: no such model type; did you mean hf?",
+        ),
+    ]:
+        monkeypatch.setattr(cli, "_plot", fail(error))
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["plot", "x.json"])
+        assert exited.value.code == 1
+        assert capsys.readouterr().err == f"lm-eval-longmem: error: {line or error}\n"

@@ -31,7 +31,7 @@ class Cell(NamedTuple):
     length: int
     """Tokens of haystack (0 for "0k")."""
     n: int
-    """Docs evaluated (0 when read back from a results file, which holds the intervals instead)."""
+    """Docs evaluated (0 when read back from a results file written before the run stored its docs per cell)."""
     acc: Interval
     acc_corrected: Interval
     corrected_abstained: Interval | None = None

@@ -26,6 +26,7 @@ model and `--corpus` at other books (a folder of .txt files).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 
 from lm_eval_longmem.common.cache import FOLDER, check_folder, check_target
 from lm_eval_longmem.common.embedded import embedded_books_dir, smollm2_dir
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import DemoPart, evaluations
 from lm_eval_longmem.common.flags import args_string
 from lm_eval_longmem.common.model_info import default_device
@@ -107,6 +109,19 @@ def has_chat_template(model_args: dict[str, Any]) -> bool:
         return False
 
 
+def check_demo_tasks(tasks: tuple[str, ...], known: tuple[str, ...]) -> None:
+    """`--tasks` of the demo name evaluations with a demo part; one line with the closest name otherwise."""
+    import difflib
+
+    if not tasks:
+        raise UsageError(f"--tasks: no task given; choose among {','.join(known)}")
+    for name in tasks:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"--tasks {name}: the demo has no such part; {hint}(choose among {','.join(known)})")
+
+
 def run_demo(
     out: Path,
     *,
@@ -130,11 +145,9 @@ def run_demo(
 
     known = demo_tasks()
     tasks = known if tasks is None else tasks
-    unknown = [t for t in tasks if t not in known]
-    if unknown or not tasks:
-        raise ValueError(f"--tasks {','.join(tasks)}: choose among {','.join(known)}")
+    check_demo_tasks(tasks, known)
     if size not in SIZES:
-        raise ValueError(f"--size {size}: choose among {','.join(SIZES)}")
+        raise UsageError(f"--size {size}: choose among {','.join(SIZES)}")
     chosen = size
     out = Path(out).resolve()
     check_report_targets(out, overwrite=overwrite)
@@ -158,7 +171,7 @@ def run_demo(
     start = _step(step, total, "books")
     books = Path(corpus).resolve() if corpus is not None else embedded_books_dir()
     if not books.is_dir():
-        raise ValueError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
+        raise UsageError(f"--corpus {corpus}: not a folder; pass a folder of .txt books")
     _done(start, f"{len(book_files(books))} .txt books in {books}")
 
     for part in parts:
@@ -203,8 +216,11 @@ def run_demo(
 
 
 def percent(interval: Any) -> str:
-    """`31.2% [24.5, 38.7]` from an (estimate, low, high) triple, for a headline sentence."""
+    """`31.2% [24.5, 38.7]` from an (estimate, low, high) triple, for a headline sentence; `31.2% (no interval)`
+    where the results hold none (one sample, or all equal)."""
     estimate, low, high = interval
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return f"{100 * estimate:.1f}% (no interval)"
     return f"{100 * estimate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
 
 

@@ -123,8 +123,10 @@ R23 ``VLLM._model_generate(requests, generate, sampling_params)`` runs token-id 
    -> models: test_r23_vllm_model_generate_signature (read from the source: vLLM need not be installed)
 R24 ``lm_eval.api.registry.get_model(name)`` is the LM class of a ``--model`` name (``hf`` -> ``HFLM``),
    built with R4's ``create_from_arg_obj(model_args, {"batch_size", "device"})``. ``create_model``
-   builds a model as the harness does, to score several runs with one loaded model.
-   -> models: test_r24_get_model_names_the_lm_class
+   builds a model as the harness does, to score several runs with one loaded model. An unknown name raises
+   ``ValueError("Attempted to load model 'NAME', but no model for this name found! ...")``, which
+   ``unknown_model`` says in one line with the closest name.
+   -> models: test_r24_get_model_names_the_lm_class, test_r24_an_unknown_model_name_error_shape
 R25 What ``lm_eval run --output_path DIR --log_samples`` writes after ``simple_evaluate``: an
    ``EvaluationTracker(output_path=DIR)`` handed to it, then ``save_results_aggregated(results=,
    samples=)`` with the samples popped from the results, and ``save_results_samples(task_name=,
@@ -134,9 +136,10 @@ R25 What ``lm_eval run --output_path DIR --log_samples`` writes after ``simple_e
    -> evaluator: test_r25_the_cli_saves_runs_as_evaluate_into_does, test_evaluate_into_writes_the_cli_files
 R26 ``lm_eval run`` checks its ``--tasks`` names in ``EvaluatorConfig.process_tasks`` (through the TaskManager's
    ``match_tasks``) before it creates the model, and raises ``ValueError("Tasks not found: a, b")`` for the names
-   its index does not hold. ``tasks_not_found`` reads those names back, so ``lm-eval-longmem run`` says them in one
-   line with the closest names (``unknown_tasks``, the line ``load_tasks`` gives too).
-   -> tasks: test_r26_unknown_task_names_error_shape
+   its index does not hold. ``tasks_not_found`` reads those names back, so ``lm_eval`` with our hook (R9) and every
+   subcommand of ours say them in one line with the closest names (``cli.harness_error_line``; ``unknown_tasks``,
+   the line ``load_tasks`` gives too).
+   -> tasks: test_r26_unknown_task_names_error_shape; cli: test_hook_says_lm_evals_unknown_task_error_in_one_line_with_the_closest_name
 
 lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1-R3 (our
 tasks indexed, when asked, from the folders handed), R4 and R17 (the LM factories and the check before the model), R5, R6 and R14 (a

@@ -1,5 +1,5 @@
-"""lm_eval's command line as ours meets it: a usage error printed as one line at the top of the interpreter,
-`--debug`, and the `--model_args`/`--metadata` flags our subcommands parse as `lm_eval run` parses them (R9, R12).
+"""lm_eval's command line as ours meets it: a usage error, or a harness error a flag caused (R26), printed as one
+line at the top of the interpreter, `--debug`, and the `--model_args`/`--metadata` flags our subcommands parse as `lm_eval run` parses them (R9, R12).
 
 `install_usage_error_hook` is installed by `harness.install`.
 """
@@ -19,8 +19,8 @@ DEBUG_ENV = "LM_EVAL_LONGMEM_DEBUG"
 
 
 def install_usage_error_hook(usage_error: type[BaseException]) -> None:
-    """Make an uncaught `usage_error` (the package's `UsageError`) print one line and exit 1 instead of
-    a traceback (idempotent).
+    """Make an uncaught `usage_error` (the package's `UsageError`), or a harness error `harness_error_line`
+    reads, print one line and exit 1 instead of a traceback (idempotent).
 
     The error may also be the `__cause__`/`__context__` of what reached the top (the harness may
     wrap it). With `--debug` in the command line or `LM_EVAL_LONGMEM_DEBUG=1` the previous hook
@@ -31,12 +31,16 @@ def install_usage_error_hook(usage_error: type[BaseException]) -> None:
     previous = sys.excepthook
 
     def excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if debug_requested():
+            previous(exc_type, exc, tb)
+            return
         usage = find_usage_error(exc, usage_error)
-        if usage is None or debug_requested():
+        line = str(usage) if usage is not None else harness_error_line(exc)
+        if line is None:
             previous(exc_type, exc, tb)
             return
         # Python exits with status 1 after an uncaught exception; only the printing changes.
-        print(f"lm-eval-longmem: error: {usage}", file=sys.stderr)
+        print(f"lm-eval-longmem: error: {line}", file=sys.stderr)
 
     setattr(excepthook, MARK, True)
     excepthook.__wrapped__ = previous  # type: ignore[attr-defined]
@@ -52,6 +56,46 @@ def find_usage_error(exc: BaseException | None, usage_error: type[BaseException]
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def harness_error_line(exc: BaseException | None, argv: list[str] | None = None) -> str | None:
+    """The one line for a harness error that a flag of the command line `argv` (default `sys.argv`) caused, naming
+    the closest valid value; None for any other error.
+
+    Today those are `--tasks` names the harness's index does not hold (R26), matched against the index of
+    `--include_path` (if given) and ours and lm_eval's folders, which takes the few seconds an index takes, and a
+    `--model` name its registry does not hold (R24).
+    """
+    from lm_eval_longmem.harness.models import unknown_model
+    from lm_eval_longmem.harness.tasks import new_task_manager, tasks_not_found, unknown_tasks
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:  # the harness may have wrapped it
+        names = tasks_not_found(exc)
+        if names:
+            include_path = flag_value(sys.argv if argv is None else argv, "--include_path")
+            try:
+                known = new_task_manager(include_path=include_path).all_tasks
+            except Exception:  # an index that cannot be built again: the line without a closest name
+                known = []
+            return unknown_tasks(names, known)
+        model = unknown_model(exc)
+        if model is not None:
+            return model
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of `flag` in a command line (`--flag VALUE` or `--flag=VALUE`; the last one wins, as argparse's)."""
+    value = None
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif word.startswith(flag + "="):
+            value = word.split("=", 1)[1]
+    return value
 
 
 def debug_requested() -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -290,3 +291,23 @@ def create_model(model: str, model_args: dict[str, Any], *, batch_size: Any, dev
     from lm_eval.api.registry import get_model
 
     return get_model(model).create_from_arg_obj(model_args, {"batch_size": batch_size, "device": device})
+
+
+_NO_MODEL = re.compile(r"Attempted to load model '(?P<name>[^']*)', but no model for this name found!.*", re.DOTALL)
+
+
+def unknown_model(err: BaseException) -> str | None:
+    """One line for `get_model`'s error for a `--model` name the registry does not hold (R24), with the closest
+    registered name; None for any other error."""
+    import difflib
+
+    match = _NO_MODEL.fullmatch(str(err).strip()) if isinstance(err, ValueError) else None
+    if match is None:
+        return None
+    import lm_eval.models  # noqa: F401  (fills the registry, as get_model does when it is empty)
+    from lm_eval.api.registry import model_registry
+
+    known = sorted(model_registry.keys())
+    close = difflib.get_close_matches(match["name"], known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else f"give one of {', '.join(known)}"
+    return f"--model {match['name']}: no such model type; {hint}"

@@ -19,13 +19,15 @@ Every metric name is read through `common/metric_names.py`, and the summaries th
 shown as stored, never recomputed.
 
 A report says what its numbers rest on (`coverage_notes`): a partial merge (docs in no shard,
-`configs.<task>.longmem.merge.docs_missing`), skipped docs, and cells of the sweep no doc ran at
+`configs.<task>.longmem.merge.docs_missing`), skipped docs, summaries left null with their reasons
+(`configs.<task>.longmem.null_reasons`), and cells of the sweep no doc ran at
 (`configs.<task>.longmem.sweep_cells`) are listed in the first section and in the headline table's
 "rests on" column.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,6 +47,7 @@ from lm_eval_longmem.report.blocks import (
     number,
     pct,
     pyplot,
+    scored_docs,
 )
 from lm_eval_longmem.report.render import figure_png, render_html, render_markdown
 
@@ -75,7 +78,8 @@ def _headline_section(
     section.blocks.append(
         "One number per evaluation, higher is better for all: "
         + "; ".join(f"`{e.name}` -> `{e.headline.metric}` ({e.headline.meaning})" for e, _ in sections)
-        + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
+        + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies), each beside the "
+        "n it rests on (the memory lengths' samples per length are in their section); "
         "`>L`: still holding at the longest length tested (censored)."
     )
     header = ["model"] + [name for _, own in sections for name in own.headline_header] + ["rests on"]
@@ -99,7 +103,8 @@ class CoverageNote(NamedTuple):
 
 def coverage_notes(run: Run) -> list[CoverageNote]:
     """What `run`'s numbers for each of our tasks leave out: docs a partial merge has in no shard, docs
-    skipped (too long for the window, never truncated), cells of the sweep that no doc ran at."""
+    skipped (too long for the window, never truncated), summaries the task left null with its reason (a `--limit`
+    that ran fewer docs than a length needs), cells of the sweep that no doc ran at."""
     notes = []
     for task in run.tasks:
         if not is_ours(run, task) or run.evaluation(task) is None:
@@ -120,6 +125,11 @@ def coverage_notes(run: Run) -> list[CoverageNote]:
                 task, f"{task}: {int(skipped)} docs skipped",
                 f"`{task}`: {int(skipped)} docs were skipped (too long for the model's window, never truncated); "
                 "see the skipped section for the reasons per cell.",
+            ))  # fmt: skip
+        for metric, reason in sorted((facts.get("null_reasons") or {}).items()):
+            notes.append(CoverageNote(
+                task, f"{task} {metric}: null",
+                f"`{task}` `{metric}` is null: {reason} (`configs.{task}.{metric_names.CONFIG_KEY}.null_reasons`).",
             ))  # fmt: skip
         absent = absent_cells(run, task)
         if absent:
@@ -223,8 +233,9 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
                 value = pct(*(run.metrics(task).get(k) for k in metric_names.with_interval(entry.headline.metric)))
                 label = run.condition_label(task)
                 detail = f" ({label})" if label != condition else ""
+                n = scored_docs(run, task)
                 cells.setdefault((run.model, entry.title), {}).setdefault(condition, []).append(
-                    f"{task}{detail}: {value}"
+                    f"{task}{detail}: {value}" + (f" (n={n})" if n else "")
                 )
     rows = {key: by_condition for key, by_condition in cells.items() if len(by_condition) > 1}
     if not rows:
@@ -232,7 +243,8 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
     shown = [c for c in CONDITIONS if any(c in by_condition for by_condition in rows.values())]
     section = Section("Conditions side by side")
     section.blocks.append(
-        "Each model's headline metric per condition (percent, 95% interval) for the evaluations it ran under more "
+        "Each model's headline metric per condition (percent, 95% interval, the docs it rests on) for the evaluations "
+        "it ran under more "
         "than one: " + "; ".join(f"{c}: {CONDITIONS[c]}" for c in shown) + ". Every task records its condition "
         f"(`configs.<task>.{metric_names.CONFIG_KEY}.condition`); the fine-tuned condition's epochs are in its own section."
     )
@@ -245,11 +257,27 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
 
 
 def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+    """Each run's backend, model arguments and results file, without the folders of the machine that wrote the
+    report: a report is shared, and a path such as /home/NAME/... says nothing elsewhere (`portable`)."""
     section = Section("Runs")
-    rows = [[label, str(run.data.get("config", {}).get("model") or "-"), ", ".join(f"{k}={v}" for k, v in run.model_args.items()),
-             str(run.path)] for run, label in zip(runs, labels)]  # fmt: skip
+    rows = [[label, str(run.data.get("config", {}).get("model") or "-"),
+             ", ".join(f"{k}={portable(v)}" for k, v in run.model_args.items()), run.path.name]
+            for run, label in zip(runs, labels)]  # fmt: skip
+    section.blocks.append(
+        "Model arguments as the run gave them, a local folder by its name (`.../NAME`); the results file by its name "
+        "(with the model's date stamp, in the folder given to `report`)."
+    )
     section.blocks.append(Table(["model", "backend", "model_args", "results file"], rows))
     return section
+
+
+def portable(value: Any) -> str:
+    """A model argument as a shared report shows it: an absolute path by its last part (`.../SmolLM2-135M`), since
+    the folders above it are the writer's machine's; anything else as given."""
+    text = str(value)
+    if re.match(r"(/|~|[A-Za-z]:[\\/])", text) and (name := re.split(r"[\\/]", text.rstrip("/\\"))[-1]):
+        return f".../{name}"
+    return text
 
 
 def build_report(runs: Sequence[Run], options: Mapping[str, Any] | None = None) -> Report:

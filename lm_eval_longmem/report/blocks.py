@@ -124,3 +124,11 @@ def absent_cells(run: Run, task: str) -> list[str]:
     facts = run.facts(task)
     seen = set(facts.get("docs_per_cell") or {}) | set(run.skip_reasons(task))
     return [c for c in facts.get("sweep_cells") or [] if c not in seen]
+
+
+def scored_docs(run: Run, task: str) -> int | None:
+    """The docs `task`'s numbers rest on: those scored over its cells (`docs_per_cell`: skipped docs left out),
+    else the harness's count of docs evaluated; None when the run says neither."""
+    counts = run.facts(task).get("docs_per_cell") or {}
+    total = sum(int(n) for n in counts.values() if isinstance(n, (int, float)))
+    return total or run.n_samples(task)

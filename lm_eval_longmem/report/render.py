@@ -44,7 +44,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width:
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 1.8em; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
 th, td { border: 1px solid #ccc; padding: .3em .6em; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
-th { background: #f3f3f3; } td { font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; overflow-wrap: normal; } td { font-variant-numeric: tabular-nums; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: .9em; color: #555; } code { background: #f5f5f5; padding: 0 .2em; }
 """
@@ -66,7 +66,9 @@ def _inline(text: str) -> str:
 def _breakable(text: str) -> str:
     """Escaped text with a line-break opportunity (`<wbr>`) after every `/`, `,`, `=` and `_`, so a long path,
     argument list or lm_eval's `__`-joined model folder wraps at its separators rather than widening the
-    page (browsers also break after a hyphen; the CSS breaks anything still longer)."""
+    page (browsers also break after a hyphen; the CSS breaks a cell's text still longer). A header breaks only
+    there and between words (`overflow-wrap: normal`): its words set the column's narrowest width, so neither
+    it nor a short cell under it breaks inside a word ("bac|ken|d")."""
     return re.sub(r"([/,=_])", r"\1<wbr>", html.escape(text))
 
 
@@ -91,7 +93,7 @@ def render_html(report: Report, pngs: dict[str, bytes]) -> str:
             if isinstance(block, Table):
                 out.append(
                     "<table><thead><tr>"
-                    + "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
+                    + "".join(f"<th>{_breakable(h)}</th>" for h in block.header)
                     + "</tr></thead><tbody>"
                 )
                 out += ["<tr>" + "".join(f"<td>{_breakable(c)}</td>" for c in row) + "</tr>" for row in block.rows]

@@ -79,18 +79,21 @@ def test_books_too_short_for_booksort_are_one_clear_error(tmp_path):
                          "--tasks", "booksort"], tmp_path)  # fmt: skip
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("lm-eval-longmem demo: no Book-SORT trial can be built") and "note (10 words)" in last
+    assert last.startswith("lm-eval-longmem: error: no Book-SORT trial can be built") and "note (10 words)" in last
     assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
 def test_unknown_task_is_refused_before_anything_runs(tmp_path):
     proc = run_demo_cli(
-        ["--output_path", str(tmp_path / "out"), "--tasks", "booksort,hellaswag", "--model_args", "pretrained=x"],
+        ["--output_path", str(tmp_path / "out"), "--tasks", "booksort,bbabilong", "--model_args", "pretrained=x"],
         tmp_path,
     )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"lm-eval-longmem demo: --tasks booksort,hellaswag: choose among {','.join(names())}"
+    assert proc.stderr.strip() == (
+        "lm-eval-longmem: error: --tasks bbabilong: the demo has no such part; did you mean babilong? "
+        f"(choose among {','.join(names())})"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -101,7 +104,7 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
                          "--model_args", f"pretrained={tiny_llama_dir},dtype=float32"], tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     steps = [line for line in proc.stdout.splitlines() if line.startswith("[")]
-    assert steps == ["[1/5] model", "[2/5] books", "[3/5] Book-SORT data from 1 book(s), excerpts of [250] words",
+    assert steps == ["[1/5] model", "[2/5] books", "[3/5] Book-SORT data from 1 book(s), excerpts of 250 words",
                      "[4/5] lm_eval: forgetting_curve, booksort, babilong on cpu, without a chat template (progress bars below)",
                      "[5/5] figures and report"]  # fmt: skip
     results = read_results(out / "results")["results"]
@@ -184,8 +187,9 @@ def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
     fc, booksort, babilong = headline_sentences(load_run(_results_file(tmp_path)))
     assert fc == (
         "SmolLM2-135M-Instruct copies 96.0-97.0% of the tokens of a 256-512-token passage it has just read, against "
-        "35.0-37.0% when the passage follows unrelated text (LM baseline); every 95% interval within 4.2 points, 16 "
-        "samples per length. Memory lengths: fine 0 tokens (copy > 99%), coarse >512 (copy beats LM by > 1 point)."
+        "35.0-37.0% when the passage follows unrelated text (LM baseline); every 95% interval within 4.5 points of its "
+        "estimate, 16 samples per length. Memory lengths: fine below the shortest length tested (256 tokens) "
+        "(copy > 99%), coarse >512 tokens (copy beats LM by > 1 point)."
     )
     assert babilong == (
         "BABILong qa1: 40.0% [33.0, 48.0] of 30 questions answered right (50.0% [40.0, 60.0] at 0k; 30.0% [20.0, 40.0] "
@@ -221,3 +225,82 @@ def test_the_chat_template_is_applied_when_the_tokenizer_has_one(tiny_llama_dir,
     (chat / "tokenizer_config.json").write_text(json.dumps(config))
     assert has_chat_template({"pretrained": str(chat)})
     assert not has_chat_template({"pretrained": str(tmp_path / "no-such-model")})  # the harness's check reports it
+
+
+def _fc_results_file(tmp_path, rows, n=16):
+    """A results file of the forgetting curve alone: rows of (length, copy, lm, half-width or None for n=1)."""
+    fc = {"alias": "forgetting_curve"}
+    for L, cp, lm, half in rows:
+        fc |= {f"copy_acc@{L},none": cp, f"lm_acc@{L},none": lm}
+        if half is not None:  # an asymmetric interval, as Wilson's: the upper end the farther
+            fc |= {f"copy_acc@{L}_ci_low,none": cp - half / 2, f"copy_acc@{L}_ci_high,none": min(1.0, cp + half),
+                   f"lm_acc@{L}_ci_low,none": lm - half / 2, f"lm_acc@{L}_ci_high,none": lm + half}  # fmt: skip
+    data = {
+        "results": {"forgetting_curve": fc},
+        "configs": {"forgetting_curve": {"longmem": {"docs_per_cell": {str(L): n for L, *_ in rows}}}},
+        "config": {"model": "hf", "model_args": "pretrained=/models/M"},
+    }
+    path = tmp_path / "results_2026-01-01T00-00-00.000001.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rows", "n", "words"),
+    [
+        # all below the threshold: no "fine 0 tokens", the shortest length tested instead
+        ([(128, 0.985, 0.3, 0.02), (256, 0.97, 0.3, 0.02)], 16,
+         ["fine below the shortest length tested (128 tokens)", "coarse >256 tokens", "within 2.0 points"]),
+        # censored: the sweep stopped, not the memory
+        ([(128, 0.995, 0.3, 0.004), (256, 0.996, 0.3, 0.004)], 16, ["fine >256 tokens", "coarse >256 tokens"]),
+        # a memory length inside the sweep
+        ([(128, 0.995, 0.3, 0.004), (256, 0.9, 0.3, 0.03), (512, 0.2, 0.3, 0.03)], 16,
+         ["fine 128 tokens", "coarse 256 tokens", "128-512-token passage", "within 3.0 points"]),
+        # one length
+        ([(64, 0.5, 0.3, 0.05)], 16, ["of a 64-token passage", "fine below the shortest length tested (64 tokens)"]),
+        # one sample per length: no interval to bound anything
+        ([(64, 0.5, 0.3, None), (128, 0.4, 0.3, None)], 1, ["no 95% intervals (one sample per length), 1 samples"]),
+    ],
+    ids=["all-below", "censored", "inside", "one-length", "one-sample"],
+)  # fmt: skip
+def test_the_forgetting_curve_sentence_says_no_more_than_the_numbers(rows, n, words, tmp_path):
+    """Issue 36 item 5: the sentence's words are generated from the numbers, for each edge case; the interval
+    bound it names holds for both ends of every interval (not a half-width)."""
+    from lm_eval_longmem.commands.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
+
+    (sentence,) = headline_sentences(load_run(_fc_results_file(tmp_path, rows, n)), ("forgetting_curve",))
+    for needle in words:
+        assert needle in sentence, (needle, sentence)
+    assert " 0 tokens" not in sentence and "[" not in sentence
+    if "within " in sentence:
+        bound = float(sentence.split("within ")[1].split(" points")[0]) / 100
+        ends = [abs(end - value) for _, cp, lm, half in rows for value in (cp, lm)
+                for end in (value - half / 2, min(1.0, value + half) if value == cp else value + half)]  # fmt: skip
+        assert max(ends) <= bound + 1e-12 and bound - max(ends) < 0.001
+
+
+def test_demo_help_names_every_default(capsys):
+    """Issue 36 item 8: `demo --help` did not name its default size."""
+    from lm_eval_longmem import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "or tiny (tests) (default: small)" in text
+    assert text.count("(default") >= 9  # output folder, model, model args, corpus, tasks, size, device, batch, template
+
+
+def test_the_babilong_sentence_names_the_tasks_that_ran_and_no_interval_it_lacks(tmp_path):
+    """Issue 36 item 5: "qa1-qa5" only when every task between ran; a mean without an interval says so."""
+    from lm_eval_longmem.commands.demo import headline_sentences
+    from lm_eval_longmem.readers.results import load_run
+
+    path = _results_file(tmp_path)
+    data = json.loads(path.read_text())
+    row = data["results"]["babilong"]
+    row |= {"acc@qa5_0,none": 0.2, "acc@qa5_0_ci_low,none": 0.1, "acc@qa5_0_ci_high,none": 0.4}
+    row |= {"acc_ci_low,none": None, "acc_ci_high,none": None}
+    path.write_text(json.dumps(data))
+    (babilong,) = headline_sentences(load_run(path), ("babilong",))
+    assert babilong.startswith("BABILong qa1, qa5: 40.0% (no interval) of 30 questions"), babilong

@@ -108,3 +108,51 @@ def test_r12_dict_flags_parse_as_the_harness_parses_them(words, monkeypatch):
     parsed = ours.parse_args(["--model_args", *words, "--metadata", *words])
     assert parsed.model_args == theirs.model_args == parsed.metadata == theirs.metadata
     assert isinstance(parsed.model_args, dict) and parsed.model_args
+
+
+def test_hook_says_lm_evals_unknown_task_error_in_one_line_with_the_closest_name(monkeypatch, capsys):
+    """Issue 36 item 2: `lm_eval --tasks forgeting_curve` (R26's ValueError, wrapped or not) is one line naming
+    `forgetting_curve`; any other ValueError still reaches the previous hook."""
+    try:
+        try:
+            raise ValueError("Tasks not found: forgeting_curve")
+        except ValueError as inner:
+            raise RuntimeError("while matching") from inner
+    except RuntimeError as err:
+        wrapped = err
+    passed_on, err = _hook_output(monkeypatch, capsys, wrapped, argv=("lm_eval", "--tasks", "forgeting_curve"))
+    assert passed_on == []
+    assert err == (
+        "lm-eval-longmem: error: --tasks forgeting_curve: no such task; did you mean forgetting_curve? "
+        "(use --include_path for the folder of your own tasks)\n"
+    )
+    other = ValueError("something else")
+    passed_on, err = _hook_output(monkeypatch, capsys, other)
+    assert passed_on == [other] and err == ""
+
+
+def test_unknown_tasks_are_matched_against_the_include_path_given(tmp_path):
+    """The closest name comes from the index the run built: with `--include_path`, the user's tasks too."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "my_recall.yaml").write_text(
+        "task: my_recall_probe\ndataset_path: json\noutput_type: loglikelihood\ndoc_to_text: x\ndoc_to_target: y\n"
+    )
+    error = ValueError("Tasks not found: my_recal_probe")
+    line = cli.harness_error_line(error, ["lm_eval", "--tasks", "my_recal_probe", f"--include_path={folder}"])
+    assert line is not None and line.startswith("--tasks my_recal_probe: no such task; did you mean my_recall_probe?")
+    assert cli.harness_error_line(KeyError("Tasks not found: x"), ["lm_eval"]) is None
+
+
+@pytest.mark.parametrize(
+    "argv, value",
+    [
+        (["--include_path", "a"], "a"),
+        (["--include_path=a"], "a"),
+        (["--include_path", "a", "--include_path=b"], "b"),
+        (["--tasks", "x"], None),
+        (["--include_path"], None),
+    ],
+)
+def test_flag_value_reads_a_flag_as_argparse_does(argv, value):
+    assert cli.flag_value(argv, "--include_path") == value

@@ -231,3 +231,17 @@ def test_r24_get_model_names_the_lm_class(tiny_llama_dir, monkeypatch):
     lm = models.create_model("hf", {"pretrained": str(tiny_llama_dir), "dtype": "float32"}, batch_size=3, device="cpu")
     assert isinstance(lm, HFLM) and lm.batch_size == 3 and lm.device.type == "cpu"
     assert models.live_backend() == models.LiveBackend(kind="hf", max_length=2048, pretrained=str(tiny_llama_dir))
+
+
+def test_r24_an_unknown_model_name_error_shape():
+    """`lm_eval --model hff` (issue 36 item 2): the registry's error, read back as one line with the closest name."""
+    from lm_eval.api.registry import get_model
+
+    with pytest.raises(ValueError) as raised:
+        get_model("hff")
+    assert models.unknown_model(raised.value) == "--model hff: no such model type; did you mean hf?"
+    with pytest.raises(ValueError) as raised:
+        get_model("zzzzzzzz")
+    assert models.unknown_model(raised.value).startswith("--model zzzzzzzz: no such model type; give one of ")
+    assert "dummy, " in models.unknown_model(raised.value)
+    assert models.unknown_model(ValueError("something else")) is None

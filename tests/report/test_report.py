@@ -42,15 +42,24 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
     ]  # both skipped docs
     table = blocks(report, Table, "Headline numbers")[0]
     assert table.header == [
-        "model", "forgetting_curve fine_memory_length", "coarse_memory_length", "booksort acc (%)", "babilong acc (%)", "rests on"
-    ]  # fmt: skip
+        "model",
+        "forgetting_curve fine_memory_length",
+        "coarse_memory_length",
+        "booksort acc (%)",
+        "trials",
+        "babilong acc (%)",
+        "questions",
+        "rests on",
+    ]  # fmt: skip (every interval beside its n: issue 36 item 3)
     assert table.rows == [
         [
             "small-model",
             "128 [64, 128]",
             "512 [256, 512]",
             "75.0 [30.0, 80.0]",
+            "48",
             "55.0 [40.0, 70.0]",
+            "177",
             "babilong: 3 docs skipped",
         ],
         [
@@ -58,7 +67,9 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
             "512 [256, 512]",
             ">1024 [512, 1024]",
             "60.0 [30.0, 80.0]",
+            "48",
             "44.0 [40.0, 70.0]",
+            "177",
             "babilong: 3 docs skipped",
         ],
     ]
@@ -82,8 +93,8 @@ def test_a_run_without_our_tasks_still_gets_a_report(tmp_path):
     path.write_text(json.dumps({"results": {"arc_easy": {"acc,none": 0.7}}, "config": {"model_args": "pretrained=m"}}))
     report = build_report(load_runs([path]))
     assert [s.title for s in report.sections] == ["Headline numbers", "Other harness tasks in the same runs", "Runs"]
-    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-", "-", "-", "-", "-"]
-    assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", str(path)]]
+    assert blocks(report, Table, "Headline numbers")[0].rows[0][1:] == ["-"] * 7
+    assert blocks(report, Table, "Runs")[0].rows == [["m", "-", "pretrained=m", path.name]]
 
 
 @pytest.mark.slow
@@ -92,10 +103,10 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     md = files.markdown.read_text()
     assert md.startswith("# Long-context memory report")
     assert (
-        "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 55.0 [40.0, 70.0] | babilong: 3 docs skipped |\n"
+        "| small-model | 128 [64, 128] | 512 [256, 512] | 75.0 [30.0, 80.0] | 48 | 55.0 [40.0, 70.0] | 177 | babilong: 3 docs skipped |\n"
         in md
     )
-    assert f"| big-model | hf | pretrained=/models/big-model, dtype=float32 | {two_runs[1].path} |" in md
+    assert f"| big-model | hf | pretrained=.../big-model, dtype=float32 | {two_runs[1].path.name} |" in md
     linked = re.findall(r"!\[[^]]*\]\((figures/[^)]+\.png)\)", md)
     assert len(linked) == 6 and all((tmp_path / "report" / name).is_file() for name in linked)
     page = files.html.read_text()
@@ -118,7 +129,7 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     assert proc.returncode == 1
     assert (
         proc.stderr.strip()
-        == f"lm-eval-longmem report: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+        == f"lm-eval-longmem: error: {empty} is empty (0 bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
     )
     assert "small-model: forgetting_curve fine_memory_length 128 [64, 128]" in proc.stdout
     assert "big-model" in proc.stdout
@@ -181,8 +192,10 @@ def test_html_report_wraps_long_paths(uniform_run):
     assert (
         "td { " in page and "overflow-wrap: anywhere" in page.split("td { ")[0] + page.split("td { ")[1].split("}")[0]
     )
-    results_file = str(load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path)
-    assert len(results_file) > 120 and re.sub(r"([/_])", r"\1<wbr>", results_file) in page  # breaks at every separator
+    results_file = load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path
+    assert len(str(results_file)) > 120 and "a-results-folder-with-a-long-name" not in page  # the machine's folders
+    breakable = re.sub(r"([/_])", r"\1<wbr>", results_file.name)
+    assert f"<td>{breakable}</td>" in page  # issue 36: the file by its name
     cells = re.findall(r"<td>(.*?)</td>", page)
     text = [re.sub(r"<[^>]+>", " ", piece) for cell in cells for piece in cell.split("<wbr>")]
     runs = [
@@ -264,7 +277,81 @@ def test_a_model_s_conditions_are_laid_side_by_side_over_its_runs(tmp_path):
     assert table.header == ["model", "evaluation", "in-context", "memory-less", "retrieval"]
     rows = {row[1]: row for row in table.rows}  # the forgetting curve has one condition: no row
     assert rows == {
-        "Book-SORT": ["small-model", "Book-SORT", "booksort_in_context: 75.0 [30.0, 80.0]", "booksort_memoryless: 50.0 [30.0, 80.0]", "-"],
-        "BABILong": ["small-model", "BABILong", "babilong: 55.0 [40.0, 70.0]", "-", "babilong (sentences top-5 bm25): 27.5 [40.0, 70.0]"],
-    }  # fmt: skip
+        "Book-SORT": [
+            "small-model",
+            "Book-SORT",
+            "booksort_in_context: 75.0 [30.0, 80.0] (n=48)",
+            "booksort_memoryless: 50.0 [30.0, 80.0]",
+            "-",
+        ],
+        "BABILong": [
+            "small-model",
+            "BABILong",
+            "babilong: 55.0 [40.0, 70.0] (n=177)",
+            "-",
+            "babilong (sentences top-5 bm25): 27.5 [40.0, 70.0] (n=177)",
+        ],
+    }  # fmt: skip (n: the docs each interval rests on, where the run says; issue 36)
     assert not blocks(build_report(load_runs([rag])), Table, "Conditions side by side")  # one condition: no section
+
+
+def test_a_null_summary_states_its_reason_first_and_in_the_headline(tmp_path):
+    """Issue 36 item 7 in the report: a `--limit 1` run leaves the memory lengths null, with the reason in
+    `configs.forgetting_curve.longmem.null_reasons`; the report says so where the null value is read."""
+    path = write_run(tmp_path / "a", "limited-model", fine=128, coarse=512)
+    data = json.loads(path.read_text())
+    why = "length 64 ran 1 of its 14 docs (--limit); set forgetting_curve_limit_order=cheapest"
+    for criterion in ("fine", "coarse"):
+        for stat in ("", "_low", "_high"):
+            data["results"]["forgetting_curve"][f"{criterion}_memory_length{stat},none"] = None
+    data["configs"]["forgetting_curve"] = {"longmem": {"null_reasons": {"fine_memory_length": why,
+                                                                        "coarse_memory_length": why}}}  # fmt: skip
+    path.write_text(json.dumps(data))
+    report = build_report(load_runs([path]))
+    text = " ".join(b for b in report.sections[0].blocks if isinstance(b, str))
+    assert report.sections[0].title == "What these numbers rest on"
+    assert (
+        f"`forgetting_curve` `fine_memory_length` is null: {why} (`configs.forgetting_curve.longmem.null_reasons`)"
+        in text
+    )
+    headline = blocks(report, Table, "Headline numbers")[0]
+    row = dict(zip(headline.header, headline.rows[0], strict=True))
+    assert row["forgetting_curve fine_memory_length"] == "-"
+    assert row["rests on"].startswith(
+        "forgetting_curve coarse_memory_length: null; forgetting_curve fine_memory_length: null"
+    )
+
+
+def test_html_headers_break_between_words_only(two_runs):
+    """Issue 36 item 8: headers broke inside words ("coarse_memory_len|gth", "bac|ken|d") because every cell could
+    break anywhere, so a column shrank below its header's words. Headers now break only at separators and spaces,
+    which keeps each column at least as wide as its header's longest word."""
+    from lm_eval_longmem.report.render import _CSS, render_html
+
+    page = render_html(build_report(two_runs), pngs={name: b"" for name in _figure_names(two_runs)})
+    rules = dict(re.findall(r"(?m)(?:^|\} )([a-z, ]+) \{ ([^}]*)\}", _CSS))
+    assert "overflow-wrap: normal" in rules["th"] and "anywhere" not in rules["th"]
+    assert "<th>coarse_<wbr>memory_<wbr>length</th>" in page and "<th>backend</th>" in page
+
+
+def _figure_names(runs):
+    report = build_report(runs)
+    names = [block.name for block in report.figures()]
+    plt.close("all")
+    return names
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("/home/someone/models/SmolLM2-135M", ".../SmolLM2-135M"), ("/home/someone/models/SmolLM2/", ".../SmolLM2"),
+     ("~/m/tiny", ".../tiny"), ("C:\\Users\\x\\tiny", ".../tiny"), ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
+     ("float32", "float32"), (4, "4")],
+)  # fmt: skip
+def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs):
+    """Issue 36 item 8: the Runs table showed absolute paths of the user's machine; a local folder is shown by its
+    name, a hub name and other values as given, and the results file by its name."""
+    from lm_eval_longmem.report import portable
+
+    assert portable(value) == shown
+    table = blocks(build_report(two_runs), Table, "Runs")[0]
+    assert table.rows[0][2:] == ["pretrained=.../small-model, dtype=float32", "results_2026-01-01T00-00-00.000001.json"]

@@ -85,7 +85,9 @@ class BabilongDemo(DemoPart):
             if per_cell
             else "questions per cell unknown"
         )
-        task_text = f"{tasks[0]}-{tasks[-1]}" if len(tasks) > 1 else tasks[0]
+        numbers = [int(qa[2:]) for qa in tasks]
+        contiguous = len(tasks) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1))
+        task_text = f"{tasks[0]}-{tasks[-1]}" if contiguous else ", ".join(tasks)  # "qa1-qa5" only when all ran
         return (
             f"BABILong {task_text}: {percent(overall)} of {sum(per_cell) or run.n_samples(task)} questions answered "
             f"right ({per_length}; {counts}, authors' answer check)."

@@ -2,7 +2,8 @@
 
 Two panels, the authors' check (`acc`) and ours (`acc_corrected`); a cell that did not run is blank.
 A bottom row gives the run's mean over tasks per length (with the default tasks, the paper's qa1-qa5
-headline), and each task's effective context (accuracy >= 85% up to that length, as the run stored
+headline). Each cell shows its accuracy and, where the run stored it, its n (questions scored; the mean row's
+is the sum over its tasks), and each task's effective context (accuracy >= 85% up to that length, as the run stored
 it) is outlined. `figure` draws from one run's results dict (names read through
 `common/metric_names.py`); `lm-eval-longmem plot` and `lm-eval-longmem report` both use it.
 """
@@ -58,15 +59,21 @@ def figure(results: dict[str, Any], title: str) -> Any:
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
     for ax, metric, panel in zip(axes[0], CHECKS, (f"{ACC} (authors' answer check)", ACC_CORRECTED)):
         grid = np.full((len(rows), len(lengths)), np.nan)
+        n = np.zeros((len(rows), len(lengths)), dtype=int)  # questions behind each cell; 0: the file does not say
         for cell in cells:
             grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate
+            n[tasks.index(cell.qa), lengths.index(cell.length)] = cell.n
         for ln, value in read_length_means(results, metric).items():
             if ln in lengths:
-                grid[len(rows) - 1, lengths.index(ln)] = 100 * value.estimate
+                j = lengths.index(ln)
+                grid[len(rows) - 1, j] = 100 * value.estimate
+                known = [n[i, j] for i in range(len(tasks)) if not np.isnan(grid[i, j])]
+                n[len(rows) - 1, j] = sum(known) if all(known) else 0
         image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
         for (i, j), value in np.ndenumerate(grid):
             if not np.isnan(value):
-                ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=9)
+                ax.text(j, i, f"{value:.0f}" + (f"\nn={n[i, j]}" if n[i, j] else ""), ha="center", va="center",
+                        fontsize=9 if not n[i, j] else 8, linespacing=0.9)  # fmt: skip
         for qa in tasks:
             if (reached := effective.get(qa)) is not None and reached in lengths:
                 ax.add_patch(Rectangle((lengths.index(reached) - 0.5, tasks.index(qa) - 0.5), 1, 1, fill=False, lw=2.2))

@@ -19,7 +19,7 @@ from lm_eval_longmem.babilong.summary import DEFAULT_THRESHOLD, Cell, effective_
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.stats import Interval
-from lm_eval_longmem.readers.results import skip_reasons, task_metrics, tasks_of
+from lm_eval_longmem.readers.results import facts, skip_reasons, task_metrics, tasks_of
 
 
 def _task_cells(metrics: dict[str, Any]) -> list[tuple[str, int]]:
@@ -45,16 +45,18 @@ def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interva
 
 
 def read_cells(results: dict[str, Any]) -> list[Cell]:
-    """Every (task, length) cell of the BABILong task in an lm_eval results dict."""
+    """Every (task, length) cell of the BABILong task in an lm_eval results dict, with the questions it scored
+    (`n`, from the run's `docs_per_cell`; 0 in files written before the run stored it)."""
     task = babilong_task(results)
     if task is None:
         return []
     metrics = task_metrics(results, task)
+    counts = facts(results, task).get("docs_per_cell") or {}
     return ordered(
         Cell(
             qa,
             length,
-            0,
+            int(counts.get(metric_names.cell(qa, length)) or 0),
             _interval(metrics, ACC, qa, length),
             _interval(metrics, ACC_CORRECTED, qa, length),
             _interval(metrics, ABSTAINED.name, qa, length),

@@ -19,7 +19,7 @@ from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.evaluations import ReportSection
 from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.readers.results import Run
-from lm_eval_longmem.report.blocks import FigureBlock, Section, Table, interval_of, number, pct, slug
+from lm_eval_longmem.report.blocks import FigureBlock, Section, Table, interval_of, number, pct, scored_docs, slug
 
 REFERENCE_OPTION = f"{PREFIX}reference"
 """`lm-eval-longmem report --babilong_reference DIR` (repeatable): a folder of the authors' prediction files."""
@@ -32,14 +32,18 @@ class BabilongSection(ReportSection):
     references: tuple[Reference, ...] = ()
     position = 1
     """Second of ours, as the report has always had it."""
-    headline_header = (f"{NAME} {ACC} (%)",)
+    headline_header = (f"{NAME} {ACC} (%)", "questions")
 
     def headline_cells(self, run: Run) -> list[str]:
-        """The mean accuracy over every cell with its interval."""
-        return [pct(*interval_of(babilong_metrics(run) or {}, ACC))]
+        """The mean accuracy over every cell with its interval, and the questions behind it."""
+        task = babilong_report.babilong_task(run.data)
+        return [
+            pct(*interval_of(babilong_metrics(run) or {}, ACC)),
+            str((scored_docs(run, task) if task else None) or "-"),
+        ]
 
     def headline_line(self, cells: list[str]) -> str:
-        return f"{NAME} {ACC} {cells[0]}%"
+        return f"{NAME} {ACC} {cells[0]}% (n={cells[1]})"
 
     def cell_label(self, run: Run, cell: str) -> str:
         """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`)."""

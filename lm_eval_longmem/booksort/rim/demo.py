@@ -11,6 +11,7 @@ from lm_eval_longmem.booksort.rim.section import booksort_headline_task
 from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
 from lm_eval_longmem.commands.demo import percent
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import DemoPart
 from lm_eval_longmem.readers.results import Run
 
@@ -42,7 +43,7 @@ def build_data(books_dir: Path, out: Path, size: Size) -> tuple[Path, int]:
     n_test = sum(t.split == "test" for t in result.trials)
     if not n_test:
         reasons = "; ".join(f"{s['book_id']}: {s['reason']}" for s in result.skipped)
-        raise ValueError(
+        raise UsageError(
             f"no Book-SORT trial could be drawn from {books_dir} ({reasons}): pass --corpus with longer books"
         )
     return write_dataset(books, result, spec, out), n_test
@@ -58,7 +59,8 @@ class BooksortDemo(DemoPart):
 
     def step(self, size: str) -> str:
         chosen = SIZES[size]
-        return f"Book-SORT data from {chosen.books} book(s), excerpts of {list(chosen.excerpt_lengths)} words"
+        lengths = ", ".join(map(str, chosen.excerpt_lengths))
+        return f"Book-SORT data from {chosen.books} book(s), excerpts of {lengths} words"
 
     def build(self, size: str, books: Path, out: Path) -> str:
         folder, n_trials = build_data(books, out / DATA, SIZES[size])

@@ -1,17 +1,18 @@
 """Book-SORT accuracy by excerpt length and by segment distance, like Figure 1 a/b of Pink et al.
 
-Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``), and dotted beside it the share of
-trials answered "A" (``pct_A@LE<words>``: a model stuck on one label sits at 0 or 1 there).
-Beside each accuracy, dashed with square markers and a little to the right, the accuracy after
-removing the answer bias (``acc_calibrated@<cell>``, log-prob tasks; ours, not the paper's), with
-its own intervals (no stars: its tests are in the results), in both panels.
+Panel (a): accuracy per excerpt length L_E (``acc@LE<words>``) at its tick; a little to the right of it, dashed
+with square markers, the accuracy after removing the answer bias (``acc_calibrated@<cell>``, log-prob tasks;
+ours, not the paper's), with its own intervals, in both panels; a little to the left, dotted, the share of
+trials answered "A" (``pct_A@LE<words>``: a model stuck on one label sits at 0 or 1 there). Each axis spans
+half a step beyond its outer ticks, so every point sits beside its own tick, never at the border.
 Panel (b): accuracy per distance bin at L_E = 2500 words as in the paper (``acc@LE2500_bin<k>``), or pooled over excerpt lengths
 (``acc@bin<k>``) when the run has no 2500-word trials. Error bars are the Wilson 95% intervals
-the task reports (``_ci_low``/``_ci_high``); a star marks a point significantly above chance
-(one-sided binomial p < 0.05, ``_p_above_chance``). One line per Book-SORT task in the file
+the task reports (``_ci_low``/``_ci_high``); a star above an accuracy's bar marks a point whose drawn interval
+lies wholly above chance (one rule, read off the bar itself; the one-sided binomial test the results also
+store, ``_p_above_chance``, can reject at 5% while the two-sided interval still reaches chance, so it is not
+what the star shows). One line per Book-SORT task in the file
 (in-context, memory-less, generation). Reads results files only; names through
-`common/metric_names.py`.
-"""
+`common/metric_names.py`."""
 
 from __future__ import annotations
 
@@ -36,15 +37,20 @@ def can_plot(results: Any) -> bool:
 
 
 CALIBRATED_OFFSET = 0.08
-"""How far right of the accuracy the calibrated accuracy is drawn (in x units), so both bars show."""
+"""How far right of the accuracy the calibrated accuracy is drawn, and left of it the share answered "A" (in x
+units: ticks are 1 apart), so every bar and marker shows and reads as its tick's."""
+MARGIN = 0.5
+"""How far past its outer ticks each panel's x axis reaches (half a step), so no point sits at the border."""
 
 
 def _point(row: dict[str, Any], cell: str, score: str = ACC.name) -> tuple[float, float, float, bool]:
+    """(value, distance down to the interval's low end, up to its high end, interval wholly above chance)."""
     value = row[metric_names.name(score, cell)]
-    low = row.get(metric_names.name(score, cell, stat=metric_names.CI_LOW), value)
-    high = row.get(metric_names.name(score, cell, stat=metric_names.CI_HIGH), value)
-    p = row.get(metric_names.name(score, cell, stat=metric_names.P_ABOVE_CHANCE), 1.0)
-    return value, value - low, high - value, p < 0.05
+    low = row.get(metric_names.name(score, cell, stat=metric_names.CI_LOW))
+    high = row.get(metric_names.name(score, cell, stat=metric_names.CI_HIGH))
+    above = low is not None and low > CHANCE
+    low, high = (value if low is None else low), (value if high is None else high)
+    return value, value - low, high - value, above
 
 
 def _draw(
@@ -96,7 +102,8 @@ def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[
     values = [row.get(metric_names.name(PCT_A.name, cell)) for cell in cells]
     if any(v is None for v in values):
         return  # results written before `pct_A` existed
-    ax.plot(x, values, linestyle=":", marker="x", color=color, label=f'{label}: share answered "A"')
+    left = [xi - CALIBRATED_OFFSET for xi in x]  # beside the accuracy, never under its star
+    ax.plot(left, values, linestyle=":", marker="x", color=color, label=f'{label}: share answered "A"')
 
 
 def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
@@ -148,7 +155,10 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
         _draw_calibrated(ax_b, bins, row, cells, color, name)
         all_bins |= set(bins)
     ax_a.set_xticks(range(len(all_lengths)), [str(le) for le in all_lengths])
+    ax_a.set_xlim(-MARGIN, len(all_lengths) - 1 + MARGIN)
     ax_b.set_xticks(sorted(all_bins), [f"d{k}" for k in sorted(all_bins)])
+    if all_bins:
+        ax_b.set_xlim(min(all_bins) - MARGIN, max(all_bins) + MARGIN)
     for ax, title, xlabel in (
         (ax_a, "(a) accuracy by excerpt length", "excerpt length L_E (words)"),
         (ax_b, f"(b) accuracy by segment distance ({bin_source})", "distance bin (d0 nearest)"),
@@ -160,6 +170,6 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
         ax.set_ylabel("accuracy" + (f" ({'; '.join(notes)})" if notes else ""))
         ax.set_title(title, fontsize=10)
     ax_a.legend(fontsize=8, loc="lower left")
-    fig.suptitle("Book-SORT (95% Wilson intervals; * above chance, p < 0.05)", fontsize=11)
+    fig.suptitle("Book-SORT (95% Wilson intervals; * where the accuracy's interval lies above chance)", fontsize=11)
     fig.tight_layout()
     return fig

@@ -25,15 +25,16 @@ class BooksortSection(ReportSection):
 
     position = 2
     """Last of ours, as the report has always had it."""
-    headline_header = (f"{NAME} {ACC.name} (%)",)
+    headline_header = (f"{NAME} {ACC.name} (%)", "trials")
 
     def headline_cells(self, run: Run) -> list[str]:
-        """In-context accuracy with its interval."""
+        """In-context accuracy with its interval, and the trials behind it."""
         task = booksort_headline_task(run)
-        return [pct(*interval_of(run.metrics(task) if task else {}, ACC.name))]
+        trials = run.n_samples(task) if task else None
+        return [pct(*interval_of(run.metrics(task) if task else {}, ACC.name)), str(trials or "-")]
 
     def headline_line(self, cells: list[str]) -> str:
-        return f"{NAME} {ACC.name} {cells[0]}%"
+        return f"{NAME} {ACC.name} {cells[0]}% (n={cells[1]})"
 
     def headline_notes(self, run: Run) -> str:
         """Each task answered with one label only."""
@@ -153,7 +154,8 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     section.blocks.append(
         FigureBlock(
             "booksort",
-            "Book-SORT accuracy by excerpt length (a) and by segment distance (b).",
+            "Book-SORT accuracy by excerpt length (a) and by segment distance (b), with 95% Wilson intervals; "
+            "* where the accuracy's interval lies above chance.",
             booksort_plot.figure(lines),
         )
     )

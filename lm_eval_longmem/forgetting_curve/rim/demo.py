@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_longmem.commands.demo import span
 from lm_eval_longmem.common.evaluations import DemoPart
+from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.forgetting_curve.options import PREFIX
+from lm_eval_longmem.forgetting_curve.rim.figures import memory_words
 from lm_eval_longmem.forgetting_curve.rim.reader import forgetting_curve_task, stored_summary
 from lm_eval_longmem.readers.results import Run
 
@@ -48,17 +51,24 @@ class ForgettingCurveDemo(DemoPart):
         if not stats:
             return None
         lengths = f"{stats[0].length}-{stats[-1].length}" if len(stats) > 1 else str(stats[0].length)
-        half = max(max(s.copy.high - s.copy.low, s.lm.high - s.lm.low) / 2 for s in stats)
         samples = sorted({s.n for s in stats})
-        fine, coarse = summary.fine, summary.coarse
-        fine_text = f">{fine.length}" if fine.censored else str(fine.length)
-        coarse_text = f">{coarse.length}" if coarse.censored else str(coarse.length)
         return (
             f"{run.model} copies {span([s.copy.estimate for s in stats])} of the tokens of a {lengths}-token passage it "
             f"has just read, against {span([s.lm.estimate for s in stats])} when the passage follows unrelated text (LM "
-            f"baseline); every 95% interval within {100 * half:.1f} points, {'-'.join(map(str, samples))} samples per "
-            f"length. Memory lengths: fine {fine_text} tokens (copy > 99%), coarse {coarse_text} (copy beats LM by > 1 point)."
+            f"baseline); {reach([iv for s in stats for iv in (s.copy, s.lm)])}, {'-'.join(map(str, samples))} samples "
+            f"per length. Memory lengths: fine {memory_words(summary.fine, summary)} (copy > 99%), coarse "
+            f"{memory_words(summary.coarse, summary)} (copy beats LM by > 1 point)."
         )
+
+
+def reach(intervals: list[Interval]) -> str:
+    """How far the 95% intervals reach from their estimates, on either side (Wilson intervals are not symmetric, so
+    the farther end, not a half-width): "every 95% interval within 4.5 points of its estimate"."""
+    ends = [abs(end - iv.estimate) for iv in intervals for end in (iv.low, iv.high) if not math.isnan(end)]
+    if not ends:
+        return "no 95% intervals (one sample per length)"
+    points = math.ceil(round(1000 * max(ends), 6)) / 10  # rounded up: the sentence stays true of every end
+    return f"every 95% interval within {points:.1f} points of its estimate"
 
 
 DEMO = ForgettingCurveDemo()

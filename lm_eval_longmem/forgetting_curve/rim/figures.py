@@ -10,7 +10,7 @@ stretch from the previous tested length (0 for the first) up to L, so a curve th
 gives the paper's picture (green up to the fine-grained memory length, blue up to the coarse one,
 red after) and a non-monotone curve is drawn as measured: a length that fails is never inside a
 region it did not meet. Nothing is shaded beyond the last tested length. The claimed window is a
-dashed vertical line.
+dashed vertical line. Every tested length has a tick (`tick_lengths`).
 
 Reads lm_eval results (`analysis.stored_summary`) and the original tool's JSON.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
-from lm_eval_longmem.forgetting_curve.analysis import Summary, holds, summarize
+from lm_eval_longmem.forgetting_curve.analysis import MemoryLength, Summary, holds, summarize
 from lm_eval_longmem.forgetting_curve.rim.reader import (
     curve_from_data,
     forgetting_curve_task,
@@ -113,8 +113,8 @@ def figure(
         fig, ax = plt.subplots(figsize=(10, 4.5))
     colors = {"fine": FINE_COLOR, "coarse": COARSE_COLOR, "amnesia": AMNESIA_COLOR}
     labels = {
-        "fine": f"fine-grained memory ({fine.label})",
-        "coarse": f"coarse-grained memory ({coarse.label})",
+        "fine": f"fine-grained memory ({memory_mark(fine, summary)})",
+        "coarse": f"coarse-grained memory ({memory_mark(coarse, summary)})",
         "amnesia": "amnesia",
     }
     for status, start, end in regions(summary):
@@ -150,6 +150,7 @@ def figure(
         ax.plot([], [], color="grey", ls=":", lw=0.8, label=f"skipped lengths ({len(summary.skipped)})")
 
     ax.set_xlim(0, x_max * 1.02)
+    tick_lengths(ax, x, x_max)
     ax.set_ylim(-0.02, 1.05)
     if not perplexity:
         ax.set_xlabel("length L of the copied text (tokens)")
@@ -159,6 +160,35 @@ def figure(
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)  # outside: never over a curve
     fig.tight_layout()
     return fig
+
+
+def tick_lengths(ax: Any, lengths: list[int], span: float) -> None:
+    """A tick at every tested length on a linear axis of `span` tokens: labelled when the lengths lie far enough
+    apart to read (1/15 of the axis), else unlabelled (minor) beside the axis's own round-number labels."""
+    if not lengths:
+        return
+    ordered = sorted(set(lengths))
+    gaps = [b - a for a, b in zip([0, *ordered], ordered)]
+    if min(gaps) >= span / 15:
+        ax.set_xticks(ordered, [str(length) for length in ordered])
+    else:
+        ax.set_xticks(ordered, minor=True)
+
+
+def memory_mark(memory: MemoryLength, summary: Summary) -> str:
+    """A memory length as a legend writes it: ">L" when censored, "<S" when no tested length met the criterion
+    (S the shortest length tested; the results store 0 then, as the paper's Table 3 writes it), else "L"."""
+    if memory.length == 0 and summary.per_length:
+        return f"<{summary.per_length[0].length}"
+    return memory.label
+
+
+def memory_words(memory: MemoryLength, summary: Summary) -> str:
+    """A memory length as a sentence says it: "256 tokens", ">256 tokens" (censored: the sweep stopped, not the
+    memory) or "below the shortest length tested (128 tokens)" when no tested length met the criterion."""
+    if memory.length == 0 and summary.per_length:
+        return f"below the shortest length tested ({summary.per_length[0].length} tokens)"
+    return f"{memory.label} tokens"
 
 
 def status(copy: float, lm: float) -> str:

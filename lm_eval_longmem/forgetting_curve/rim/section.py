@@ -75,31 +75,41 @@ def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
     fig, ax = plt.subplots(figsize=(9.0, 4.0))
     all_lengths: list[int] = []
     claimed: set[int] = set()
+    drawn: set[str] = set()
     for i, (label, summary) in enumerate(curves):
         color = RUN_COLORS[i % len(RUN_COLORS)]
         x = [s.length for s in summary.per_length]
         all_lengths += x
+        marks = (
+            f"fine {fc_plot.memory_mark(summary.fine, summary)}, coarse {fc_plot.memory_mark(summary.coarse, summary)}"
+        )
         ax.plot(x, [s.copy.estimate for s in summary.per_length], "o-", color=color, ms=3.5, lw=1.6,
-                label=f"{label}: fine {summary.fine.label}, coarse {summary.coarse.label}")  # fmt: skip
+                label=f"{label}: {marks}")  # fmt: skip
         ax.fill_between(x, [s.copy.low for s in summary.per_length], [s.copy.high for s in summary.per_length],
                         color=color, alpha=0.15, lw=0)  # fmt: skip
         fc_plot.draw_without_interval(
             ax, [(s.length, s.copy.estimate, s.copy.low, s.copy.high) for s in summary.per_length], color
         )
-        if summary.fine.length > 0:
-            ax.axvline(summary.fine.length, color=color, ls="-", lw=1.0, alpha=0.8)
-        if summary.coarse.length > 0:
-            ax.axvline(summary.coarse.length, color=color, ls="--", lw=1.0, alpha=0.8)
+        for memory, style in ((summary.fine, "-"), (summary.coarse, "--")):
+            if memory.length > 0:  # 0: below the shortest length tested, no line (the label says "<S")
+                ax.axvline(memory.length, color=color, ls=style, lw=1.0, alpha=0.8)
+                drawn.add(style)
         if summary.claimed:
             claimed.add(summary.claimed)
-    ax.plot([], [], color="grey", ls="-", lw=1.0, label="fine-grained memory length (copy > 99%)")
-    ax.plot([], [], color="grey", ls="--", lw=1.0, label="coarse-grained memory length (copy beats LM by > 1 point)")
+    if "-" in drawn:  # the legend names only the lines drawn
+        ax.plot([], [], color="grey", ls="-", lw=1.0, label="fine-grained memory length (copy > 99%)")
+    if "--" in drawn:
+        ax.plot(
+            [], [], color="grey", ls="--", lw=1.0, label="coarse-grained memory length (copy beats LM by > 1 point)"
+        )
     low, high = min(all_lengths), max(all_lengths)
     if high / max(low, 1) >= 8:
         ax.set_xscale("log", base=2)
         ticks = sorted(set(all_lengths))
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
+    else:
+        fc_plot.tick_lengths(ax, all_lengths, max(high - low, 1))
     for window in sorted(claimed):
         if window <= 1.5 * high:
             ax.axvline(window, color="black", ls=":", lw=1.2)

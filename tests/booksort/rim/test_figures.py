@@ -64,3 +64,45 @@ def test_calibrated_accuracy_is_drawn_beside_accuracy():
         assert "generated: calibrated" not in lines  # a task without acc_calibrated draws none
     assert ax_a.get_ylabel() == "accuracy (dashed: calibrated; dotted: share answered A)"
     plt.close(fig)
+
+
+def _one_length_row(acc: float, low: float, high: float, p: float) -> dict[str, float]:
+    """One excerpt length (250 words), as the demo runs it: accuracy, calibrated accuracy, share answered "A"."""
+    row = {"acc,none": acc, "pct_A,none": 0.8, "pct_A@LE250,none": 0.8}
+    for score, value in (("acc", acc), ("acc_calibrated", acc - 0.05)):
+        for cell in ("LE250", "bin0", "bin1"):
+            row |= {f"{score}@{cell},none": value, f"{score}@{cell}_ci_low,none": low - (acc - value),
+                    f"{score}@{cell}_ci_high,none": high - (acc - value), f"{score}@{cell}_p_above_chance,none": p}  # fmt: skip
+    return row
+
+
+@pytest.mark.parametrize(
+    ("acc", "low", "high", "p", "starred"),
+    [(0.65, 0.495, 0.779, 0.040, False), (0.8, 0.652, 0.895, 0.0001, True)],
+    ids=["26-of-40-interval-reaches-chance", "32-of-40-above-chance"],
+)
+def test_one_excerpt_length_draws_every_point_beside_its_tick_and_stars_follow_the_interval(acc, low, high, p, starred):
+    """Issue 36 item 4, its reproduction: with one excerpt length, `acc_calibrated@LE250` was drawn at the right
+    border with no tick, and a star (one-sided p 0.040) sat above the share-answered-"A" marker beside an interval
+    that reaches the chance line (26/40: Wilson [49.5, 77.9]). Now every point sits within a small offset of its own
+    tick, half a step from the border, and a star marks an accuracy only when its drawn interval excludes chance."""
+    import matplotlib.pyplot as plt
+
+    fig = booksort.figure(booksort_tasks({"results": {"booksort_in_context": _one_length_row(acc, low, high, p)}}))
+    for ax in fig.axes:
+        ticks = list(ax.get_xticks())
+        left, right = ax.get_xlim()
+        for line in ax.get_lines():
+            if line.get_label() == "chance":
+                continue
+            for x in line.get_xdata():
+                assert min(abs(x - t) for t in ticks) <= booksort.CALIBRATED_OFFSET + 1e-9, (line.get_label(), x)
+                assert min(x - left, right - x) >= booksort.MARGIN - booksort.CALIBRATED_OFFSET - 1e-9
+        stars = [text for text in ax.texts if text.get_text() == "*"]
+        assert len(stars) == (len(ticks) if starred else 0)
+        (accuracy,) = [line for line in ax.get_lines() if line.get_marker() == "o"]  # the accuracy's line
+        for star in stars:  # on the accuracy's x, above the top of its bar; the share answered "A" is elsewhere
+            x, y = star.xy
+            assert x in list(accuracy.get_xdata()) and y == pytest.approx(high)
+    assert "interval lies above chance" in fig._suptitle.get_text()
+    plt.close(fig)

@@ -61,7 +61,7 @@ def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path)
         [CLI, "report", str(stuck), "--output_path", str(tmp_path / "r")], capture_output=True, text=True
     )
     assert (
-        "stuck-model: forgetting_curve fine_memory_length 128 [64, 128] (coarse 512 [256, 512]), booksort acc 75.0 [30.0, 80.0]%, "
-        'babilong acc 55.0 [40.0, 70.0]% (answer bias: "A" on every booksort_in_context trial) [rests on: babilong: 3 docs skipped]'
-        in [line.strip() for line in proc.stdout.splitlines()]
+        "stuck-model: forgetting_curve fine_memory_length 128 [64, 128] (coarse 512 [256, 512]), booksort acc 75.0 [30.0, 80.0]% "
+        '(n=48), babilong acc 55.0 [40.0, 70.0]% (n=177) (answer bias: "A" on every booksort_in_context trial) '
+        "[rests on: babilong: 3 docs skipped]" in [line.strip() for line in proc.stdout.splitlines()]
     )

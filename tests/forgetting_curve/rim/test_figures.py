@@ -107,3 +107,22 @@ def test_an_interval_between_lengths_without_one_is_an_error_bar():
         [(a[0], a[1], b[1])] for a, b in segments
     ]
     plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "labelled"),
+    [((128, 256), True), ((16, 32, 64, 128, 256, 512, 1024), False)],
+    ids=["demo-lengths", "geometric-sweep"],
+)
+def test_every_tested_length_has_a_tick(lengths, labelled):
+    """Issue 36 item 4 (every plotted point at its own x with a tick): the demo's lengths 128 and 256 sat between
+    the linear axis's round-number ticks. Lengths far enough apart get labelled ticks; a geometric sweep on the
+    linear axis gets a minor tick at each length beside the round-number labels."""
+    import matplotlib.pyplot as plt
+
+    fig = forgetting_curve.figure(_summary({L: 0.9 for L in lengths}))
+    ax = fig.axes[0]
+    ticks = set(ax.get_xticks()) | set(ax.get_xticks(minor=True))
+    assert set(lengths) <= ticks
+    assert ([t.get_text() for t in ax.get_xticklabels()] == [str(L) for L in lengths]) == labelled
+    plt.close(fig)

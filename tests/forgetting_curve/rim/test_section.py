@@ -51,6 +51,22 @@ def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs):
     assert [t.get_text() for t in ax.get_xticklabels()] == [str(L) for L in LENGTHS]
 
 
+def test_overlay_names_only_the_memory_lines_it_draws(tmp_path):
+    """Issue 36 item 8: no tested length copied > 99%, so no fine-grained line is drawn, the legend names none and
+    the curve's label says "<64" (below the shortest length tested), not "fine 0"; the figure of the run says so too."""
+    runs = load_runs([write_run(tmp_path / "a", "forgetful", fine=0, coarse=256)])  # copy 0.6 from 64 on
+    report = build_report(runs)
+    ax = figure(report, "forgetting_curve_overlay").axes[0]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert "forgetful: fine <64, coarse 256" in labels
+    assert not any(label.startswith("fine-grained") for label in labels)
+    assert "coarse-grained memory length (copy beats LM by > 1 point)" in labels
+    vertical = {line.get_xdata()[0] for line in ax.get_lines() if len(set(line.get_xdata())) == 1}
+    assert vertical == {256}  # the coarse line only (the claimed window is off scale)
+    labels = [t.get_text() for t in figure(report, "forgetting_curve_forgetful").axes[0].get_legend().get_texts()]
+    assert "coarse-grained memory (256)" in labels and not any(label.startswith("fine-grained") for label in labels)
+
+
 def test_each_model_gets_its_own_forgetting_curve(two_runs):
     report = build_report(two_runs)
     names = [b.name for b in blocks(report, FigureBlock, "Forgetting curve")]
