@@ -4,7 +4,7 @@ Subcommands:
   demo [--output_path DIR]        every evaluation on the embedded model and books, figures, report
   embedded model | books          the folder of the embedded SmolLM2 or plays (made once in the cache), for offline runs
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
-  plan --tasks T --model_args ... [--gpu h100]  what a run will cost, before anything runs or downloads
+  plan <lm_eval's flags> [--gpu h100]  what that lm_eval command will cost, before anything runs or downloads
   shard --tasks T --nodes N --output_path DIR [--include_path DIR]   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
@@ -38,7 +38,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
       lm-eval-longmem embedded books               # the embedded plays' folder, for runs without the hub
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
-      lm-eval-longmem plan --tasks {tasks} --model_args pretrained=/path/to/model --gpu h100
+      lm-eval-longmem plan --model hf --model_args pretrained=/path/to/model --tasks {tasks} --gpu h100
       lm-eval-longmem shard --tasks {tasks} --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
     add --overwrite to replace what an earlier run of a command wrote (never anything else)
@@ -140,31 +140,42 @@ def _shard(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.plan import make_plan, plan_lines
+    from lm_eval_longmem.plan import RunSettings, make_plan, plan_lines
 
-    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if getattr(args, "config", None):
+        raise UsageError(f"--config {args.config}: plan reads flags only; give the run's flags on the command line")
+    if not args.tasks:
+        raise UsageError("plan needs the run's --tasks, e.g. --tasks forgetting_curve,booksort,babilong")
+    names = [t.strip() for t in args.tasks if t.strip()]
+    settings = RunSettings.from_args(args)
     plan = make_plan(
-        names, {**(args.model_args or {}), **(args.metadata or {})}, gpu=args.gpu, utilisation=args.utilisation
+        names,
+        {**(args.model_args or {}), **(args.metadata or {})},
+        gpu=args.gpu,
+        utilisation=args.utilisation,
+        settings=settings,
     )
     print(json.dumps(plan.json_rows(), indent=1) if args.json else "\n".join(plan_lines(plan)))
 
 
 def _add_plan(sub: argparse._SubParsersAction) -> None:
     from lm_eval_longmem.common.cost import GPUS
+    from lm_eval_longmem.harness.cli import run_parser
     from lm_eval_longmem.plan import DEFAULT_UTILISATION
 
     plan = sub.add_parser(
         "plan",
+        parents=[run_parser()],
+        conflict_handler="resolve",
+        usage="lm-eval-longmem plan [the lm_eval command's flags] [--gpu CARD] [--utilisation U] [--json]",
         help="what a run will cost (docs, tokens, FLOPs, memory, time on a GPU), before anything runs or downloads",
-        description="Reads only the model's config and tokenizer: docs and requests per task and length, input tokens, "
-        "prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak of one sequence, and the data "
-        "phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings.",
+        description="Put `lm-eval-longmem plan` in place of `lm_eval` in a run's command: it takes every flag of "
+        "`lm_eval run`, reads only the model's config and tokenizer, and prints docs and requests per task and "
+        "length, input tokens, prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak, and the "
+        "data phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings. "
+        "Flags that change the cost are used (--model, --model_args, --metadata, --tasks, --limit, --samples, "
+        "--batch_size); the others (output paths, logging, trackers) are accepted and change nothing.",
     )
-    plan.add_argument("--tasks", required=True, help=f"as for lm_eval (ours only: {', '.join(names())}, ...)")
-    add_dict_flag(
-        plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)"
-    )
-    add_dict_flag(plan, "--metadata", default=None, help="as for lm_eval")
     plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
     plan.add_argument("--utilisation", type=number(float, low=0, high=1, open_low=True), default=DEFAULT_UTILISATION,
                       help=f"share of the card's peak FLOP/s assumed (default {DEFAULT_UTILISATION})")  # fmt: skip
@@ -309,6 +320,8 @@ def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] == "run":
         run_harness(argv[1:])
         return
+    if argv[:2] == ["plan", "run"]:  # `lm_eval run ...` planned as `lm-eval-longmem plan run ...`
+        del argv[1]
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kit import build_llama3_8b_shape
 from transformers import AutoConfig
 
 from lm_eval_longmem import plan as plan_module
@@ -16,14 +17,6 @@ from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan, plan_lines, resolve_tasks
-
-LLAMA3_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": False, "bos_token_id": 1,
-    "eos_token_id": 2, "torch_dtype": "bfloat16",
-}  # fmt: skip
-"""Llama-3.1-8B's shape (its config.json's numbers); the weights never exist."""
 
 
 @pytest.fixture(autouse=True)
@@ -35,12 +28,7 @@ def no_live_model(monkeypatch):
 @pytest.fixture(scope="module")
 def llama3_dir(tiny_llama_dir, tmp_path_factory) -> Path:
     """A folder with only a Llama-3-8B-shaped config.json and a tokenizer: what `plan` needs, offline."""
-    folder = tmp_path_factory.mktemp("llama3-8b-shape")
-    for path in tiny_llama_dir.iterdir():
-        if path.name.startswith(("tokenizer", "special_tokens")):
-            shutil.copy(path, folder / path.name)
-    (folder / "config.json").write_text(json.dumps(LLAMA3_8B))
-    return folder
+    return build_llama3_8b_shape(tmp_path_factory.mktemp("llama3-8b-shape"), tiny_llama_dir)
 
 
 def test_tasks_and_groups_resolve_to_their_yaml_facts():
@@ -92,6 +80,8 @@ def test_plan_of_a_weightless_llama3_8b_folder(llama3_dir):
     )
     text = "\n".join(plan_lines(plan))
     assert "8.03B parameters" in text and "vLLM on one h100: max_model_len=262147" in text
+    # issue 36, item 8: a max_model_len past the window says what vLLM then needs
+    assert "past the model's window of 131,072 vLLM also needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text
 
 
 @pytest.mark.slow
@@ -117,3 +107,72 @@ def test_cli_json_rows_and_errors(llama3_dir, tiny_llama_dir):
         "lm-eval-longmem: error: --tasks nope: plan knows our tasks and groups only: "
         + ", ".join(sorted(plan_module.our_tasks()))
     ]
+
+
+# --- issue 35: `plan` takes the user's own lm_eval command ------------------------------------------------------
+
+
+def offline_words(words: list[str], local: dict[str, str]) -> list[str]:
+    """A documented command's arguments with what needs the hub or the user's files made local: `pretrained=`'s
+    model (a Llama-3 name: the weightless 8B shape; any other: the embedded SmolLM2), the books' variables, the
+    Book-SORT data folders, a shard's `--samples` and the node number."""
+    out = []
+    for word in words:
+        word = re.sub(
+            r"pretrained=([^,\s]+)", lambda m: "pretrained=" + local["llama3" if "Llama-3" in m[1] else "smollm2"], word
+        )
+        word = word.replace("$BOOKS", local["books"]).replace("$PLAYS", local["books"]).replace("$i", "0")
+        word = re.sub(r"booksort_data=(?!hub\b|hf:)[^\s,]+", f"booksort_data={local['booksort']}", word)
+        word = re.sub(r'("booksort_data": )"(?!hub"|hf:)[^"]*"', lambda m: f'{m[1]}"{local["booksort"]}"', word)
+        out.append(local["samples"] if word == "SUBSTITUTION" else word)
+    return out
+
+
+def documented_lm_eval_commands() -> list[tuple[str, list[str]]]:
+    """Every fenced `lm_eval` command of the documents (README.md, docs/, the cards, ...: `test_docs.DOCUMENTS`)
+    that is whole (not elided with `...`)."""
+    from test_docs import DOCUMENTS, _name, command_lines
+
+    return [
+        (f"{_name(path)}#{block}", words[1:])
+        for path in DOCUMENTS
+        for block, words in command_lines(path)
+        if words[0] == "lm_eval" and "..." not in words
+    ]
+
+
+def test_the_documents_hold_lm_eval_commands_to_plan():
+    found = documented_lm_eval_commands()
+    assert sum(name.startswith("README.md") for name, _ in found) >= 2 and len(found) >= 8
+
+
+@pytest.mark.slow
+def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books_dir, tiny_llama_dir, tmp_path,
+                                                     monkeypatch, capsys):  # fmt: skip
+    """Issue 35, item 3: `lm-eval-longmem plan` followed by any fenced `lm_eval` command of the documents
+    (minus `lm_eval`) prints the plan, offline: hub models and the user's folders are made local first."""
+    from kit import build_booksort
+
+    from lm_eval_longmem.cli import main
+
+    local = {
+        "smollm2": str(smollm2_dir),
+        "llama3": str(build_llama3_8b_shape(tmp_path / "llama3", tiny_llama_dir)),
+        "books": str(embedded_books_dir),
+        "booksort": str(build_booksort(embedded_books_dir / "hamlet.txt", tmp_path / "bs", "250,1000")),
+        "samples": json.dumps({"forgetting_curve": [0, 1], "booksort_in_context": [0, 1, 2], "babilong": [0]}),
+    }
+    monkeypatch.chdir(tmp_path)
+    problems = []
+    for name, words in documented_lm_eval_commands():
+        args = ["plan", *offline_words(words, local)]
+        try:
+            main(args)
+        except SystemExit as exit:
+            problems.append(f"{name}: `{' '.join(args)}` exited {exit.code}: {capsys.readouterr().err.strip()[-500:]}")
+            continue
+        out = capsys.readouterr().out
+        tasks = words[words.index("--tasks") + 1].split(",")
+        if not out.startswith("model: ") or not all(f"\n{t}" in out for t in tasks):
+            problems.append(f"{name}: `{' '.join(args)}` printed no row of {tasks}:\n{out[-800:]}")
+    assert not problems, "\n".join(problems)

@@ -213,6 +213,13 @@ def forward_flops(shape: ModelShape, positions: int, head_positions: int) -> int
     return matmuls + attention
 
 
+def suffix_flops(shape: ModelShape, positions: int, context: int, head_positions: int) -> int:
+    """FLOPs of a forward over the last `positions` of `context` tokens whose earlier keys are cached (a shared
+    prefix computed once), with the LM head at `head_positions` of them."""
+    matmuls = 2 * shape.body_matmul_weights * positions + 2 * shape.hidden * shape.vocab * head_positions
+    return matmuls + 4 * shape.layers * shape.heads * shape.head_dim * attention_pairs(shape, positions, context)
+
+
 def decode_flops(shape: ModelShape, context: int, steps: int) -> int:
     """FLOPs of generating `steps` tokens after a prefill of `context` (each attends to all before it)."""
     if steps <= 0:
@@ -446,7 +453,9 @@ def gib(n_bytes: float) -> str:
 
 
 def flops_text(flops: float) -> str:
-    """FLOPs for people: "3.2 PFLOP"."""
+    """FLOPs for people: "3.2 PFLOP"; none is "0"."""
+    if not flops:
+        return "0"
     for scale, unit in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
         if flops >= scale:
             return f"{flops / scale:.1f} {unit}"

@@ -132,6 +132,10 @@ R25 What ``lm_eval run --output_path DIR --log_samples`` writes after ``simple_e
    (and the ``groups`` table). ``evaluate_into`` and ``results_tables`` do the same for callers of the
    Python API (the demo, the fine-tuning run), so their folders read as the CLI's.
    -> evaluator: test_r25_the_cli_saves_runs_as_evaluate_into_does, test_evaluate_into_writes_the_cli_files
+R26 ``lm_eval._cli.run.Run.create(subparsers)`` adds the ``run`` subcommand's parser (every flag of
+   ``lm_eval run``, with ``-h``) to ``subparsers`` and returns the command, whose ``_parser`` is that parser.
+   ``run_parser`` returns it, so ``lm-eval-longmem plan`` takes every flag of the command it plans.
+   -> cli: test_r26_run_parser_holds_every_run_flag
 
 lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1-R3 (our
 tasks indexed, when asked, from the folders handed), R4 and R17 (the LM factories and the check before the model), R5, R6 and R14 (a
