@@ -20,6 +20,7 @@ it replaces a file (or a folder it wrote) only with `--overwrite`, and never any
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 import textwrap
@@ -156,6 +157,17 @@ def _plan(args: argparse.Namespace) -> None:
         settings=settings,
     )
     print(json.dumps(plan.json_rows(), indent=1) if args.json else "\n".join(plan_lines(plan)))
+
+
+def _unknown_flags_text(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """One line naming plan's unknown flags, each with the closest flag it takes."""
+    plan = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["plan"]
+    flags = [flag for action in plan._actions for flag in action.option_strings if flag.startswith("--")]
+    said = []
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
+        said.append(f"{word} (did you mean {close[0]}?)" if close and word.startswith("-") else word)
+    return f"plan: unrecognized arguments: {', '.join(said)}; plan takes the flags of lm_eval run and --gpu, --utilisation, --json"
 
 
 def _add_plan(sub: argparse._SubParsersAction) -> None:
@@ -325,7 +337,12 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command == "plan":  # the planned command's mistakes read as lm_eval's would, in one line
+        report_error(_unknown_flags_text(parser, unknown))
+        raise SystemExit(2)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if getattr(args, "func", None) is None:
         parser.print_help()
         raise SystemExit(0 if not argv else 2)

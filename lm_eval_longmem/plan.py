@@ -18,6 +18,7 @@ model's tokenizer adds as much once (`build_tokens`; cached after).
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass, replace
@@ -177,7 +178,9 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
     facts: dict[str, TaskFacts] = {}
     for name in names:
         if name not in known:
-            raise UsageError(f"--tasks {name}: plan knows our tasks and groups only: {', '.join(sorted(known))}")
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"--tasks {name}: {hint}plan knows our tasks and groups only: {', '.join(sorted(known))}")
         owner, configs = known[name]
         for config in configs:
             facts[config["task"]] = TaskFacts(

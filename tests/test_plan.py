@@ -176,3 +176,56 @@ def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books
         if not out.startswith("model: ") or not all(f"\n{t}" in out for t in tasks):
             problems.append(f"{name}: `{' '.join(args)}` printed no row of {tasks}:\n{out[-800:]}")
     assert not problems, "\n".join(problems)
+
+
+def test_mistyped_tasks_and_flags_are_one_line_with_the_closest_name(llama3_dir, capsys):
+    """Issue 36, items 2 and 8: plan's mistakes are one line with the closest name, with the one error prefix."""
+    from lm_eval_longmem.cli import main
+
+    command = ["plan", "--model", "hf", "--model_args", f"pretrained={llama3_dir}"]
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--tasks", "forgeting_curve"])
+    assert exit.value.code == 1 and capsys.readouterr().err.splitlines() == [
+        "lm-eval-longmem: error: --tasks forgeting_curve: did you mean forgetting_curve? plan knows our tasks and "
+        "groups only: " + ", ".join(sorted(plan_module.our_tasks()))
+    ]
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--tasks", "forgetting_curve", "--batchsize", "2"])
+    err = capsys.readouterr().err.splitlines()
+    assert exit.value.code == 2 and len(err) == 1
+    assert err[0].startswith(
+        "lm-eval-longmem: error: plan: unrecognized arguments: --batchsize (did you mean --batch_size?)"
+    )
+
+
+def test_the_run_flags_that_change_the_cost_change_the_plan(llama3_dir):
+    """Issue 35, item 3: --limit takes docs in the task's limit order, --batch_size N holds N sequences, --model
+    vllm puts the vLLM settings first; flags that change nothing (output paths) are accepted."""
+    from lm_eval_longmem.cli import build_parser
+    from lm_eval_longmem.plan import RunSettings
+
+    def planned(*flags: str) -> plan_module.Plan:
+        args = build_parser().parse_args(
+            ["plan", "--model_args", f"pretrained={llama3_dir}", "--tasks", "forgetting_curve", "--metadata",
+             "forgetting_curve_lengths=[4k,8k,16k]", "forgetting_curve_samples=4", "--output_path", "x/", "--log_samples",
+             "--gpu", "h100", *flags]
+        )  # fmt: skip
+        return make_plan(
+            args.tasks, {**args.model_args, **args.metadata}, gpu="h100", settings=RunSettings.from_args(args)
+        )
+
+    whole = planned()
+    assert [r.docs for r in whole.rows] == [4, 4, 4]
+    assert [r.docs for r in planned("--limit", "5").rows] == [1, 2, 2]  # balanced: the longest cells lead each round
+    cheapest = planned("--limit", "5", "--metadata", "forgetting_curve_limit_order=cheapest")
+    assert [(r.cell, r.docs) for r in cheapest.rows] == [("4096", 4), ("8192", 1)]
+    assert sum(r.docs for r in planned("--limit", "0.5").rows) == 6
+    batched = planned("--batch_size", "4")
+    weights = whole.shape.weights_bytes
+    assert batched.costs(batched.rows[-1])["peak_bytes"] - weights > 3 * (
+        whole.costs(whole.rows[-1])["peak_bytes"] - weights
+    )
+    assert whole.costs(whole.rows[0])["prefill_flops"] == batched.costs(batched.rows[0])["prefill_flops"]
+    lines = plan_lines(planned("--model", "vllm"))
+    total = next(i for i, line in enumerate(lines) if line.startswith("forgetting_curve: "))
+    assert lines[total - 1].startswith("  vLLM on one h100") and not lines[total + 1].startswith("  vLLM")
