@@ -155,6 +155,7 @@ def _plan(args: argparse.Namespace) -> None:
         gpu=args.gpu,
         utilisation=args.utilisation,
         settings=settings,
+        cpu=args.cpu,
     )
     print(json.dumps(plan.json_rows(), indent=1) if args.json else "\n".join(plan_lines(plan)))
 
@@ -167,7 +168,7 @@ def _unknown_flags_text(parser: argparse.ArgumentParser, unknown: list[str]) -> 
     for word in unknown:
         close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
         said.append(f"{word} (did you mean {close[0]}?)" if close and word.startswith("-") else word)
-    return f"plan: unrecognized arguments: {', '.join(said)}; plan takes the flags of lm_eval run and --gpu, --utilisation, --json"
+    return f"plan: unrecognized arguments: {', '.join(said)}; plan takes the flags of lm_eval run and --gpu, --utilisation, --cpu, --json"
 
 
 def _add_plan(sub: argparse._SubParsersAction) -> None:
@@ -179,7 +180,7 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
         "plan",
         parents=[run_parser()],
         conflict_handler="resolve",
-        usage="lm-eval-longmem plan [the lm_eval command's flags] [--gpu CARD] [--utilisation U] [--json]",
+        usage="lm-eval-longmem plan [the lm_eval command's flags] [--gpu CARD] [--utilisation U] [--cpu] [--json]",
         help="what a run will cost (docs, tokens, FLOPs, memory, time on a GPU), before anything runs or downloads",
         description="Put `lm-eval-longmem plan` in place of `lm_eval` in a run's command: it takes every flag of "
         "`lm_eval run`, reads only the model's config and tokenizer, and prints docs and requests per task and "
@@ -191,6 +192,8 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
     plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
     plan.add_argument("--utilisation", type=number(float, low=0, high=1, open_low=True), default=DEFAULT_UTILISATION,
                       help=f"share of the card's peak FLOP/s assumed (default {DEFAULT_UTILISATION})")  # fmt: skip
+    plan.add_argument("--cpu", action="store_true",
+                      help="estimate time on this machine's CPU (its matrix-product rate, measured now)")  # fmt: skip
     plan.add_argument("--json", action="store_true", help="print a JSON list of rows instead of the table")
     plan.set_defaults(func=_plan)
 

@@ -224,6 +224,8 @@ class Plan:
     gpu: cost.Gpu | None
     utilisation: float
     settings: RunSettings = RunSettings()
+    cpu: bool = False
+    """Whether to estimate time on this machine's CPU (`cost.cpu_flops_per_second`, measured once per process)."""
 
     def costs(self, row: Row) -> dict[str, Any]:
         """The row's costs (`common.cost`), as its `--json` row has them."""
@@ -256,7 +258,14 @@ class Plan:
             out["gpu"] = self.gpu.name
             out["est_seconds"] = round(cost.gpu_seconds(prefill + decode, self.gpu, shape.dtype, self.utilisation), 1)
             out["fits"] = peak.total <= cost.HF_GPU_MEMORY_SHARE * cost.gpu_bytes(self.gpu) if row.docs else None
+        if self.cpu:
+            out["cpu_seconds"] = round((prefill + decode) / cost.cpu_flops_per_second(self.cpu_dtype), 1)
         return out
+
+    @property
+    def cpu_dtype(self) -> str:
+        """The dtype a CPU run computes in: the model's, where CPUs multiply it fast enough, else float32."""
+        return self.shape.dtype if self.shape.itemsize >= 4 else "float32"
 
     def json_rows(self) -> list[dict[str, Any]]:
         """The `--json` output: one object per row."""
@@ -329,6 +338,7 @@ def make_plan(
     gpu: str | None = None,
     utilisation: float = DEFAULT_UTILISATION,
     settings: RunSettings = RunSettings(),
+    cpu: bool = False,
 ) -> Plan:
     """The plan of a run of `names` (our tasks and groups) with `metadata` (--model_args merged with --metadata)
     and the other flags of its command that change the cost (`settings`)."""
@@ -381,6 +391,7 @@ def make_plan(
         cost.GPUS[gpu] if gpu else None,
         utilisation,
         settings,
+        cpu,
     )
 
 
@@ -454,6 +465,8 @@ def plan_lines(plan: Plan) -> list[str]:
         )
         if plan.gpu is not None:
             total += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
+        if plan.cpu:
+            total += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
         total += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
         skipped = sum(r.skipped for r in rows)
         total += f"; {skipped:,} docs longer than the window skipped" if skipped else ""
@@ -478,6 +491,12 @@ def plan_lines(plan: Plan) -> list[str]:
         lines += [*vllm_line, total] if plan.settings.model == "vllm" else [total, *vllm_line]
     notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
     run = plan.settings
+    if plan.cpu:
+        rate = cost.cpu_flops_per_second(plan.cpu_dtype)
+        notes.append(
+            f"on this CPU: an estimate at its matrix-product rate in {plan.cpu_dtype}, measured now "
+            f"({rate / 1e9:.0f} GFLOP/s); attention, the LM head's softmax and the harness add to it"
+        )
     if run.model not in ("hf", "vllm"):
         notes.append(f"--model {run.model}: counts and FLOPs hold for any backend; memory is the HF backend's")
     if run.batch > 1:

@@ -229,3 +229,17 @@ def test_the_run_flags_that_change_the_cost_change_the_plan(llama3_dir):
     lines = plan_lines(planned("--model", "vllm"))
     total = next(i for i, line in enumerate(lines) if line.startswith("forgetting_curve: "))
     assert lines[total - 1].startswith("  vLLM on one h100") and not lines[total + 1].startswith("  vLLM")
+
+
+def test_cpu_estimate_from_this_machines_measured_matmul_rate(llama3_dir):
+    """Issue 36, item 6: `--cpu` gives hours on this CPU from its matrix-product rate, measured once per process."""
+    rate = cost.cpu_flops_per_second("float32")
+    assert 1e8 < rate < 1e14 and cost.cpu_flops_per_second("float32") == rate  # measured once, then cached
+    plan = make_plan(
+        ["forgetting_curve"], {"pretrained": str(llama3_dir), "forgetting_curve_lengths": "[4k]"}, cpu=True
+    )
+    row = plan.costs(plan.rows[0])
+    assert plan.cpu_dtype == "float32"  # a bf16 model runs its CPU products in float32
+    assert row["cpu_seconds"] == round((row["prefill_flops"] + row["decode_flops"]) / rate, 1)
+    text = "\n".join(plan_lines(plan))
+    assert "on this CPU;" in text and f"float32, measured now ({rate / 1e9:.0f} GFLOP/s)" in text

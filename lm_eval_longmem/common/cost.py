@@ -57,7 +57,9 @@ The terms, for one sequence of n positions:
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -390,6 +392,26 @@ def gpu_seconds(flops: int, gpu: Gpu, dtype: str, utilisation: float) -> float:
     """Seconds for `flops` on `gpu` at `utilisation` of its peak for `dtype` (fp32 runs without tensor cores)."""
     peak = gpu.fp32_tflops if DTYPE_BYTES.get(dtype, 4) >= 4 else gpu.half_tflops
     return flops / (peak * 1e12 * utilisation)
+
+
+@functools.cache
+def cpu_flops_per_second(dtype: str) -> float:
+    """This machine's CPU matrix-product rate in `dtype`, measured now (once per process): the best of a few
+    timed 1024 x 1024 products with torch's threads as a run would have them. An estimate of what a forward's
+    matmuls reach; attention, the LM head's softmax and the harness's own work come on top."""
+    import torch
+
+    size = 1024
+    torch_dtype = getattr(torch, dtype, torch.float32) if dtype in DTYPE_BYTES else torch.float32
+    a, b = torch.randn(size, size).to(torch_dtype), torch.randn(size, size).to(torch_dtype)
+    torch.matmul(a, b)  # warm-up
+    best, spent = math.inf, 0.0
+    while spent < 0.3 or best == math.inf:
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        took = time.perf_counter() - start
+        best, spent = min(best, took), spent + took
+    return 2 * size**3 / best
 
 
 def gpu_bytes(gpu: Gpu) -> int:
