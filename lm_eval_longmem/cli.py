@@ -146,11 +146,11 @@ def _plan(args: argparse.Namespace) -> None:
     if getattr(args, "config", None):
         raise UsageError(f"--config {args.config}: plan reads flags only; give the run's flags on the command line")
     if not args.tasks:
-        raise UsageError("plan needs the run's --tasks, e.g. --tasks forgetting_curve,booksort,babilong")
-    names = [t.strip() for t in args.tasks if t.strip()]
+        raise UsageError(f"plan needs the run's --tasks, e.g. --tasks {','.join(names())}")
+    tasks = [t.strip() for t in args.tasks if t.strip()]
     settings = RunSettings.from_args(args)
     plan = make_plan(
-        names,
+        tasks,
         {**(args.model_args or {}), **(args.metadata or {})},
         gpu=args.gpu,
         utilisation=args.utilisation,

@@ -53,6 +53,11 @@ class TaskFacts:
     dataset_kwargs: dict[str, Any]
     """Its YAML's `dataset_kwargs` (what it fixes of its data, e.g. a prompt's condition)."""
     max_gen_toks: int
+    description: str = ""
+    """Its YAML's `description` (a system message when a chat template is applied), or the doc field holding it."""
+    gen_prefix: str = ""
+    """Its YAML's `gen_prefix` (the start of the answer turn), or the doc field holding it."""
+    target_delimiter: str = " "
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ class Row:
     note: str = ""
     groups: int = 0
     """Groups of forwards that share a prefix, computed once per group with its KV cache reused for each
-    forward's suffix (Book-SORT's trials of one excerpt); 0: every forward computes all its positions."""
+    forward's suffix (e.g. trials asked about one passage); 0: every forward computes all its positions."""
     shared_positions: int = 0
     """Positions of a group's shared prefix, on average (part of `forward_positions`)."""
     group_kv_tokens: int = 0
@@ -108,6 +113,11 @@ class RunSettings:
     """`--limit`: N docs per task, or a share of them below 1.0, as the harness counts it."""
     samples: dict[str, list[int]] | None = None
     """`--samples`: the docs each task runs."""
+    apply_chat_template: bool = False
+    """`--apply_chat_template`: prompts are rendered with the model's chat template."""
+    system_instruction: str | None = None
+    """`--system_instruction`: a system message before each prompt."""
+    fewshot_as_multiturn: bool = False
 
     @classmethod
     def from_args(cls, args: Any) -> RunSettings:
@@ -125,6 +135,9 @@ class RunSettings:
             batch_size=str(getattr(args, "batch_size", 1)),
             limit=args.limit,
             samples=samples,
+            apply_chat_template=bool(getattr(args, "apply_chat_template", False)),
+            system_instruction=getattr(args, "system_instruction", None),
+            fewshot_as_multiturn=bool(getattr(args, "fewshot_as_multiturn", False)),
         )
 
     @property
@@ -189,6 +202,9 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
                 output_type=config["output_type"],
                 dataset_kwargs=dict(config.get("dataset_kwargs") or {}),
                 max_gen_toks=int((config.get("generation_kwargs") or {}).get("max_gen_toks", 0)),
+                description=str(config.get("description") or ""),
+                gen_prefix=str(config.get("gen_prefix") or ""),
+                target_delimiter=str(config.get("target_delimiter", " ")),
             )
     return list(facts.values())
 
@@ -300,6 +316,56 @@ class Plan:
         )
 
 
+PROMPTED = ("multiple_choice", "generate_until")
+"""Output types whose requests are the harness's rendered prompt (`fewshot_context`); our `loglikelihood_accuracy`
+requests are token ids the task builds itself, untouched by a chat template."""
+
+
+def prompt_overhead(task: TaskFacts, tokenizer: Any, settings: RunSettings) -> int:
+    """Tokens that `--apply_chat_template` and `--system_instruction` add to each of `task`'s prompts: the prompt
+    the harness builds and renders (`harness.models.harness_prompt`, R27) counted with and without them, for a
+    doc of the task's shape (a description and a gen_prefix where its YAML has them). The planners count the
+    plain prompt; this is added to every request."""
+    from lm_eval_longmem.harness.models import harness_prompt
+
+    if task.output_type not in PROMPTED or not (settings.apply_chat_template or settings.system_instruction):
+        return 0
+    if settings.apply_chat_template and not getattr(tokenizer, "chat_template", None):
+        raise UsageError(
+            f"--apply_chat_template: the model's tokenizer has no chat template ({task.name}'s prompts cannot be "
+            "rendered with one, in plan or in the run); leave the flag out for a base model"
+        )
+    shape: dict[str, Any] = dict(
+        description="You are a careful reader.\n\n" if task.description else "",
+        text="Read the text below.\n\nWhat comes first?\n",
+        gen_prefix="Answer:" if task.gen_prefix else "",
+        target_delimiter=task.target_delimiter,
+    )
+    plain = harness_prompt(tokenizer, **shape)
+    sent = harness_prompt(
+        tokenizer,
+        **shape,
+        system_instruction=settings.system_instruction,
+        apply_chat_template=settings.apply_chat_template,
+        fewshot_as_multiturn=settings.fewshot_as_multiturn,
+    )
+    return len(tokenizer(sent)["input_ids"]) - len(tokenizer(plain)["input_ids"])
+
+
+def with_overhead(row: Row, tokens: int) -> Row:
+    """`row` with `tokens` more in every request's prompt (after any prefix its group shares)."""
+    if not tokens or not row.docs:
+        return row
+    return replace(
+        row,
+        input_tokens=row.input_tokens + tokens * row.requests,
+        sequence_tokens=row.sequence_tokens + tokens,
+        forward_positions=row.forward_positions + tokens,
+        data_tokens=row.data_tokens + tokens * row.docs,
+        group_kv_tokens=row.group_kv_tokens + tokens * math.ceil(row.forwards / row.groups) if row.groups else 0,
+    )
+
+
 LIMIT_ORDER_TEXT = {"balanced": "one doc of every cell per round", "cheapest": "the cheapest cells first"}
 
 
@@ -368,6 +434,10 @@ def make_plan(
         if planner is None:
             raise UsageError(f"--tasks {task.name}: its evaluation, {task.evaluation}, has no rows for plan")
         found, said = planner(task, metadata, tokenizer, window)
+        overhead = prompt_overhead(task, tokenizer, settings)
+        found = [with_overhead(row, overhead) for row in found]
+        if overhead:
+            said = [*said, f"{task.name}: {overhead} tokens per prompt from the chat template and system instruction"]
         count = settings.docs_taken(task.name, sum(r.docs for r in found))
         if count is not None:
             order = str(metadata.get(f"{task.evaluation}_limit_order", "balanced"))

@@ -105,7 +105,7 @@ def build_llama3_8b_shape(out_dir: Path, tokenizer_dir: Path) -> Path:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for path in tokenizer_dir.iterdir():
-        if path.name.startswith(("tokenizer", "special_tokens")):
+        if path.name.startswith(("tokenizer", "special_tokens", "chat_template")):
             shutil.copy(path, out_dir / path.name)
     (out_dir / "config.json").write_text(json.dumps(LLAMA3_8B))
     return out_dir

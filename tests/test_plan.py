@@ -157,7 +157,9 @@ def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books
 
     local = {
         "smollm2": str(smollm2_dir),
-        "llama3": str(build_llama3_8b_shape(tmp_path / "llama3", tiny_llama_dir)),
+        "llama3": str(
+            build_llama3_8b_shape(tmp_path / "llama3", smollm2_dir)
+        ),  # an instruct tokenizer: a chat template
         "books": str(embedded_books_dir),
         "booksort": str(build_booksort(embedded_books_dir / "hamlet.txt", tmp_path / "bs", "250,1000")),
         "samples": json.dumps({"forgetting_curve": [0, 1], "booksort_in_context": [0, 1, 2], "babilong": [0]}),
@@ -243,3 +245,42 @@ def test_cpu_estimate_from_this_machines_measured_matmul_rate(llama3_dir):
     assert row["cpu_seconds"] == round((row["prefill_flops"] + row["decode_flops"]) / rate, 1)
     text = "\n".join(plan_lines(plan))
     assert "on this CPU;" in text and f"float32, measured now ({rate / 1e9:.0f} GFLOP/s)" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["booksort_in_context", "babilong"])
+def test_with_the_chat_template_plan_counts_the_demos_run_within_two_percent(name, smollm2_dir, embedded_books_dir,
+                                                                          tmp_path):  # fmt: skip
+    """Issue 36, item 6: with the demo's settings (its small size, SmolLM2, the chat template as the demo applies
+    it), plan's input tokens are within 2% of the run's own count, the cost line's (the issue: Book-SORT 40,320
+    against 47,000, BABILong 87,906 against 101,453)."""
+    from lm_eval.tasks import TaskManager
+    from transformers import AutoTokenizer
+
+    from lm_eval_longmem.common.evaluations import evaluation
+    from lm_eval_longmem.paths import task_configs_dir
+    from lm_eval_longmem.plan import RunSettings
+
+    part = evaluation(name.split("_")[0]).demo()
+    part.build("small", embedded_books_dir, tmp_path)
+    metadata = {"pretrained": str(smollm2_dir), **part.metadata("small", embedded_books_dir, tmp_path)}
+    settings = RunSettings(apply_chat_template=True, fewshot_as_multiturn=True)
+    planned = sum(r.input_tokens for r in make_plan([name], metadata, settings=settings).rows)
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+
+    def hflm_chat(history, add_generation_prompt=True):  # HFLM.apply_chat_template's call
+        return tokenizer.apply_chat_template(
+            history, tokenize=False, add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )  # fmt: skip
+
+    task = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata).load([name])[
+        "tasks"
+    ][name]
+    task.build_all_requests(
+        apply_chat_template=True, fewshot_as_multiturn=True, chat_template=hflm_chat, rank=0, world_size=1,
+        tokenizer_name="smollm2",
+    )  # fmt: skip
+    run = sum(task.request_tokens(instance) for instance in task.instances)
+    assert planned == pytest.approx(run, rel=0.02)

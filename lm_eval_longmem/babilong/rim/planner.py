@@ -41,12 +41,22 @@ def babilong_rows(
             else:
                 count = 0
                 missing.append(qa)
+            if (
+                length == 0
+                and generated
+                and not options.uses_retrieval
+                and (options.facts == "simulated" or options.babi_dir)
+            ):
+                counted = facts_only_tokens(options, qa, tokenizer)
+                docs += len(counted)
+                tokens += [n + task.max_gen_toks for n in counted]
+                continue
             docs += count
             tokens += [prompt_tokens(options, length, template[qa]) + task.max_gen_toks] * count
         note = []
         if missing:
             note.append(f"{HUB_SETS[options.source].path} has no {','.join(missing)} at {name}: the run stops there")
-        if length == 0:
+        if length == 0 and not (generated and (options.facts == "simulated" or options.babi_dir)):
             note.append(ZERO_LENGTH_NOTE)
         longest = max(tokens, default=0)
         if window.tokens is not None and longest > window.tokens:
@@ -69,6 +79,27 @@ def babilong_rows(
     )
     notes.append(f"{task.name}: {', '.join(options.tasks)} {source}")
     return rows, notes
+
+
+def facts_only_tokens(options: Any, qa: str, tokenizer: Any) -> list[int]:
+    """The prompt tokens of each generated 0k sample of `qa` (its facts and question, no background), built as
+    the run builds them (`generate.generate_samples`, not cached: nothing is written); skipped samples left out."""
+    from lm_eval_longmem.babilong.babi import read_babi, task_file
+    from lm_eval_longmem.babilong.generate import GenerationSpec, generate_samples
+    from lm_eval_longmem.babilong.prompts import harness_prompt_parts
+    from lm_eval_longmem.babilong.simulate import simulate
+
+    spec = GenerationSpec(
+        qa=qa, length=0, samples=options.samples, seed=options.seed, depth=options.depth,
+        reserve_tokens=options.reserve_tokens, switches=options.switches,
+    )  # fmt: skip
+    babi = (
+        simulate(qa, options.samples, options.seed, wide_vocabulary=options.wide_vocabulary)
+        if options.facts == "simulated"
+        else read_babi(task_file(options.babi_dir, qa))
+    )
+    rows = generate_samples(spec, babi, None, tokenizer, harness_prompt_parts(qa))
+    return [int(row["prompt_tokens"]) for row in rows if not row["skip_reason"]]
 
 
 def prompt_tokens(options: Any, length: int, template: int) -> int:

@@ -12,6 +12,7 @@ answer)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, cast
 
 from lm_eval_longmem.common.errors import UsageError
@@ -25,6 +26,10 @@ WORD_TOKENS = 4 / 3
 HUB_BOOKS = ("69087", "72578", "72600", "72869", "72958", "72963", "72972", "73017", "73042")
 """The nine books of `memari/booksort` (Gutenberg numbers); Pomona (73017) is too short for L_E >= 10,000."""
 SHORT_BOOK, SHORT_LIMIT = "73017", 10_000
+SAMPLE_WORDS = 50_000
+"""Words of a local build's excerpts (and of its segments) whose tokens give their tokens per word: texts spread
+evenly over the chosen trials (`spread`), so character lists and verse weigh as often as they occur."""
+SEGMENTS = ("segment_1", "segment_2")
 TEST_EXCERPTS = 100
 """Test excerpts per book x L_E x L_S on the hub, each with one trial per distance bin (paper, section 2.2)."""
 
@@ -60,7 +65,7 @@ def booksort_rows(
             for k in range(TEST_EXCERPTS)
             for _ in range(bins)
         ]
-        ratio = WORD_TOKENS
+        excerpt_ratio = segment_ratio = WORD_TOKENS
         notes.append(
             f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word"
         )
@@ -75,11 +80,14 @@ def booksort_rows(
             (int(row["excerpt_length"]), int(row["segment_length"]), str(row["trial_id"]).rsplit("-", 1)[0])
             for row in chosen
         ]
-        sample = " ".join(source.excerpt(max(chosen, key=lambda row: int(row["excerpt_length"]))).split()[:5000])
-        ratio = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split()))
+        excerpts = spread(_first_of_each(chosen), lambda row: int(row["excerpt_length"]))
+        segments = spread(chosen, lambda row: 2 * int(row["segment_length"]))
+        excerpt_ratio = words_ratio(tokenizer, [source.excerpt(row) for row in excerpts])
+        segment_ratio = words_ratio(tokenizer, [row[key] for row in segments for key in SEGMENTS])
         unknown = ""
         notes.append(
-            f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text"
+            f"{task.name}: {len(trials):,} test trials of {options.data}; {excerpt_ratio:.2f} tokens per word in its "
+            f"excerpts, {segment_ratio:.2f} in its segments (a spread sample)"
         )
     if not trials:
         raise UsageError(
@@ -90,8 +98,8 @@ def booksort_rows(
     answer = task.max_gen_toks if task.output_type == "generate_until" else 1  # generated tokens, or the label
     for excerpt in sorted({e for e, _, _ in trials}):
         cell = [(segment, group) for e, segment, group in trials if e == excerpt]
-        words = [(excerpt if condition == "in_context" else 0) + 2 * segment for segment, _ in cell]
-        every = [template_tokens + round(ratio * w) + answer for w in words]
+        shown = excerpt_ratio * excerpt if condition == "in_context" else 0
+        every = [template_tokens + round(shown + segment_ratio * 2 * segment) + answer for segment, _ in cell]
         fitting = [(n, group) for n, (_, group) in zip(every, cell) if window.tokens is None or n <= window.tokens]
         tokens = [n for n, _ in fitting]
         skipped = len(every) - len(tokens)
@@ -120,9 +128,26 @@ def booksort_rows(
                     new_tokens=task.max_gen_toks)
             )  # fmt: skip
         else:
-            shared = prefix_tokens + round(ratio * excerpt) if condition == "in_context" else 0
+            shared = prefix_tokens + round(excerpt_ratio * excerpt) if condition == "in_context" else 0
             rows.append(Row(**common, **shared_work(docs, mean, max(tokens), shared, len({g for _, g in fitting}))))
     return rows, notes
+
+
+def _first_of_each(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One trial of each excerpt (its trials share the excerpt's text)."""
+    return list({str(row["trial_id"]).rsplit("-", 1)[0]: row for row in rows}.values())
+
+
+def spread(rows: list[dict[str, Any]], words: Callable[[dict[str, Any]], int]) -> list[dict[str, Any]]:
+    """About `SAMPLE_WORDS` words' worth of `rows` (`words` of each), evenly spaced over them."""
+    step = max(1, math.ceil(sum(words(row) for row in rows) / SAMPLE_WORDS))
+    return rows[::step]
+
+
+def words_ratio(tokenizer: Any, texts: list[str]) -> float:
+    """Tokens per word of `texts` as written (line breaks and indentation are tokens too)."""
+    text = "\n".join(texts)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) / max(1, len(text.split()))
 
 
 def shared_work(trials: int, mean_tokens: int, longest: int, shared: int, groups: int) -> dict[str, Any]:
