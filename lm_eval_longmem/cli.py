@@ -187,7 +187,8 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
         "length, input tokens, prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak, and the "
         "data phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings. "
         "Flags that change the cost are used (--model, --model_args, --metadata, --tasks, --limit, --samples, "
-        "--batch_size); the others (output paths, logging, trackers) are accepted and change nothing.",
+        "--batch_size, --apply_chat_template, --system_instruction); the others (output paths, logging, trackers) "
+        "are accepted and change nothing. --cpu adds an estimated time on this machine's CPU.",
     )
     plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
     plan.add_argument("--utilisation", type=number(float, low=0, high=1, open_low=True), default=DEFAULT_UTILISATION,

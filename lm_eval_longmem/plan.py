@@ -118,6 +118,8 @@ class RunSettings:
     system_instruction: str | None = None
     """`--system_instruction`: a system message before each prompt."""
     fewshot_as_multiturn: bool = False
+    num_fewshot: int | None = None
+    """`--num_fewshot`: not counted (our tasks' prompts are zero-shot, with any examples inside the prompt)."""
 
     @classmethod
     def from_args(cls, args: Any) -> RunSettings:
@@ -138,6 +140,7 @@ class RunSettings:
             apply_chat_template=bool(getattr(args, "apply_chat_template", False)),
             system_instruction=getattr(args, "system_instruction", None),
             fewshot_as_multiturn=bool(getattr(args, "fewshot_as_multiturn", False)),
+            num_fewshot=getattr(args, "num_fewshot", None),
         )
 
     @property
@@ -569,6 +572,8 @@ def plan_lines(plan: Plan) -> list[str]:
         )
     if run.model not in ("hf", "vllm"):
         notes.append(f"--model {run.model}: counts and FLOPs hold for any backend; memory is the HF backend's")
+    if run.num_fewshot:
+        notes.append(f"--num_fewshot {run.num_fewshot}: not counted; our tasks' prompts are counted zero-shot")
     if run.batch > 1:
         notes.append(f"--batch_size {run.batch}: HF peak holds {run.batch} sequences at once")
     elif run.batch_size.startswith("auto"):

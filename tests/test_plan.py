@@ -284,3 +284,25 @@ def test_with_the_chat_template_plan_counts_the_demos_run_within_two_percent(nam
     )  # fmt: skip
     run = sum(task.request_tokens(instance) for instance in task.instances)
     assert planned == pytest.approx(run, rel=0.02)
+
+
+def test_a_system_instruction_adds_to_prompted_tasks_only(llama3_dir):
+    """`--system_instruction` adds its tokens to every prompt the harness renders (Book-SORT's), not to the
+    forgetting curve's token-id requests; `--num_fewshot` is said not to be counted."""
+    from lm_eval_longmem.plan import RunSettings
+
+    metadata = {"pretrained": str(llama3_dir), "forgetting_curve_lengths": "[4k]", "booksort_excerpt_lengths": "[250]"}
+    names = ["forgetting_curve", "booksort_in_context"]
+    plain = make_plan(names, metadata)
+    told = make_plan(names, metadata, settings=RunSettings(system_instruction="Answer with one letter.", num_fewshot=2))
+    (fc0, bs0), (fc1, bs1) = plain.rows, told.rows
+    assert fc1 == fc0
+    extra = bs1.sequence_tokens - bs0.sequence_tokens
+    assert (
+        0 < extra <= len("Answer with one letter.") + 4 and bs1.input_tokens == bs0.input_tokens + extra * bs0.requests
+    )
+    lines = plan_lines(told)
+    assert (
+        f"note: booksort_in_context: {extra} tokens per prompt from the chat template and system instruction" in lines
+    )
+    assert "note: --num_fewshot 2: not counted; our tasks' prompts are counted zero-shot" in lines
