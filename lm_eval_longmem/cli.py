@@ -4,7 +4,7 @@ Subcommands:
   demo [--output_path DIR]        every evaluation on the embedded model and books, figures, report
   embedded model | books          the folder of the embedded SmolLM2 or plays (made once in the cache), for offline runs
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
-  plan --tasks T --model_args ... [--gpu h100]  what a run will cost, before anything runs or downloads
+  plan <lm_eval's flags> [--gpu h100]  what that lm_eval command will cost, before anything runs or downloads
   shard --tasks T --nodes N --output_path DIR [--include_path DIR]   each node's --samples for one sweep run as N shards
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
@@ -20,6 +20,7 @@ it replaces a file (or a folder it wrote) only with `--overwrite`, and never any
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import json
 import os
@@ -41,7 +42,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
       lm-eval-longmem embedded books               # the embedded plays' folder, for runs without the hub
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
-      lm-eval-longmem plan --tasks {tasks} --model_args pretrained=/path/to/model --gpu h100
+      lm-eval-longmem plan --model hf --model_args pretrained=/path/to/model --tasks {tasks} --gpu h100
       lm-eval-longmem shard --tasks {tasks} --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
     add --overwrite to replace what an earlier run of a command wrote (never anything else)
@@ -138,34 +139,60 @@ def _shard(args: argparse.Namespace) -> None:
 
 
 def _plan(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.plan import make_plan, plan_lines
+    from lm_eval_longmem.plan import RunSettings, make_plan, plan_lines
 
-    names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if getattr(args, "config", None):
+        raise UsageError(f"--config {args.config}: plan reads flags only; give the run's flags on the command line")
+    if not args.tasks:
+        raise UsageError(f"plan needs the run's --tasks, e.g. --tasks {','.join(names())}")
+    tasks = [t.strip() for t in args.tasks if t.strip()]
+    settings = RunSettings.from_args(args)
     plan = make_plan(
-        names, {**(args.model_args or {}), **(args.metadata or {})}, gpu=args.gpu, utilisation=args.utilisation
+        tasks,
+        {**(args.model_args or {}), **(args.metadata or {})},
+        gpu=args.gpu,
+        utilisation=args.utilisation,
+        settings=settings,
+        cpu=args.cpu,
     )
     print(json.dumps(plan.json_rows(), indent=1) if args.json else "\n".join(plan_lines(plan)))
 
 
+def _unknown_flags_text(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """One line naming plan's unknown flags, each with the closest flag it takes."""
+    plan = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["plan"]
+    flags = [flag for action in plan._actions for flag in action.option_strings if flag.startswith("--")]
+    said = []
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=")[0], flags, n=1, cutoff=0.6)
+        said.append(f"{word} (did you mean {close[0]}?)" if close and word.startswith("-") else word)
+    return f"plan: unrecognized arguments: {', '.join(said)}; plan takes the flags of lm_eval run and --gpu, --utilisation, --cpu, --json"
+
+
 def _add_plan(sub: argparse._SubParsersAction) -> None:
     from lm_eval_longmem.common.cost import GPUS
+    from lm_eval_longmem.harness.cli import run_parser
     from lm_eval_longmem.plan import DEFAULT_UTILISATION
 
     plan = sub.add_parser(
         "plan",
+        parents=[run_parser()],
+        conflict_handler="resolve",
+        usage="lm-eval-longmem plan [the lm_eval command's flags] [--gpu CARD] [--utilisation U] [--cpu] [--json]",
         help="what a run will cost (docs, tokens, FLOPs, memory, time on a GPU), before anything runs or downloads",
-        description="Reads only the model's config and tokenizer: docs and requests per task and length, input tokens, "
-        "prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak of one sequence, and the data "
-        "phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings.",
+        description="Put `lm-eval-longmem plan` in place of `lm_eval` in a run's command: it takes every flag of "
+        "`lm_eval run`, reads only the model's config and tokenizer, and prints docs and requests per task and "
+        "length, input tokens, prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak, and the "
+        "data phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings. "
+        "Flags that change the cost are used (--model, --model_args, --metadata, --tasks, --limit, --samples, "
+        "--batch_size, --apply_chat_template, --system_instruction); the others (output paths, logging, trackers) "
+        "are accepted and change nothing. --cpu adds an estimated time on this machine's CPU.",
     )
-    plan.add_argument("--tasks", required=True, help=f"as for lm_eval (ours only: {', '.join(names())}, ...)")
-    add_dict_flag(
-        plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)"
-    )
-    add_dict_flag(plan, "--metadata", default=None, help="as for lm_eval")
     plan.add_argument("--gpu", choices=sorted(GPUS), default=None, help="estimate time and fit on this card")
     plan.add_argument("--utilisation", type=number(float, low=0, high=1, open_low=True), default=DEFAULT_UTILISATION,
                       help=f"share of the card's peak FLOP/s assumed (default {DEFAULT_UTILISATION})")  # fmt: skip
+    plan.add_argument("--cpu", action="store_true",
+                      help="estimate time on this machine's CPU (its matrix-product rate, measured now)")  # fmt: skip
     plan.add_argument("--json", action="store_true", help="print a JSON list of rows instead of the table")
     plan.set_defaults(func=_plan)
 
@@ -305,6 +332,8 @@ def main(argv: list[str] | None = None) -> None:
     """Run a subcommand. Errors, ours and the harness's, print one line on stderr and exit 1 (usage
     errors exit 2): `run` as every other subcommand; `--debug` (anywhere on the line) shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["plan", "run"]:  # `lm_eval run ...` planned as `lm-eval-longmem plan run ...`
+        del argv[1]
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     if argv and argv[0] == "run":
@@ -313,7 +342,12 @@ def main(argv: list[str] | None = None) -> None:
         command = functools.partial(run_harness, argv[1:])
     else:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and args.command == "plan":  # the planned command's mistakes read as lm_eval's would, in one line
+            report_error(_unknown_flags_text(parser, unknown))
+            raise SystemExit(2)
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         if getattr(args, "func", None) is None:
             parser.print_help()
             raise SystemExit(0 if not argv else 2)

@@ -18,7 +18,10 @@ model's tokenizer adds as much once (`build_tokens`; cached after).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+import json
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,11 @@ class TaskFacts:
     dataset_kwargs: dict[str, Any]
     """Its YAML's `dataset_kwargs` (what it fixes of its data, e.g. a prompt's condition)."""
     max_gen_toks: int
+    description: str = ""
+    """Its YAML's `description` (a system message when a chat template is applied), or the doc field holding it."""
+    gen_prefix: str = ""
+    """Its YAML's `gen_prefix` (the start of the answer turn), or the doc field holding it."""
+    target_delimiter: str = " "
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,72 @@ class Row:
     skipped: int = 0
     estimated: bool = False
     note: str = ""
+    groups: int = 0
+    """Groups of forwards that share a prefix, computed once per group with its KV cache reused for each
+    forward's suffix (e.g. trials asked about one passage); 0: every forward computes all its positions."""
+    shared_positions: int = 0
+    """Positions of a group's shared prefix, on average (part of `forward_positions`)."""
+    group_kv_tokens: int = 0
+    """Tokens of the KV cache a group holds at most (its prefix and every suffix)."""
+    scoring: str = ""
+    """The request type the HF backend scores the row with, when not its task's output type (the peak follows it)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What of the planned `lm_eval` command changes the cost beyond its tasks and metadata; every other
+    flag of `lm_eval run` (output paths, logging, trackers) is accepted and changes nothing."""
+
+    model: str = "hf"
+    """`--model`: hf and vllm get their peak and settings first; another model gets counts and FLOPs."""
+    batch_size: str = "1"
+    """`--batch_size`: N sequences at once on HF (the peak of N); `auto` probes the largest that fits."""
+    limit: float | None = None
+    """`--limit`: N docs per task, or a share of them below 1.0, as the harness counts it."""
+    samples: dict[str, list[int]] | None = None
+    """`--samples`: the docs each task runs."""
+    apply_chat_template: bool = False
+    """`--apply_chat_template`: prompts are rendered with the model's chat template."""
+    system_instruction: str | None = None
+    """`--system_instruction`: a system message before each prompt."""
+    fewshot_as_multiturn: bool = False
+    num_fewshot: int | None = None
+    """`--num_fewshot`: not counted (our tasks' prompts are zero-shot, with any examples inside the prompt)."""
+
+    @classmethod
+    def from_args(cls, args: Any) -> RunSettings:
+        """From the namespace of `lm_eval run`'s flags (`harness.cli.run_parser`)."""
+        samples = getattr(args, "samples", None)
+        if isinstance(samples, str):
+            path = Path(samples)
+            if not path.is_file():
+                raise UsageError(f"--samples {samples}: neither a JSON object nor a file holding one")
+            samples = json.loads(path.read_text(encoding="utf-8"))
+        if samples is not None and args.limit is not None:
+            raise UsageError("--limit and --samples: give one of them (lm_eval takes one)")
+        return cls(
+            model=args.model or "hf",
+            batch_size=str(getattr(args, "batch_size", 1)),
+            limit=args.limit,
+            samples=samples,
+            apply_chat_template=bool(getattr(args, "apply_chat_template", False)),
+            system_instruction=getattr(args, "system_instruction", None),
+            fewshot_as_multiturn=bool(getattr(args, "fewshot_as_multiturn", False)),
+            num_fewshot=getattr(args, "num_fewshot", None),
+        )
+
+    @property
+    def batch(self) -> int:
+        """Sequences the HF backend holds at once for the peak: `--batch_size N`, else one."""
+        return int(self.batch_size) if self.batch_size.isdigit() else 1
+
+    def docs_taken(self, task: str, docs: int) -> int | None:
+        """Docs of `task` the run takes (None: all): `--samples`' list, or `--limit` as the harness counts it."""
+        if self.samples is not None:
+            return None if task not in self.samples else min(docs, len(self.samples[task]))
+        if self.limit is None:
+            return None
+        return min(docs, math.ceil(docs * self.limit) if self.limit < 1.0 else int(self.limit))
 
 
 # --- the tasks a run names -----------------------------------------------------------------------
@@ -120,7 +194,9 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
     facts: dict[str, TaskFacts] = {}
     for name in names:
         if name not in known:
-            raise UsageError(f"--tasks {name}: plan knows our tasks and groups only: {', '.join(sorted(known))}")
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UsageError(f"--tasks {name}: {hint}plan knows our tasks and groups only: {', '.join(sorted(known))}")
         owner, configs = known[name]
         for config in configs:
             facts[config["task"]] = TaskFacts(
@@ -129,6 +205,9 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
                 output_type=config["output_type"],
                 dataset_kwargs=dict(config.get("dataset_kwargs") or {}),
                 max_gen_toks=int((config.get("generation_kwargs") or {}).get("max_gen_toks", 0)),
+                description=str(config.get("description") or ""),
+                gen_prefix=str(config.get("gen_prefix") or ""),
+                target_delimiter=str(config.get("target_delimiter", " ")),
             )
     return list(facts.values())
 
@@ -163,26 +242,49 @@ class Plan:
     notes: list[str]
     gpu: cost.Gpu | None
     utilisation: float
+    settings: RunSettings = RunSettings()
+    cpu: bool = False
+    """Whether to estimate time on this machine's CPU (`cost.cpu_flops_per_second`, measured once per process)."""
 
     def costs(self, row: Row) -> dict[str, Any]:
         """The row's costs (`common.cost`), as its `--json` row has them."""
         shape = self.shape
-        prefill = row.forwards * cost.forward_flops(shape, row.forward_positions, row.head_positions)
+        if row.groups:  # each group's prefix once, then every forward's suffix against its cached keys
+            suffix = row.forward_positions - row.shared_positions
+            prefill = row.groups * cost.forward_flops(
+                shape, row.shared_positions, 0
+            ) + row.forwards * cost.suffix_flops(shape, suffix, row.forward_positions, row.head_positions)
+        else:
+            prefill = row.forwards * cost.forward_flops(shape, row.forward_positions, row.head_positions)
         decode = row.forwards * cost.decode_flops(shape, row.forward_positions, row.new_tokens)
-        peak = cost.hf_peak(shape, row.output_type, row.sequence_tokens - row.new_tokens, new_tokens=row.new_tokens)
+        peak = cost.hf_peak(
+            shape,
+            row.scoring or row.output_type,
+            row.sequence_tokens - row.new_tokens,
+            batch=self.settings.batch,
+            new_tokens=row.new_tokens,
+        )
+        group_kv = cost.kv_cache_bytes(shape, row.group_kv_tokens)
         out: dict[str, Any] = {
             "prefill_flops": prefill,
             "decode_flops": decode,
             "kv_cache_bytes": cost.kv_cache_bytes(shape, row.sequence_tokens),
             "logits_bytes": peak.logits,
-            "peak_bytes": peak.total,
+            "peak_bytes": peak.total + group_kv,
             "data_seconds": round(cost.tokenize_seconds(row.data_tokens), 1),
         }
         if self.gpu is not None:
             out["gpu"] = self.gpu.name
             out["est_seconds"] = round(cost.gpu_seconds(prefill + decode, self.gpu, shape.dtype, self.utilisation), 1)
             out["fits"] = peak.total <= cost.HF_GPU_MEMORY_SHARE * cost.gpu_bytes(self.gpu) if row.docs else None
+        if self.cpu:
+            out["cpu_seconds"] = round((prefill + decode) / cost.cpu_flops_per_second(self.cpu_dtype), 1)
         return out
+
+    @property
+    def cpu_dtype(self) -> str:
+        """The dtype a CPU run computes in: the model's, where CPUs multiply it fast enough, else float32."""
+        return self.shape.dtype if self.shape.itemsize >= 4 else "float32"
 
     def json_rows(self) -> list[dict[str, Any]]:
         """The `--json` output: one object per row."""
@@ -199,6 +301,7 @@ class Plan:
                 "data_tokens": r.data_tokens,
                 "build_tokens": r.build_tokens,
                 "skipped": r.skipped,
+                "groups": r.groups,
                 "estimated": r.estimated,
                 "note": r.note,
             }  # fmt: skip
@@ -216,10 +319,98 @@ class Plan:
         )
 
 
+PROMPTED = ("multiple_choice", "generate_until")
+"""Output types whose requests are the harness's rendered prompt (`fewshot_context`); our `loglikelihood_accuracy`
+requests are token ids the task builds itself, untouched by a chat template."""
+
+
+def prompt_overhead(task: TaskFacts, tokenizer: Any, settings: RunSettings) -> int:
+    """Tokens that `--apply_chat_template` and `--system_instruction` add to each of `task`'s prompts: the prompt
+    the harness builds and renders (`harness.models.harness_prompt`, R28) counted with and without them, for a
+    doc of the task's shape (a description and a gen_prefix where its YAML has them). The planners count the
+    plain prompt; this is added to every request."""
+    from lm_eval_longmem.harness.models import harness_prompt
+
+    if task.output_type not in PROMPTED or not (settings.apply_chat_template or settings.system_instruction):
+        return 0
+    if settings.apply_chat_template and not getattr(tokenizer, "chat_template", None):
+        raise UsageError(
+            f"--apply_chat_template: the model's tokenizer has no chat template ({task.name}'s prompts cannot be "
+            "rendered with one, in plan or in the run); leave the flag out for a base model"
+        )
+    shape: dict[str, Any] = dict(
+        description="You are a careful reader.\n\n" if task.description else "",
+        text="Read the text below.\n\nWhat comes first?\n",
+        gen_prefix="Answer:" if task.gen_prefix else "",
+        target_delimiter=task.target_delimiter,
+    )
+    plain = harness_prompt(tokenizer, **shape)
+    sent = harness_prompt(
+        tokenizer,
+        **shape,
+        system_instruction=settings.system_instruction,
+        apply_chat_template=settings.apply_chat_template,
+        fewshot_as_multiturn=settings.fewshot_as_multiturn,
+    )
+    return len(tokenizer(sent)["input_ids"]) - len(tokenizer(plain)["input_ids"])
+
+
+def with_overhead(row: Row, tokens: int) -> Row:
+    """`row` with `tokens` more in every request's prompt (after any prefix its group shares)."""
+    if not tokens or not row.docs:
+        return row
+    return replace(
+        row,
+        input_tokens=row.input_tokens + tokens * row.requests,
+        sequence_tokens=row.sequence_tokens + tokens,
+        forward_positions=row.forward_positions + tokens,
+        data_tokens=row.data_tokens + tokens * row.docs,
+        group_kv_tokens=row.group_kv_tokens + tokens * math.ceil(row.forwards / row.groups) if row.groups else 0,
+    )
+
+
+LIMIT_ORDER_TEXT = {"balanced": "one doc of every cell per round", "cheapest": "the cheapest cells first"}
+
+
+def taken(rows: list[Row], count: int, order: str) -> list[Row]:
+    """`rows` (one task's cells) with only the `count` docs a `--limit` run takes, in the task's limit order
+    (`common.options.limit_order_option`): `cheapest` fills the cheapest cells first, `balanced` deals one
+    doc of every cell per round. A cell keeps its longest sequence; its other counts scale with its docs."""
+    counts = dict.fromkeys(range(len(rows)), 0)
+    by_cost = sorted(range(len(rows)), key=lambda i: rows[i].forward_positions)
+    left = count
+    while left > 0 and any(counts[i] < rows[i].docs for i in counts):
+        for i in by_cost if order == "cheapest" else reversed(by_cost):
+            if left and counts[i] < rows[i].docs:
+                take = min(left, rows[i].docs - counts[i]) if order == "cheapest" else 1
+                counts[i], left = counts[i] + take, left - take
+    return [_scaled(row, counts[i]) for i, row in enumerate(rows) if counts[i] or not row.docs]
+
+
+def _scaled(row: Row, docs: int) -> Row:
+    if docs == row.docs:
+        return row
+    share = docs / row.docs if row.docs else 0
+    return replace(
+        row,
+        docs=docs,
+        requests=round(row.requests * share),
+        forwards=round(row.forwards * share),
+        input_tokens=round(row.input_tokens * share),
+        groups=math.ceil(row.groups * share),
+    )
+
+
 def make_plan(
-    names: list[str], metadata: dict[str, Any], gpu: str | None = None, utilisation: float = DEFAULT_UTILISATION
+    names: list[str],
+    metadata: dict[str, Any],
+    gpu: str | None = None,
+    utilisation: float = DEFAULT_UTILISATION,
+    settings: RunSettings = RunSettings(),
+    cpu: bool = False,
 ) -> Plan:
-    """The plan of a run of `names` (our tasks and groups) with `metadata` (--model_args merged with --metadata)."""
+    """The plan of a run of `names` (our tasks and groups) with `metadata` (--model_args merged with --metadata)
+    and the other flags of its command that change the cost (`settings`)."""
     if not 0 < utilisation <= 1:
         raise UsageError(
             f"--utilisation {utilisation}: give the share of peak FLOP/s a run reaches, in (0, 1], e.g. 0.4"
@@ -245,11 +436,35 @@ def make_plan(
         planner = evaluation(task.evaluation).planner()
         if planner is None:
             raise UsageError(f"--tasks {task.name}: its evaluation, {task.evaluation}, has no rows for plan")
-        found = planner(task, metadata, tokenizer, window)
-        rows += found[0]
-        notes += found[1]
+        found, said = planner(task, metadata, tokenizer, window)
+        overhead = prompt_overhead(task, tokenizer, settings)
+        found = [with_overhead(row, overhead) for row in found]
+        if overhead:
+            said = [*said, f"{task.name}: {overhead} tokens per prompt from the chat template and system instruction"]
+        count = settings.docs_taken(task.name, sum(r.docs for r in found))
+        if count is not None:
+            order = str(metadata.get(f"{task.evaluation}_limit_order", "balanced"))
+            notes.append(
+                f"{task.name}: {count:,} of its {sum(r.docs for r in found):,} docs "
+                + (
+                    "(--samples)"
+                    if settings.samples is not None
+                    else f"(--limit, {order} order: {LIMIT_ORDER_TEXT[order]})"
+                )
+            )
+            found = taken(found, count, order)
+        rows += found
+        notes += said
     return Plan(
-        str(metadata.get("pretrained")), shape, window, rows, notes, cost.GPUS[gpu] if gpu else None, utilisation
+        str(metadata.get("pretrained")),
+        shape,
+        window,
+        rows,
+        notes,
+        cost.GPUS[gpu] if gpu else None,
+        utilisation,
+        settings,
+        cpu,
     )
 
 
@@ -275,7 +490,7 @@ def plan_lines(plan: Plan) -> list[str]:
     """The plan for people: what it was computed for, one line per row, per-task totals and notes."""
     window = plan.window
     lines = [
-        f"model: {plan.model}: {plan.shape.describe()}",
+        f"model: {plan.model} (--model {plan.settings.model}): {plan.shape.describe()}",
         f"window: {f'{window.tokens:,} tokens' if window.tokens else 'unknown'} ({window.source}); attention: {plan.shape.attention}"
         + (f"; positions past it: up to {window.positions:,}" if window.positions else ""),
     ]
@@ -323,12 +538,15 @@ def plan_lines(plan: Plan) -> list[str]:
         )
         if plan.gpu is not None:
             total += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
+        if plan.cpu:
+            total += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
         total += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
         skipped = sum(r.skipped for r in rows)
-        lines.append(total + (f"; {skipped} docs skipped" if skipped else ""))
+        total += f"; {skipped:,} docs longer than the window skipped" if skipped else ""
         settings = plan.vllm(task)
+        vllm_line = []
         if settings is not None and plan.gpu is not None:  # (settings come with a GPU)
-            lines.append(
+            vllm_line.append(
                 f"  vLLM on one {plan.gpu.name}: max_model_len={settings.max_model_len} max_num_batched_tokens={settings.max_num_batched_tokens} "
                 f"gpu_memory_utilization={settings.gpu_memory_utilization:.2f} (needs {cost.gib(settings.needed_bytes)}"
                 + (
@@ -337,11 +555,32 @@ def plan_lines(plan: Plan) -> list[str]:
                     else f": does not fit one {plan.gpu.name}; shard the model with tensor_parallel_size"
                 )
                 + ")"
+                + (
+                    f"; past the model's window of {plan.window.tokens:,} vLLM also needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+                    if plan.window.tokens and settings.max_model_len > plan.window.tokens
+                    else ""
+                )
             )
+        lines += [*vllm_line, total] if plan.settings.model == "vllm" else [total, *vllm_line]
     notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
+    run = plan.settings
+    if plan.cpu:
+        rate = cost.cpu_flops_per_second(plan.cpu_dtype)
+        notes.append(
+            f"on this CPU: an estimate at its matrix-product rate in {plan.cpu_dtype}, measured now "
+            f"({rate / 1e9:.0f} GFLOP/s); attention, the LM head's softmax and the harness add to it"
+        )
+    if run.model not in ("hf", "vllm"):
+        notes.append(f"--model {run.model}: counts and FLOPs hold for any backend; memory is the HF backend's")
+    if run.num_fewshot:
+        notes.append(f"--num_fewshot {run.num_fewshot}: not counted; our tasks' prompts are counted zero-shot")
+    if run.batch > 1:
+        notes.append(f"--batch_size {run.batch}: HF peak holds {run.batch} sequences at once")
+    elif run.batch_size.startswith("auto"):
+        notes.append(f"--batch_size {run.batch_size}: HF peak is one sequence's; the harness batches what fits")
     notes.append(
         "~: estimated tokens; FLOPs: prefill and generation; KV/seq: K and V of the longest sequence; logits: our LM-head chunk "
-        "(loglikelihood_accuracy) or the stock path's full-vocabulary logits; HF peak: one sequence on --model hf; "
+        "(loglikelihood_accuracy) or the stock path's full-vocabulary logits; HF peak: on --model hf, one sequence (or --batch_size N of them); "
         "data: CPU time the data phase tokenizes per run"
     )
     lines += [f"note: {note}" for note in notes]

@@ -89,6 +89,28 @@ def build_long_llama(out_dir: Path, tokenizer_dir: Path, positions: int, *, seed
     return out_dir
 
 
+LLAMA3_8B = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": False, "bos_token_id": 1,
+    "eos_token_id": 2, "torch_dtype": "bfloat16",
+}  # fmt: skip
+"""Llama-3.1-8B's shape (its config.json's numbers); the weights never exist."""
+
+
+def build_llama3_8b_shape(out_dir: Path, tokenizer_dir: Path) -> Path:
+    """A folder with only a Llama-3-8B-shaped config.json and `tokenizer_dir`'s tokenizer: what `plan` needs, offline."""
+    import json
+    import shutil
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in tokenizer_dir.iterdir():
+        if path.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            shutil.copy(path, out_dir / path.name)
+    (out_dir / "config.json").write_text(json.dumps(LLAMA3_8B))
+    return out_dir
+
+
 def build_guessing_model(tiny_dir: Path, out_dir: Path) -> Path:
     """The tiny model made to guess " " or "e" from the sign of one hidden unit: scores are real fractions, not all 0.
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kit import build_llama3_8b_shape
 from transformers import AutoConfig
 
 from lm_eval_longmem import plan as plan_module
@@ -16,14 +17,6 @@ from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan, plan_lines, resolve_tasks
-
-LLAMA3_8B = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": False, "bos_token_id": 1,
-    "eos_token_id": 2, "torch_dtype": "bfloat16",
-}  # fmt: skip
-"""Llama-3.1-8B's shape (its config.json's numbers); the weights never exist."""
 
 
 @pytest.fixture(autouse=True)
@@ -35,12 +28,7 @@ def no_live_model(monkeypatch):
 @pytest.fixture(scope="module")
 def llama3_dir(tiny_llama_dir, tmp_path_factory) -> Path:
     """A folder with only a Llama-3-8B-shaped config.json and a tokenizer: what `plan` needs, offline."""
-    folder = tmp_path_factory.mktemp("llama3-8b-shape")
-    for path in tiny_llama_dir.iterdir():
-        if path.name.startswith(("tokenizer", "special_tokens")):
-            shutil.copy(path, folder / path.name)
-    (folder / "config.json").write_text(json.dumps(LLAMA3_8B))
-    return folder
+    return build_llama3_8b_shape(tmp_path_factory.mktemp("llama3-8b-shape"), tiny_llama_dir)
 
 
 def test_tasks_and_groups_resolve_to_their_yaml_facts():
@@ -92,6 +80,8 @@ def test_plan_of_a_weightless_llama3_8b_folder(llama3_dir):
     )
     text = "\n".join(plan_lines(plan))
     assert "8.03B parameters" in text and "vLLM on one h100: max_model_len=262147" in text
+    # issue 36, item 8: a max_model_len past the window says what vLLM then needs
+    assert "past the model's window of 131,072 vLLM also needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text
 
 
 @pytest.mark.slow
@@ -117,3 +107,202 @@ def test_cli_json_rows_and_errors(llama3_dir, tiny_llama_dir):
         "lm-eval-longmem: error: --tasks nope: plan knows our tasks and groups only: "
         + ", ".join(sorted(plan_module.our_tasks()))
     ]
+
+
+# --- issue 35: `plan` takes the user's own lm_eval command ------------------------------------------------------
+
+
+def offline_words(words: list[str], local: dict[str, str]) -> list[str]:
+    """A documented command's arguments with what needs the hub or the user's files made local: `pretrained=`'s
+    model (a Llama-3 name: the weightless 8B shape; any other: the embedded SmolLM2), the books' variables, the
+    Book-SORT data folders, a shard's `--samples` and the node number."""
+    out = []
+    for word in words:
+        word = re.sub(
+            r"pretrained=([^,\s]+)", lambda m: "pretrained=" + local["llama3" if "Llama-3" in m[1] else "smollm2"], word
+        )
+        word = word.replace("$BOOKS", local["books"]).replace("$PLAYS", local["books"]).replace("$i", "0")
+        word = re.sub(r"booksort_data=(?!hub\b|hf:)[^\s,]+", f"booksort_data={local['booksort']}", word)
+        word = re.sub(r'("booksort_data": )"(?!hub"|hf:)[^"]*"', lambda m: f'{m[1]}"{local["booksort"]}"', word)
+        out.append(local["samples"] if word == "SUBSTITUTION" else word)
+    return out
+
+
+def documented_lm_eval_commands() -> list[tuple[str, list[str]]]:
+    """Every fenced `lm_eval` command of the documents (README.md, docs/, the cards, ...: `test_docs.DOCUMENTS`)
+    that is whole (not elided with `...`)."""
+    from test_docs import DOCUMENTS, _name, command_lines
+
+    return [
+        (f"{_name(path)}#{block}", words[1:])
+        for path in DOCUMENTS
+        for block, words in command_lines(path)
+        if words[0] == "lm_eval" and "..." not in words
+    ]
+
+
+def test_the_documents_hold_lm_eval_commands_to_plan():
+    found = documented_lm_eval_commands()
+    assert sum(name.startswith("README.md") for name, _ in found) >= 2 and len(found) >= 8
+
+
+@pytest.mark.slow
+def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books_dir, tiny_llama_dir, tmp_path,
+                                                     monkeypatch, capsys):  # fmt: skip
+    """Issue 35, item 3: `lm-eval-longmem plan` followed by any fenced `lm_eval` command of the documents
+    (minus `lm_eval`) prints the plan, offline: hub models and the user's folders are made local first."""
+    from kit import build_booksort
+
+    from lm_eval_longmem.cli import main
+
+    local = {
+        "smollm2": str(smollm2_dir),
+        "llama3": str(
+            build_llama3_8b_shape(tmp_path / "llama3", smollm2_dir)
+        ),  # an instruct tokenizer: a chat template
+        "books": str(embedded_books_dir),
+        "booksort": str(build_booksort(embedded_books_dir / "hamlet.txt", tmp_path / "bs", "250,1000")),
+        "samples": json.dumps({"forgetting_curve": [0, 1], "booksort_in_context": [0, 1, 2], "babilong": [0]}),
+    }
+    monkeypatch.chdir(tmp_path)
+    problems = []
+    for name, words in documented_lm_eval_commands():
+        args = ["plan", *offline_words(words, local)]
+        try:
+            main(args)
+        except SystemExit as exit:
+            problems.append(f"{name}: `{' '.join(args)}` exited {exit.code}: {capsys.readouterr().err.strip()[-500:]}")
+            continue
+        out = capsys.readouterr().out
+        tasks = words[words.index("--tasks") + 1].split(",")
+        if not out.startswith("model: ") or not all(f"\n{t}" in out for t in tasks):
+            problems.append(f"{name}: `{' '.join(args)}` printed no row of {tasks}:\n{out[-800:]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_mistyped_tasks_and_flags_are_one_line_with_the_closest_name(llama3_dir, capsys):
+    """Issue 36, items 2 and 8: plan's mistakes are one line with the closest name, with the one error prefix."""
+    from lm_eval_longmem.cli import main
+
+    command = ["plan", "--model", "hf", "--model_args", f"pretrained={llama3_dir}"]
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--tasks", "forgeting_curve"])
+    assert exit.value.code == 1 and capsys.readouterr().err.splitlines() == [
+        "lm-eval-longmem: error: --tasks forgeting_curve: did you mean forgetting_curve? plan knows our tasks and "
+        "groups only: " + ", ".join(sorted(plan_module.our_tasks()))
+    ]
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--tasks", "forgetting_curve", "--batchsize", "2"])
+    err = capsys.readouterr().err.splitlines()
+    assert exit.value.code == 2 and len(err) == 1
+    assert err[0].startswith(
+        "lm-eval-longmem: error: plan: unrecognized arguments: --batchsize (did you mean --batch_size?)"
+    )
+
+
+def test_the_run_flags_that_change_the_cost_change_the_plan(llama3_dir):
+    """Issue 35, item 3: --limit takes docs in the task's limit order, --batch_size N holds N sequences, --model
+    vllm puts the vLLM settings first; flags that change nothing (output paths) are accepted."""
+    from lm_eval_longmem.cli import build_parser
+    from lm_eval_longmem.plan import RunSettings
+
+    def planned(*flags: str) -> plan_module.Plan:
+        args = build_parser().parse_args(
+            ["plan", "--model_args", f"pretrained={llama3_dir}", "--tasks", "forgetting_curve", "--metadata",
+             "forgetting_curve_lengths=[4k,8k,16k]", "forgetting_curve_samples=4", "--output_path", "x/", "--log_samples",
+             "--gpu", "h100", *flags]
+        )  # fmt: skip
+        return make_plan(
+            args.tasks, {**args.model_args, **args.metadata}, gpu="h100", settings=RunSettings.from_args(args)
+        )
+
+    whole = planned()
+    assert [r.docs for r in whole.rows] == [4, 4, 4]
+    assert [r.docs for r in planned("--limit", "5").rows] == [1, 2, 2]  # balanced: the longest cells lead each round
+    cheapest = planned("--limit", "5", "--metadata", "forgetting_curve_limit_order=cheapest")
+    assert [(r.cell, r.docs) for r in cheapest.rows] == [("4096", 4), ("8192", 1)]
+    assert sum(r.docs for r in planned("--limit", "0.5").rows) == 6
+    batched = planned("--batch_size", "4")
+    weights = whole.shape.weights_bytes
+    assert batched.costs(batched.rows[-1])["peak_bytes"] - weights > 3 * (
+        whole.costs(whole.rows[-1])["peak_bytes"] - weights
+    )
+    assert whole.costs(whole.rows[0])["prefill_flops"] == batched.costs(batched.rows[0])["prefill_flops"]
+    lines = plan_lines(planned("--model", "vllm"))
+    total = next(i for i, line in enumerate(lines) if line.startswith("forgetting_curve: "))
+    assert lines[total - 1].startswith("  vLLM on one h100") and not lines[total + 1].startswith("  vLLM")
+
+
+def test_cpu_estimate_from_this_machines_measured_matmul_rate(llama3_dir):
+    """Issue 36, item 6: `--cpu` gives hours on this CPU from its matrix-product rate, measured once per process."""
+    rate = cost.cpu_flops_per_second("float32")
+    assert 1e8 < rate < 1e14 and cost.cpu_flops_per_second("float32") == rate  # measured once, then cached
+    plan = make_plan(
+        ["forgetting_curve"], {"pretrained": str(llama3_dir), "forgetting_curve_lengths": "[4k]"}, cpu=True
+    )
+    row = plan.costs(plan.rows[0])
+    assert plan.cpu_dtype == "float32"  # a bf16 model runs its CPU products in float32
+    assert row["cpu_seconds"] == round((row["prefill_flops"] + row["decode_flops"]) / rate, 1)
+    text = "\n".join(plan_lines(plan))
+    assert "on this CPU;" in text and f"float32, measured now ({rate / 1e9:.0f} GFLOP/s)" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["booksort_in_context", "babilong"])
+def test_with_the_chat_template_plan_counts_the_demos_run_within_two_percent(name, smollm2_dir, embedded_books_dir,
+                                                                          tmp_path):  # fmt: skip
+    """Issue 36, item 6: with the demo's settings (its small size, SmolLM2, the chat template as the demo applies
+    it), plan's input tokens are within 2% of the run's own count, the cost line's (the issue: Book-SORT 40,320
+    against 47,000, BABILong 87,906 against 101,453)."""
+    from lm_eval.tasks import TaskManager
+    from transformers import AutoTokenizer
+
+    from lm_eval_longmem.common.evaluations import evaluation
+    from lm_eval_longmem.paths import task_configs_dir
+    from lm_eval_longmem.plan import RunSettings
+
+    part = evaluation(name.split("_")[0]).demo()
+    part.build("small", embedded_books_dir, tmp_path)
+    metadata = {"pretrained": str(smollm2_dir), **part.metadata("small", embedded_books_dir, tmp_path)}
+    settings = RunSettings(apply_chat_template=True, fewshot_as_multiturn=True)
+    planned = sum(r.input_tokens for r in make_plan([name], metadata, settings=settings).rows)
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+
+    def hflm_chat(history, add_generation_prompt=True):  # HFLM.apply_chat_template's call
+        return tokenizer.apply_chat_template(
+            history, tokenize=False, add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )  # fmt: skip
+
+    task = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata).load([name])[
+        "tasks"
+    ][name]
+    task.build_all_requests(
+        apply_chat_template=True, fewshot_as_multiturn=True, chat_template=hflm_chat, rank=0, world_size=1,
+        tokenizer_name="smollm2",
+    )  # fmt: skip
+    run = sum(task.request_tokens(instance) for instance in task.instances)
+    assert planned == pytest.approx(run, rel=0.02)
+
+
+def test_a_system_instruction_adds_to_prompted_tasks_only(llama3_dir):
+    """`--system_instruction` adds its tokens to every prompt the harness renders (Book-SORT's), not to the
+    forgetting curve's token-id requests; `--num_fewshot` is said not to be counted."""
+    from lm_eval_longmem.plan import RunSettings
+
+    metadata = {"pretrained": str(llama3_dir), "forgetting_curve_lengths": "[4k]", "booksort_excerpt_lengths": "[250]"}
+    names = ["forgetting_curve", "booksort_in_context"]
+    plain = make_plan(names, metadata)
+    told = make_plan(names, metadata, settings=RunSettings(system_instruction="Answer with one letter.", num_fewshot=2))
+    (fc0, bs0), (fc1, bs1) = plain.rows, told.rows
+    assert fc1 == fc0
+    extra = bs1.sequence_tokens - bs0.sequence_tokens
+    assert (
+        0 < extra <= len("Answer with one letter.") + 4 and bs1.input_tokens == bs0.input_tokens + extra * bs0.requests
+    )
+    lines = plan_lines(told)
+    assert (
+        f"note: booksort_in_context: {extra} tokens per prompt from the chat template and system instruction" in lines
+    )
+    assert "note: --num_fewshot 2: not counted; our tasks' prompts are counted zero-shot" in lines

@@ -57,7 +57,9 @@ The terms, for one sequence of n positions:
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -211,6 +213,13 @@ def forward_flops(shape: ModelShape, positions: int, head_positions: int) -> int
     matmuls = 2 * shape.body_matmul_weights * positions + 2 * shape.hidden * shape.vocab * head_positions
     attention = 4 * shape.layers * shape.heads * shape.head_dim * attention_pairs(shape, positions)
     return matmuls + attention
+
+
+def suffix_flops(shape: ModelShape, positions: int, context: int, head_positions: int) -> int:
+    """FLOPs of a forward over the last `positions` of `context` tokens whose earlier keys are cached (a shared
+    prefix computed once), with the LM head at `head_positions` of them."""
+    matmuls = 2 * shape.body_matmul_weights * positions + 2 * shape.hidden * shape.vocab * head_positions
+    return matmuls + 4 * shape.layers * shape.heads * shape.head_dim * attention_pairs(shape, positions, context)
 
 
 def decode_flops(shape: ModelShape, context: int, steps: int) -> int:
@@ -385,6 +394,26 @@ def gpu_seconds(flops: int, gpu: Gpu, dtype: str, utilisation: float) -> float:
     return flops / (peak * 1e12 * utilisation)
 
 
+@functools.cache
+def cpu_flops_per_second(dtype: str) -> float:
+    """This machine's CPU matrix-product rate in `dtype`, measured now (once per process): the best of a few
+    timed 1024 x 1024 products with torch's threads as a run would have them. An estimate of what a forward's
+    matmuls reach; attention, the LM head's softmax and the harness's own work come on top."""
+    import torch
+
+    size = 1024
+    torch_dtype = getattr(torch, dtype, torch.float32) if dtype in DTYPE_BYTES else torch.float32
+    a, b = torch.randn(size, size).to(torch_dtype), torch.randn(size, size).to(torch_dtype)
+    torch.matmul(a, b)  # warm-up
+    best, spent = math.inf, 0.0
+    while spent < 0.3 or best == math.inf:
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        took = time.perf_counter() - start
+        best, spent = min(best, took), spent + took
+    return 2 * size**3 / best
+
+
 def gpu_bytes(gpu: Gpu) -> int:
     return int(gpu.memory_gib * 2**30)
 
@@ -446,7 +475,9 @@ def gib(n_bytes: float) -> str:
 
 
 def flops_text(flops: float) -> str:
-    """FLOPs for people: "3.2 PFLOP"."""
+    """FLOPs for people: "3.2 PFLOP"; none is "0"."""
+    if not flops:
+        return "0"
     for scale, unit in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
         if flops >= scale:
             return f"{flops / scale:.1f} {unit}"

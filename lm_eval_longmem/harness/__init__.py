@@ -140,6 +140,18 @@ R26 ``lm_eval run`` checks its ``--tasks`` names in ``EvaluatorConfig.process_ta
    subcommand of ours say them in one line with the closest names (``cli.harness_error_line``; ``unknown_tasks``,
    the line ``load_tasks`` gives too).
    -> tasks: test_r26_unknown_task_names_error_shape; cli: test_hook_says_lm_evals_unknown_task_error_in_one_line_with_the_closest_name
+R27 ``lm_eval._cli.run.Run.create(subparsers)`` adds the ``run`` subcommand's parser (every flag of
+   ``lm_eval run``, with ``-h``) to ``subparsers`` and returns the command, whose ``_parser`` is that parser.
+   ``run_parser`` returns it, so ``lm-eval-longmem plan`` takes every flag of the command it plans.
+   -> cli: test_r27_run_parser_holds_every_run_flag
+R28 ``ConfigurableTask.fewshot_context`` builds a zero-shot prompt from ``lm_eval.api.utils`` pieces: the system
+   message ``maybe_delimit(system_instruction, description, fewshot_delimiter)``, then
+   ``ConfigurableTask.build_qa_turn(q=text, gen_prefix=..., tgt_delim=target_delimiter, few_delim="")`` (which
+   reads nothing of ``self``), joined as text or, with a chat template, ``multiturn_to_singleturn`` (or each
+   message's ``to_dict`` with ``--fewshot_as_multiturn``) rendered by ``HFLM.apply_chat_template``
+   (``tokenizer.apply_chat_template(..., add_generation_prompt=not gen_prefix, continue_final_message=...)``).
+   ``harness_prompt`` builds it so, for ``plan`` to count what a run sends.
+   -> models: test_r28_harness_prompt_is_the_tasks_rendered_prompt
 
 lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1-R3 (our
 tasks indexed, when asked, from the folders handed), R4 and R17 (the LM factories and the check before the model), R5, R6 and R14 (a

@@ -1,14 +1,16 @@
 """lm_eval's command line as ours meets it: a usage error, or a harness error a flag caused (R26), printed as one
-line at the top of the interpreter, `--debug`, and the `--model_args`/`--metadata` flags our subcommands parse as `lm_eval run` parses them (R9, R12).
+line at the top of the interpreter, `--debug`, the `--model_args`/`--metadata` flags our subcommands parse as
+`lm_eval run` parses them, and the whole flag set of `lm_eval run` for `plan` (R9, R12, R27).
 
 `install_usage_error_hook` is installed by `harness.install`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 from lm_eval_longmem.harness.marks import MARK
 
@@ -110,3 +112,15 @@ def dict_flag_action() -> type:
     from lm_eval._cli.utils import MergeDictAction
 
     return MergeDictAction
+
+
+# ---------------------------------------------------------------- every flag of `lm_eval run` (R27)
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """The parser of `lm_eval run`: every flag, spelled and typed as the harness takes it (for `parents=`)."""
+    from lm_eval._cli.run import Run
+
+    holder = argparse.ArgumentParser(add_help=False)
+    command = Run.create(holder.add_subparsers())
+    return cast(argparse.ArgumentParser, command._parser)

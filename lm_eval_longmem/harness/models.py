@@ -1,5 +1,6 @@
 """lm_eval's models as ours meet them: how the harness creates an LM, and what our request type and
-our code ask of HFLM, VLLM and CachingLM (R4-R6, R14, R19, R21, R23, R24).
+our code ask of HFLM, VLLM and CachingLM (R4-R6, R14, R19, R21, R23, R24), and a zero-shot prompt as the harness
+builds and HFLM renders it (R28).
 
 `patch_lm_factories` records the LM the harness creates (`live_backend`) and runs a hook before each
 (the check of a run, `evaluator.install_before_model`); `install_request_type` and `install_batch_probe_cap`
@@ -16,7 +17,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from lm_eval_longmem.harness.marks import MARK
 
@@ -311,3 +312,41 @@ def unknown_model(err: BaseException) -> str | None:
     close = difflib.get_close_matches(match["name"], known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}?" if close else f"give one of {', '.join(known)}"
     return f"--model {match['name']}: no such model type; {hint}"
+
+
+# ---------------------------------------------------------------- a zero-shot prompt as the harness sends it (R28)
+
+
+def harness_prompt(
+    tokenizer: Any,
+    *,
+    description: str,
+    text: str,
+    gen_prefix: str,
+    system_instruction: str | None = None,
+    apply_chat_template: bool = False,
+    fewshot_as_multiturn: bool = False,
+    target_delimiter: str = " ",
+    fewshot_delimiter: str = "\n\n",
+) -> str:
+    """The prompt `ConfigurableTask.fewshot_context` builds for a zero-shot doc from its description, text and
+    gen_prefix, with `--system_instruction`, and with `--apply_chat_template` rendered as
+    `HFLM.apply_chat_template` renders it (the harness's own message builders, R28)."""
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.api.utils import Message, maybe_delimit, multiturn_to_singleturn
+
+    messages = []
+    system = maybe_delimit(system_instruction, description, fewshot_delimiter)
+    if system:
+        messages.append(Message("system", system))
+    messages += ConfigurableTask.build_qa_turn(
+        cast(Any, None), q=text, gen_prefix=gen_prefix or None, tgt_delim=target_delimiter, few_delim=""
+    )
+    if not apply_chat_template:
+        return "".join(m.to_text() for m in messages)
+    chat = [m.to_dict() for m in messages] if fewshot_as_multiturn else multiturn_to_singleturn(messages)
+    return str(
+        tokenizer.apply_chat_template(
+            chat, tokenize=False, add_generation_prompt=not gen_prefix, continue_final_message=bool(gen_prefix)
+        )
+    )

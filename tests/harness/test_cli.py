@@ -156,3 +156,21 @@ def test_unknown_tasks_are_matched_against_the_include_path_given(tmp_path):
 )
 def test_flag_value_reads_a_flag_as_argparse_does(argv, value):
     assert cli.flag_value(argv, "--include_path") == value
+
+
+# ---------------------------------------------------------------- R27: every flag of `lm_eval run`
+
+
+def test_r27_run_parser_holds_every_run_flag(monkeypatch):
+    """`run_parser` is `lm_eval run`'s own parser: the same flags, parsed to the same values."""
+    from lm_eval._cli import HarnessCLI
+
+    words = ["--model", "vllm", "--model_args", "pretrained=x", "--tasks", "a,b", "--batch_size", "4", "--limit", "3",
+             "--apply_chat_template", "--output_path", "out/", "--log_samples", "--metadata", "k=1"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["lm-eval", "run", *words])
+    theirs = vars(HarnessCLI().parse_args())
+    ours = vars(cli.run_parser().parse_args(words))
+    assert {k: v for k, v in theirs.items() if k not in {"command", "func"}} == {
+        k: v for k, v in ours.items() if k != "func"
+    }
+    assert ours["tasks"] == ["a", "b"] and ours["apply_chat_template"] is True and ours["limit"] == 3.0

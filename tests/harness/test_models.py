@@ -245,3 +245,42 @@ def test_r24_an_unknown_model_name_error_shape():
     assert models.unknown_model(raised.value).startswith("--model zzzzzzzz: no such model type; give one of ")
     assert "dummy, " in models.unknown_model(raised.value)
     assert models.unknown_model(ValueError("something else")) is None
+
+
+# ---------------------------------------------------------------- R28: a zero-shot prompt as the harness sends it
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chat", [False, True])
+def test_r28_harness_prompt_is_the_tasks_rendered_prompt(chat, smollm2_dir, embedded_books_dir, tmp_path):
+    """`harness_prompt` gives, character for character, the prompt a task of ours renders through lm_eval's
+    `fewshot_context` (a Book-SORT trial: description, text and gen_prefix), with a system instruction, with and
+    without the chat template (rendered as HFLM renders it)."""
+    from kit import build_booksort
+    from lm_eval.tasks import TaskManager
+    from transformers import AutoTokenizer
+
+    from lm_eval_longmem.paths import task_configs_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+
+    def hflm_chat(history, add_generation_prompt=True):  # HFLM.apply_chat_template's call
+        return tokenizer.apply_chat_template(
+            history, tokenize=False, add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )  # fmt: skip
+
+    data = build_booksort(embedded_books_dir / "macbeth.txt", tmp_path / "bs")
+    metadata = {"pretrained": str(smollm2_dir), "booksort_data": str(data)}
+    task = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata).load(
+        ["booksort_in_context"]
+    )["tasks"]["booksort_in_context"]
+    doc = task.eval_docs[0]
+    theirs = task.rendered_prompt(
+        doc, system_instruction="Be brief.", apply_chat_template=chat, chat_template=hflm_chat if chat else None
+    )
+    ours = models.harness_prompt(
+        tokenizer, description=doc["prompt_system"], text=task.doc_to_text(doc), gen_prefix=doc["prompt_answer"],
+        system_instruction="Be brief.", apply_chat_template=chat,
+    )  # fmt: skip
+    assert ours == theirs and ("<|im_start|>" in ours) == chat

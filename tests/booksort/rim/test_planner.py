@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from kit import build_booksort
+from kit import build_booksort, build_llama3_8b_shape
 
+from lm_eval_longmem.common import cost
 from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan
 
@@ -62,3 +63,24 @@ def test_booksort_local_build_counts_and_tokens_agree_with_the_run(tiny_llama_di
         counted = [task.answer_tokens(d, task.rendered_prompt(d)) for d in docs if f"LE{d['excerpt_length']}" == cell]
         assert row.sequence_tokens == pytest.approx(max(counted), rel=0.10)
         assert row.input_tokens == pytest.approx(2 * sum(counted), rel=0.10)
+
+
+def test_the_default_sweep_shares_each_excerpt_on_the_llama3_8b_shape(tiny_llama_dir, tmp_path):
+    """Issue 35: Book-SORT's trials of one excerpt share its prefix, computed once, and the LM head runs at the
+    answer position only; the default sweep on a Llama-3-8B shape at 128k is at most 1.2 hours on one H100
+    (3.3 hours when every trial computed its whole prompt with full-vocabulary logits)."""
+    folder = build_llama3_8b_shape(tmp_path / "llama3", tiny_llama_dir)
+    plan = make_plan(["booksort"], {"pretrained": str(folder)}, gpu="h100")
+    seconds = sum(plan.costs(r)["est_seconds"] for r in plan.rows)
+    assert seconds <= 1.2 * 3600
+    for row in plan.rows:  # four distance bins: four trials per excerpt, in every cell
+        assert row.groups * 4 == row.docs and row.head_positions == 1 and row.scoring == "loglikelihood_accuracy"
+        excerpt = round(int(row.cell.removeprefix("LE")) * 4 / 3)
+        assert excerpt < row.shared_positions < row.forward_positions  # the prefix holds the excerpt, not the segments
+        assert row.forward_positions - row.shared_positions < 500  # segments of 20 and 50 words, question, template
+    longest = plan.rows[-1]
+    alone = longest.forwards * cost.forward_flops(plan.shape, longest.forward_positions, longest.forward_positions)
+    once = longest.groups * cost.forward_flops(plan.shape, longest.forward_positions, 1)
+    assert once < plan.costs(longest)["prefill_flops"] < alone / 3
+    memoryless = make_plan(["booksort_memoryless"], {"pretrained": str(folder)}).rows
+    assert all(r.groups == 0 and r.head_positions == 1 for r in memoryless)
