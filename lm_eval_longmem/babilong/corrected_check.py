@@ -198,7 +198,7 @@ _ALL_RULES = frozenset(RULES)
 ABSTENTIONS: dict[str, str] = {
     "options": "the output lists several candidates instead of choosing one: items labelled with consecutive letters or "
     'numbers ("Option A:" / "Option B:", "b)", "(ii)", in any language), "Options:"/"Choices:", a bullet or numbered '
-    'list of different items, or the answer\'s frame repeated with other labels of its kind ("Option: The bathroom\\n'
+    "list of different items, or the answer's frame repeated with other labels of its kind (\"Option: The bathroom\\n"
     '\\nOption: The bedroom", "kitchen\\nhallway")',
     "statement": 'the answer is a qa5 statement that answers another question ("Jeff gave the milk to Fred" for '
     '"What did Fred give to Jeff?": giver and receiver swapped), or one the `role` rule does not read ("Fred picked '
@@ -385,13 +385,17 @@ ENUMERATIONS: tuple[tuple[str, ...], ...] = (
 """The sequences of words a list may number its items with; letters (of any alphabet) and numbers follow on
 from one another by themselves ("b" after "a", "\u0411" after "\u0410", "3" after "2")."""
 _ENUMERATOR = "|".join(
-    [*sorted({value for sequence in ENUMERATIONS for value in sequence}, key=len, reverse=True), r"\d{1,2}", r"[^\W\d_]"]
+    [
+        *sorted({value for sequence in ENUMERATIONS for value in sequence}, key=len, reverse=True),
+        r"\d{1,2}",
+        r"[^\W\d_]",
+    ]
 )
 _MARKER = re.compile(
     # where an item starts: a line (after a bullet), a sentence (its end may close the item before: "A. Yes B. No"),
     # or anywhere for "b)" and "(b)"
     rf"(?:^[ \t]*(?:[-*\u2022>]+[ \t]*)?|(?<=[.;!?])[ \t]+|(?<=\s)(?=\(?(?:{_ENUMERATOR})\)))"
-    # at most one word labelling it, whatever the language: "Option", "Choice", "Opcion", "Variante"; CJK joined
+    # at most one word labelling it, whatever the language ("Option", "Choice", "Opcion"); joined in a non-Latin script
     r"(?:[^\W\d_]+[ \t]+|[^\W\d_a-z]+)?"
     # the item's letter or number and the mark closing it: "A.", "(b)", "2)", "C :", "iii -", "First:", "A\uff1a"
     rf"\(?({_ENUMERATOR})[ \t]*(?:[.):\]\uff1a\uff09]|[-\u2013\u2014](?=[ \t]))",
@@ -437,7 +441,9 @@ def _frame_tokens(text: str, fillers: frozenset[str], labels: tuple[str, ...]) -
     letter) one word, `_ENUMERATED`: "Option A:" and "Option B:", "Variant 1 ->" and "Variant 2 ->" are one frame."""
     tokens: list[str] = []
     for line in text.splitlines():
-        line = _MARKER.sub(lambda m: f"{m[0][: m.start(1) - m.start()]} {_ENUMERATED} {m[0][m.end(1) - m.start() :]}", line)
+        line = _MARKER.sub(
+            lambda m: f"{m[0][: m.start(1) - m.start()]} {_ENUMERATED} {m[0][m.end(1) - m.start() :]}", line
+        )
         words_of_line = re.findall(r"\w+|,", _apply_forms(normalize_answer(line), labels))
         while words_of_line and words_of_line[-1] == ",":
             words_of_line.pop()
@@ -447,6 +453,7 @@ def _frame_tokens(text: str, fillers: frozenset[str], labels: tuple[str, ...]) -
 
 
 def _frame_word(word: str, fillers: frozenset[str]) -> str:
+    """A word of a frame: a filler marked, a bare number or single letter `_ENUMERATED`, any other word itself."""
     if word in fillers:
         return _FILLER + word
     return _ENUMERATED if word.isdigit() or (len(word) == 1 and word.isalpha()) else word
@@ -492,7 +499,11 @@ def parallel_candidates(output: str, answer: str, question: str, labels: tuple[s
     words_at = [i for i, word in enumerate(tokens) if word != ","]  # the answer may join lines: match its words
     head = [word for word in _frame_tokens(answer, fillers, labels) if word != ","][:3]
     start = next(
-        (words_at[k] for k in range(len(words_at)) if head and [tokens[i] for i in words_at[k : k + len(head)]] == head),
+        (
+            words_at[k]
+            for k in range(len(words_at))
+            if head and [tokens[i] for i in words_at[k : k + len(head)]] == head
+        ),
         None,
     )
     return start is not None and _repeated_frame(tokens, start)

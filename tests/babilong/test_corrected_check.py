@@ -10,8 +10,8 @@ from lm_eval_longmem.babilong.corrected_check import (
     check,
     corrected_correct,
     deciding_rule,
-    normalize_answer,
     find_answer,
+    normalize_answer,
     read,
 )
 from lm_eval_longmem.babilong.official_check import TASK_LABELS, official_correct
@@ -489,7 +489,12 @@ def test_official_and_corrected_are_separate_functions():
 ISSUE_33_SHAPES = [
     ("qa1", "garden", "Option A: In the garden\n\nOption B: In the bedroom\n\nOption C: In the kitchen", Q_MARY),
     ("qa1", "kitchen", "Option A: the kitchen\n\nOption B: the bathroom\n\nOption C: the", Q_MARY),
-    ("qa1", "bathroom", "Option: The bathroom\n\nOption: The bedroom\n\nOption: The kitchen\n\nOption: The hallway", Q_MARY),
+    (
+        "qa1",
+        "bathroom",
+        "Option: The bathroom\n\nOption: The bedroom\n\nOption: The kitchen\n\nOption: The hallway",
+        Q_MARY,
+    ),
 ]
 
 # The kinds the issue names, as the rule was written from them: labelled with letters or words (in other alphabets
@@ -500,7 +505,12 @@ PARALLEL_FORMS = [
     ("qa1", "garden", "Opci\u00f3n A: garden\nOpci\u00f3n B: kitchen", Q_MARY),
     ("qa1", "garden", "M\u00f6glichkeit 1: garden\nM\u00f6glichkeit 2: kitchen", Q_MARY),
     ("qa1", "garden", "\u9009\u9879A\uff1agarden\n\u9009\u9879B\uff1akitchen", Q_MARY),
-    ("qa1", "garden", "\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0410: garden\n\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0411: kitchen", Q_MARY),
+    (
+        "qa1",
+        "garden",
+        "\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0410: garden\n\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0411: kitchen",
+        Q_MARY,
+    ),
     ("qa1", "garden", "\u03b1) garden \u03b2) kitchen", Q_MARY),
     ("qa1", "garden", "A) garden B) kitchen C) office", Q_MARY),
     ("qa1", "garden", "(i) garden (ii) kitchen", Q_MARY),
@@ -524,10 +534,20 @@ UNSEEN_PARALLEL_FORMS = [
     ("qa1", "office", "Opzione 1) office\nOpzione 2) hallway\nOpzione 3) garden", Q_MARY),
     ("qa1", "hallway", "Antwort A \u2013 hallway\nAntwort B \u2013 kitchen", Q_MARY),
     ("qa1", "bedroom", "* Choice: bedroom\n* Choice: bathroom", Q_MARY),
-    ("qa1", "garden", "Mary could be in the garden.\nMary could be in the kitchen.\nMary could be in the office.", Q_MARY),
+    (
+        "qa1",
+        "garden",
+        "Mary could be in the garden.\nMary could be in the kitchen.\nMary could be in the office.",
+        Q_MARY,
+    ),
     ("qa1", "garden", "Candidate answer #1: garden\nCandidate answer #2: kitchen", Q_MARY),
     ("qa2", "kitchen", "(a) the kitchen; (b) the garden; (c) the hallway", "Where is the milk?"),
-    ("qa4", "office", "The office is north of the garden.\nThe kitchen is north of the garden.", "What is north of the garden?"),
+    (
+        "qa4",
+        "office",
+        "The office is north of the garden.\nThe kitchen is north of the garden.",
+        "What is north of the garden?",
+    ),
     ("qa5", "Fred", "Option A - Fred\nOption B - Jeff", "Who received the apple?"),
     ("qa6", "yes", "Answer option 1: Yes\nAnswer option 2: No", Q_KITCHEN),
     ("qa14", "cinema", "Possibility one: cinema\nPossibility two: park", "Where was Mary before the school?"),
@@ -542,8 +562,13 @@ UNSEEN_PARALLEL_FORMS = [
 # Not lists of candidates: an answer and facts narrated after it, one answer said twice, a list question's list.
 NOT_PARALLEL = [
     ("qa1", "garden", "Answer: garden\n\nMary went to the office. Mary went to the garden.", Q_MARY, True),
-    ("qa4", "garden", "Answer: garden\n\nThe garden is west of the bedroom. The bedroom is west of the kitchen.",
-     "What is west of the bedroom?", True),  # fmt: skip
+    (
+        "qa4",
+        "garden",
+        "Answer: garden\n\nThe garden is west of the bedroom. The bedroom is west of the kitchen.",
+        "What is west of the bedroom?",
+        True,
+    ),  # fmt: skip
     ("qa1", "garden", "In the garden. In the garden.", Q_MARY, True),
     ("qa2", "kitchen", "The milk is in the kitchen. The apple is in the garden.", "Where is the milk?", True),
     ("qa8", "apple,football", "apple\nfootball", Q_CARRY, True),
@@ -552,7 +577,9 @@ NOT_PARALLEL = [
 ]
 
 
-@pytest.mark.parametrize(("qa", "target", "output", "question"), ISSUE_33_SHAPES + PARALLEL_FORMS + UNSEEN_PARALLEL_FORMS)
+@pytest.mark.parametrize(
+    ("qa", "target", "output", "question"), ISSUE_33_SHAPES + PARALLEL_FORMS + UNSEEN_PARALLEL_FORMS
+)
 def test_parallel_candidates_are_no_choice(qa, target, output, question):
     verdict = check(qa, target, output, question)
     assert read(output, question, TASK_LABELS[qa]).abstained == "options"
