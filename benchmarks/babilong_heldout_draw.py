@@ -20,8 +20,14 @@ check can read) are left out, each named.
 
     python benchmarks/babilong_heldout_draw.py ../shared/data/babilong_predictions_heldout/mistralai/Mistral-7B-Instruct-v0.2-qa1 \
         Mistral-7B-Instruct-v0.2-qa1 > rows.csv
+    git show add2778^:tests/babilong/fixtures/corrected_judged_heldout.csv > before.csv   # the table before issue 33
     python benchmarks/babilong_heldout_draw.py ../shared/data/babilong_predictions_dev/01-ai/Yi-34B-200k Yi-34B-200k \
-        --changed 0 --naming 0 --fails 0 --more-changed 40 --exclude tests/babilong/fixtures/corrected_judged_heldout.csv
+        --changed 0 --naming 0 --fails 0 --more-changed 40 --exclude before.csv
+
+The first draws the rows the table holds for that model; the second the 40 changes issue 33 added for a
+file model of the first draw (against the table of today it would draw 40 others). The first draw of those
+four models ran under older rules, so `--changed 40` today draws other rows for them than the table holds.
+The figures: `python tests/babilong/test_judged.py`.
 """
 
 from __future__ import annotations
