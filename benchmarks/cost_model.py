@@ -35,14 +35,15 @@ CHILD = """
 import ctypes, json, re, sys, time
 import torch
 from lm_eval.models.huggingface import HFLM
-from lm_eval_longmem.backends import hf, install
+from lm_eval_longmem.backends import hf, plugin
+from lm_eval_longmem.harness import install
 from lm_eval_longmem.backends.request_type import EncodedRequest
 
 def status(key):
     return int(re.search(key + r":\\s+(\\d+)", open("/proc/self/status").read())[1]) * 1024
 
 torch.set_num_threads(1)
-install()
+install(plugin())
 lm = HFLM(pretrained=sys.argv[1], device="cpu", dtype="float32")
 n, repeats = int(sys.argv[2]), int(sys.argv[3])
 context = [1] + [5 + i % 1000 for i in range(n // 2)]

@@ -48,8 +48,8 @@ def half(low: float | None, high: float | None) -> float:
 
 def intervals(results_dir: Path) -> list[tuple[str, str, int | None, float, float, float | None]]:
     """(evaluation, cell, n, estimate, half-width, target) of every interval the demo promises."""
-    from lm_eval_longmem.readers import babilong as babilong_report
-    from lm_eval_longmem.readers.forgetting_curve import forgetting_curve_task, stored_summary
+    from lm_eval_longmem.babilong.rim import reader as babilong_report
+    from lm_eval_longmem.forgetting_curve.rim.reader import forgetting_curve_task, stored_summary
     from lm_eval_longmem.readers.results import find_results_file, load_run
 
     run = load_run(find_results_file(results_dir))

@@ -172,10 +172,11 @@ def measure(variant: str, model: str, length: int, device: str, dtype: str, thre
     import torch
     from lm_eval.api.instance import Instance
 
-    from lm_eval_longmem.backends import install
+    from lm_eval_longmem.backends import plugin
+    from lm_eval_longmem.harness import install
 
     torch.set_num_threads(threads)
-    install()
+    install(plugin())
     lm = load(model, device, dtype, length)
     peak = Peak(lm.device)
     bos = lm.tokenizer.bos_token_id if lm.tokenizer.bos_token_id is not None else lm.prefix_token_id

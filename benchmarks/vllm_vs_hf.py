@@ -142,11 +142,12 @@ def prompt_logprobs(args: argparse.Namespace) -> None:
     from lm_eval.api.instance import Instance
     from lm_eval.models.vllm_causallms import VLLM
 
-    from lm_eval_longmem.backends import install
+    from lm_eval_longmem.backends import plugin
     from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
     from lm_eval_longmem.common.lengths import parse_lengths
+    from lm_eval_longmem.harness import install
 
-    install()
+    install(plugin())
     lengths = parse_lengths(args.lengths)
     window = args.max_model_len or max(lengths) + 64
     lm = VLLM(pretrained=str(args.pretrained), dtype="float32", max_model_len=window, enforce_eager=True, seed=0)

@@ -19,17 +19,20 @@ def task_manager(**kwargs) -> "TaskManager":
     our task directory is added whether or not the start-up hook is active::
 
         import lm_eval, lm_eval_longmem
+        from lm_eval_longmem.common.evaluations import names
         tm = lm_eval_longmem.task_manager(metadata={"pretrained": "HuggingFaceTB/SmolLM2-135M"})
         lm_eval.simple_evaluate(model="hf", model_args="pretrained=HuggingFaceTB/SmolLM2-135M",
-                                tasks=["booksort"], task_manager=tm)
+                                tasks=list(names()), task_manager=tm)
 
     Pass the same model arguments in `metadata` that you give the model: the harness
     only merges `model_args` into the metadata when it builds the TaskManager itself.
-    It also lets `lm_eval_longmem.harness.live_backend()` see the model `simple_evaluate` creates,
+    It also lets `lm_eval_longmem.harness.models.live_backend()` see the model `simple_evaluate` creates,
     and checks our tasks' inputs before that model loads (`lm_eval_longmem.preflight`).
     """
-    from lm_eval_longmem.harness import install_before_model, new_task_manager
+    from lm_eval_longmem.common.evaluations import task_folders
+    from lm_eval_longmem.harness import Plugin, install
+    from lm_eval_longmem.harness.tasks import new_task_manager
     from lm_eval_longmem.preflight import check_run
 
-    install_before_model(check_run)
+    install(Plugin(before_model=check_run, task_folders=task_folders))
     return new_task_manager(**kwargs)

@@ -6,8 +6,8 @@ the root of site-packages. Python runs its one line at every interpreter start: 
 there (the line ran twice), it puts that tiny finder at the front of `sys.meta_path`. The finder
 answers None for every module except `lm_eval.tasks.manager`; it imports nothing, not even this
 module, until that name is imported. Then `find_spec` below removes the finder, loads the real
-module and hands it to `lm_eval_longmem.harness.activate`, the one module that touches lm_eval's
-internals. A process that never imports lm_eval pays one string comparison per import
+module and hands it to `activate` below, which installs the plugin through `lm_eval_longmem.harness.install`,
+the one place that changes lm_eval. A process that never imports lm_eval pays one string comparison per import
 (`benchmarks/startup_hook.py` measures it).
 
 With the hook off, `--include_path "$(python -m lm_eval_longmem.paths)"`,
@@ -29,7 +29,7 @@ HOOK_NAME = "LmEvalLongmemHook"
 
 
 class _ActivateAfterImport:
-    """Runs the real loader, then lets `harness.activate` patch the freshly executed module."""
+    """Runs the real loader, then lets `activate` patch the freshly executed module."""
 
     def __init__(self, loader: Loader) -> None:
         self._loader = loader
@@ -39,11 +39,22 @@ class _ActivateAfterImport:
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        from lm_eval_longmem.common.errors import UsageError
-        from lm_eval_longmem.harness import activate
-        from lm_eval_longmem.preflight import check_run
+        activate(module)
 
-        activate(module, UsageError, check_run)
+
+def activate(manager_module: ModuleType | None = None) -> None:
+    """The plugin, active in this process (idempotent): every `TaskManager` indexes the task folders of every
+    evaluation (`common.evaluations.task_folders`; on `manager_module`, the `lm_eval.tasks.manager` being
+    executed, or the one imported now), a `UsageError` that reaches the top prints one line, and a run's inputs are checked before its model loads
+    (`preflight.check_run`). Called by the start-up hook and by `lm-eval-longmem run`, which runs lm_eval's
+    command line whether or not the hook is on."""
+    from lm_eval_longmem.common.errors import UsageError
+    from lm_eval_longmem.common.evaluations import task_folders
+    from lm_eval_longmem.harness import Plugin, install
+    from lm_eval_longmem.preflight import check_run
+
+    plugin = Plugin(usage_error=UsageError, before_model=check_run, task_folders=task_folders)
+    install(plugin, index_our_tasks=True, manager_module=manager_module)
 
 
 def find_spec(fullname: str, path: Sequence[str] | None) -> importlib.machinery.ModuleSpec | None:

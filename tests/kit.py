@@ -251,3 +251,47 @@ def check_summary_schema(task, payloads: list[dict]) -> dict:
     assert aggregate_logged(task, payloads, positional=True)[0] == row
     assert {key.split(",")[0] for key in row} == directions
     return row
+
+
+class FakeHub:
+    """A local stand-in for the Hugging Face hub's address (`HF_ENDPOINT`) that counts the connections it gets.
+
+    `answer`: "close" (accept, then hang up: no HTTP answer, as an unreachable hub), "silent" (accept and never
+    answer: a hub that times out) or an HTTP status for every request (e.g. 200, 401). Use as a context manager.
+    """
+
+    def __init__(self, answer: str | int = "close") -> None:
+        import socket
+        import threading
+
+        self.answer = answer
+        self.connections = 0
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._open: list = []
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:  # closed
+                return
+            self.connections += 1
+            if self.answer == "close":
+                conn.close()
+            elif self.answer == "silent":
+                self._open.append(conn)
+            else:
+                conn.recv(65536)
+                conn.sendall(f"HTTP/1.1 {self.answer} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+                conn.close()
+
+    def __enter__(self) -> FakeHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.close()
+        for conn in self._open:
+            conn.close()

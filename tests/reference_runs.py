@@ -28,14 +28,14 @@ inputs (doc and request arguments), the model's outputs and the doc's scores.
   to `tolerances.ARITHMETIC_RTOL`.
 
 Refresh (after a change that moves numbers, in the same commit as the task's version bump and its
-changelog line), from the repository root:
+CHANGELOG.md entry), from the repository root:
 
     python tests/reference_runs.py                     # every reference
     python tests/reference_runs.py embedded_books      # some of them
 
 It runs with an empty data cache (so a builder changed without a new cache key cannot hide behind
 an old entry), and refuses to write a reference whose numbers moved while a task's version did
-not, or whose task has a version without a changelog line. The tests use `$LM_EVAL_LONGMEM_CACHE`
+not, or whose task has a version without a CHANGELOG.md entry. The tests use `$LM_EVAL_LONGMEM_CACHE`
 (CI's is empty; `LM_EVAL_LONGMEM_CACHE=$(mktemp -d) python -m pytest -m reference` sees what CI sees).
 """
 
@@ -338,11 +338,19 @@ LABEL_FACTS = ("evaluation", "condition", "retrieval")
 compares equal without it (a reference that has one compares it)."""
 
 
+RETIRED_FACTS = ("length_names",)
+"""Facts older references (and runs) hold that tasks no longer record, left out of the comparison on both
+sides: BABILong's authors' names of its lengths ({"1024": "1k"}), which no reader read (they format the
+token count at display); they measured nothing."""
+
+
 def facts_of_today(task: str, recorded: dict[str, Any]) -> dict[str, Any]:
-    """A reference's facts as a task records them today: a BABILong reference recorded before the condition
-    vocabulary stored its retrieval setting as its condition ("chunks-128 top-3 bm25"), which today is
-    `condition` "retrieval" and `retrieval` the setting. Read by the readers' own fallback for older files
-    (`readers.results.condition_facts`), so a reference also proves that old files read as new ones say."""
+    """A reference's facts as a task records them today: without `RETIRED_FACTS`; and a BABILong reference
+    recorded before the condition vocabulary stored its retrieval setting as its condition ("chunks-128
+    top-3 bm25"), which today is `condition` "retrieval" and `retrieval` the setting. Read by the readers'
+    own fallback for older files (`readers.results.condition_facts`), so a reference also proves that old
+    files read as new ones say."""
+    recorded = {k: v for k, v in recorded.items() if k not in RETIRED_FACTS}
     if "condition" not in recorded:
         return recorded
     condition = condition_facts({"configs": {task: {CONFIG_KEY: recorded}}}, task)
@@ -363,7 +371,9 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Difference:
         if a["n_samples"] != b["n_samples"]:
             lines.append(f"n-samples {a['n_samples']} -> {b['n_samples']}")
         facts_a = facts_of_today(task, a["longmem"])
-        facts_b = {k: v for k, v in b["longmem"].items() if k in facts_a or k not in LABEL_FACTS}
+        facts_b = {
+            k: v for k, v in b["longmem"].items() if (k in facts_a or k not in LABEL_FACTS) and k not in RETIRED_FACTS
+        }
         if facts_a != facts_b:
             lines.append(f"skips / docs per cell {json.dumps(facts_a)} -> {json.dumps(facts_b)}")
         docs_a = {d["doc_id"]: d for d in a["docs"]}
@@ -450,23 +460,28 @@ def task_versions() -> dict[str, tuple[Any, Path]]:
     return versions
 
 
-def changelog_versions(card: Path) -> set[str]:
-    """The versions the card's changelog has a line for (`* 1.2: ...` or `- 1.2: ...`)."""
-    text = card.read_text(encoding="utf-8")
-    section = text[text.index("### Changelog") :] if "### Changelog" in text else ""
-    section = re.split(r"\n##+ ", section[3:], maxsplit=1)[0]
-    return set(re.findall(r"^[*-] +(\d+(?:\.\d+)*)\b", section, re.MULTILINE))
+CHANGELOG = REPO_ROOT / "CHANGELOG.md"
+"""One section per evaluation (`## <evaluation>`, the task folder's name), one `### X.Y` entry per version."""
+
+
+def changelog_versions(evaluation: str, changelog: Path = CHANGELOG) -> set[str]:
+    """The versions the changelog's section for `evaluation` has an entry for (`### 1.2`)."""
+    text = changelog.read_text(encoding="utf-8") if changelog.is_file() else ""
+    sections = re.split(r"^## +", text, flags=re.MULTILINE)[1:]
+    section = next((s for s in sections if s.split(None, 1)[0] == evaluation), "")
+    return set(re.findall(r"^### +(\d+(?:\.\d+)*)\b", section, re.MULTILINE))
 
 
 def missing_changelog_lines() -> list[str]:
-    """One line per task version that its card's changelog does not mention."""
+    """One line per task version that the changelog's section for its evaluation does not mention."""
     problems = []
     for task, (version, path) in sorted(task_versions().items()):
-        card = path.parent / "README.md"
-        if str(version) not in changelog_versions(card):
+        evaluation = path.parent.name
+        if str(version) not in changelog_versions(evaluation):
             problems.append(
-                f"{path.relative_to(REPO_ROOT)} says {task} is version {version}, but the changelog of "
-                f"{card.relative_to(REPO_ROOT)} has no line for {version}: add one saying what changed and why"
+                f"{path.relative_to(REPO_ROOT)} says {task} is version {version}, but "
+                f"{CHANGELOG.relative_to(REPO_ROOT)} has no entry `### {version}` under `## {evaluation}`: "
+                "add one saying what changed and why"
             )
     return problems
 
@@ -496,8 +511,8 @@ def explain(name: str, stored: dict[str, Any], diff: Difference) -> str:
             "Numbers moved while the task's version stayed the one the reference was made with ("
             + ", ".join(f"{t} {current[t][0]} in {current[t][1].relative_to(REPO_ROOT)}" for t in same)
             + "). If the change is intended, in the same commit: bump `metadata: version` of each of these tasks "
-            "(+1 in the last place), add a line for the new version to the changelog of its card "
-            "(task_configs/<evaluation>/README.md) saying what changed and why, and refresh the reference: "
+            "(+1 in the last place), add an entry for the new version to the changelog (CHANGELOG.md, under its evaluation) "
+            "saying what changed and why, and refresh the reference: "
             f"`{REFRESH} {name}`. If it is not intended, your change moved a default number."
         )
     else:

@@ -7,11 +7,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kit import build_booksort, run_lm_eval
+from kit import FakeHub, build_booksort, read_results, run_lm_eval
 
 from lm_eval_longmem import preflight
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.harness import RunRequest
+from lm_eval_longmem.harness.evaluator import RunRequest
 from lm_eval_longmem.paths import task_configs_dir
 
 
@@ -24,7 +24,7 @@ def test_our_task_names_are_those_the_harness_indexes():
 
     tm = TaskManager(include_path=str(task_configs_dir()), include_defaults=False)
     indexed = {name: Path(entry.yaml_path).parent.name for name, entry in tm.task_index.items()}
-    assert preflight.our_task_names() == indexed
+    assert {name: owner for name, (owner, _) in preflight.our_task_names().items()} == indexed
     assert {"forgetting_curve", "booksort", "booksort_in_context", "booksort_memoryless", "babilong"} <= set(indexed)
 
 
@@ -83,15 +83,23 @@ def test_inputs_that_are_there_pass(tiny_llama_dir, embedded_books_dir, tmp_path
 
 
 @pytest.mark.slow
-def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(tmp_path):
+@pytest.mark.parametrize("hub_state", ["offline", "unreachable"])
+def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_in_one_message(tmp_path, hub_state):
     """Issue 26, item 4: with the hub offline, README's main job (hub model, default data) used to fail three times,
-    one source per run, each after loading the model (a hub model failed in 90 lines). Now one message, before
-    the model loads, names the model and the three sources, each with its local alternative."""
+    one source per run, each after loading the model (a hub model failed in 90 lines). Issue 36, item 1: with the
+    hub simply unreachable (no offline variable), the check missed the model, after a minute of huggingface_hub's
+    retries. Now, either way, one message before the model loads names the model and the three sources, each with
+    its local alternative, after at most one connection to the hub."""
     empty_hub = tmp_path / "hf"  # no model, no dataset cached, whatever this machine's own cache holds
-    proc = run_lm_eval(["--model", "hf", "--model_args", "pretrained=HuggingFaceTB/SmolLM2-135M-Instruct", "--tasks",
-                        "forgetting_curve,booksort,babilong", "--batch_size", "1", "--log_samples"], tmp_path,
-                       env={"HF_HOME": str(empty_hub), "HF_HUB_CACHE": str(empty_hub / "hub"),
-                            "HF_DATASETS_CACHE": str(empty_hub / "datasets")}, check=False)  # fmt: skip
+    env = {"HF_HOME": str(empty_hub), "HF_HUB_CACHE": str(empty_hub / "hub"),
+           "HF_DATASETS_CACHE": str(empty_hub / "datasets")}  # fmt: skip
+    with FakeHub("close") as fake:
+        if hub_state == "unreachable":
+            env |= {"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": fake.url}
+        proc = run_lm_eval(["--model", "hf", "--model_args", "pretrained=HuggingFaceTB/SmolLM2-135M-Instruct", "--tasks",
+                            "forgetting_curve,booksort,babilong", "--batch_size", "1", "--log_samples"], tmp_path,
+                           env=env, check=False)  # fmt: skip
+    assert fake.connections == (1 if hub_state == "unreachable" else 0)
     assert proc.returncode == 1, proc.stderr[-3000:]
     message = proc.stderr[proc.stderr.index("lm-eval-longmem: error: ") :].splitlines()
     assert (
@@ -99,8 +107,10 @@ def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(
         == "lm-eval-longmem: error: 4 inputs of this run cannot be used (checked before loading the model; nothing ran):"
     )
     model, corpus, booksort, babilong = message[1:]
+    why = "the hub is offline (HF_HUB_OFFLINE)" if hub_state == "offline" else f"the hub at {fake.url} is unreachable"
     assert model.startswith(
-        "  - --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct: not in the local Hugging Face cache"
+        "  - --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct: not in the local Hugging Face cache, "
+        f"and {why}; "
     )
     assert "$(lm-eval-longmem embedded model)" in model
     assert corpus.startswith("  - forgetting_curve_corpus (default: hub dataset 'emozilla/pg19-test'")
@@ -113,8 +123,95 @@ def test_an_offline_run_names_every_hub_source_and_the_hub_model_in_one_message(
         babilong.startswith("  - babilong_source=hub (hub dataset 'RMT-team/babilong')")
         and "babilong_source=generate" in babilong
     )
-    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr
+    assert all(f"not in the local Hugging Face cache, and {why}; " in line for line in message[1:])
+    assert "Traceback" not in proc.stderr and "Loading weights" not in proc.stderr and "Retrying" not in proc.stderr
     assert not any(Path(tmp_path).rglob("results_*.json"))
+
+
+@pytest.mark.slow
+def test_the_local_alternatives_run_with_the_hub_unreachable(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """Issue 36, item 1: the user who follows the suggested local alternatives (a model folder, local books, a
+    Book-SORT build, generated BABILong) with the hub unreachable and no offline variable gets a run: no network
+    traceback, no retries, one connection (the probe)."""
+    book = embedded_books_dir / "macbeth.txt"
+    booksort_data = build_booksort(book, tmp_path / "booksort_data")
+    out = tmp_path / "out"
+    out.mkdir()
+    with FakeHub("close") as fake:
+        proc = run_lm_eval(
+            ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir}", "--device", "cpu",
+             "--tasks", "forgetting_curve,booksort,babilong", "--limit", "1", "--batch_size", "1",
+             "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[32,64]",
+             "forgetting_curve_samples=1", f"booksort_data={booksort_data}", "babilong_source=generate",
+             "babilong_facts=simulated", f"babilong_corpus={book}", "babilong_lengths=[0k]",
+             "babilong_tasks=[qa1]", "babilong_samples=1"],
+            out,
+            env={"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": fake.url,
+                 "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")},
+            check=False,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert fake.connections == 1
+    assert "Traceback" not in proc.stderr and "Retrying" not in proc.stderr
+    assert f"the hub at {fake.url} is unreachable" in proc.stderr  # said once, as a warning
+    assert set(read_results(out)["results"]) >= {"forgetting_curve", "booksort", "babilong"}
+
+
+def test_a_model_folder_is_checked_for_its_config_weights_and_tokenizer(tiny_llama_dir, tmp_path):
+    import shutil
+
+    def problems_of(folder: Path) -> list[str]:
+        return preflight.model_problems({"pretrained": str(folder)})
+
+    assert problems_of(tiny_llama_dir) == []
+    no_config, no_weights, no_tokenizer = (shutil.copytree(tiny_llama_dir, tmp_path / n) for n in ("c", "w", "t"))
+    (no_config / "config.json").unlink()
+    for weights in no_weights.glob("*.safetensors"):
+        weights.unlink()
+    for file in no_tokenizer.glob("tokenizer*"):
+        file.unlink()
+    assert problems_of(no_config) == [f"--model_args pretrained={no_config}: no config.json in {no_config}"]
+    assert problems_of(no_weights) == [f"--model_args pretrained={no_weights}: no weight files in {no_weights}"]
+    [tokenizer] = problems_of(no_tokenizer)
+    assert tokenizer.startswith(f"could not load the tokenizer {str(no_tokenizer)!r} (")
+    assert "--metadata tokenizer=/path" in tokenizer
+
+
+def test_a_hub_model_missing_from_the_cache_is_named_when_offline(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert preflight.model_problems({"pretrained": "some-org/some-model"}) == [
+        "--model_args pretrained=some-org/some-model: not in the local Hugging Face cache, and the hub is offline "
+        "(HF_HUB_OFFLINE); download it once online (`hf download some-org/some-model`), or pass a model folder "
+        "(e.g. $(lm-eval-longmem embedded model), the embedded SmolLM2-135M-Instruct)"
+    ]
+
+
+@pytest.mark.parametrize("status", [401, 404])
+def test_a_hub_model_the_hub_refuses_is_named_from_the_one_probe(status, tmp_path, monkeypatch):
+    import datasets.config
+    from huggingface_hub import constants
+
+    from lm_eval_longmem.common import hub
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    book = tmp_path / "book.txt"
+    book.write_text("Some words. " * 50, encoding="utf-8")
+    metadata = {"pretrained": "some-org/gated-model", "forgetting_curve_corpus": str(book)}
+    with FakeHub(status) as fake:
+        monkeypatch.setattr(constants, "ENDPOINT", fake.url)
+        problems = preflight.run_problems(_run(["forgetting_curve"], metadata))
+    assert fake.connections == 1
+    assert hub.unusable_reason() == ""
+    assert problems == [
+        f"--model_args pretrained=some-org/gated-model: the hub at {fake.url} answered HTTP {status} for its "
+        "config.json: check the name; for a gated or private model, accept its terms on the hub and log in "
+        "(`hf auth login`)"
+    ]
 
 
 @pytest.mark.slow

@@ -61,8 +61,8 @@ def reader_outputs(results: Path, dest: Path) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from lm_eval_longmem.babilong.rim.reader import format_report
     from lm_eval_longmem.plots import plot_results
-    from lm_eval_longmem.readers.babilong import format_report
     from lm_eval_longmem.readers.results import load_runs, read_json
     from lm_eval_longmem.report import build_report
     from lm_eval_longmem.report.render import render_markdown

@@ -5,7 +5,7 @@ and changelogs move together.
   the four with a warm data cache) and compares it with `reference_runs.compare`; the message says what
   moved and what to do.
 * The pairing tests need no model: a reference made with another task version than the YAML's
-  (a bump without a refresh) fails, and so does a version without a changelog line.
+  (a bump without a refresh) fails, and so does a version without a CHANGELOG.md entry.
 * The comparison itself is tested on edited copies of a stored reference, so each of its rules can fail.
 """
 
@@ -38,7 +38,7 @@ def test_reference_was_made_with_the_task_versions_of_today(name):
 
 
 def test_every_task_version_has_a_changelog_line():
-    """A version bumped without a line for it in the card's changelog fails here."""
+    """A version bumped without an entry for it in CHANGELOG.md fails here."""
     problems = reference_runs.missing_changelog_lines()
     assert not problems, "\n".join(problems)
 
@@ -134,26 +134,33 @@ def test_the_recorded_evaluation_is_accepted_when_the_reference_predates_it_and_
     assert "forgetting_curve" in compare(recorded, edited(recorded, "forgetting_curve", label("booksort"))).moved
 
 
+def before_issue_27(longmem):
+    """A reference's facts as recorded before issue 27: no `evaluation`, a retrieval setting stored as the condition."""
+    setting = longmem.pop("retrieval", None)
+    longmem.pop("evaluation", None)
+    if setting:
+        longmem["condition"] = setting
+
+
 def test_a_retrieval_setting_stored_as_the_condition_compares_as_the_condition_and_setting_of_today():
-    retrieval = load("embedded_books_retrieval")
-    assert retrieval["tasks"]["babilong"]["longmem"]["condition"] == "retrieval"
+    retrieval = edited(load("embedded_books_retrieval"), "babilong", lambda task: before_issue_27(task["longmem"]))
+    assert retrieval["tasks"]["babilong"]["longmem"]["condition"] == "chunks-128 top-3 bm25"
 
-    def before_issue_27(task):  # the retrieval setting stored as the condition
-        task["longmem"].update(condition=task["longmem"].pop("retrieval"))
+    def today(task):
+        task["longmem"].update(condition="retrieval", retrieval="chunks-128 top-3 bm25")
 
-    older = edited(retrieval, "babilong", before_issue_27)
-    assert older["tasks"]["babilong"]["longmem"]["condition"] == "chunks-128 top-3 bm25"
-    assert not compare(older, retrieval)
+    assert not compare(retrieval, edited(retrieval, "babilong", today))
     for moved in ({"condition": "in-context"}, {"retrieval": "sentences top-5 bm25"}):
-        changed = edited(retrieval, "babilong", lambda task, moved=moved: task["longmem"].update(moved))
-        assert "babilong" in compare(older, changed).moved, moved
+        changed = edited(retrieval, "babilong", lambda task, moved=moved: (today(task), task["longmem"].update(moved)))
+        assert "babilong" in compare(retrieval, changed).moved, moved
 
 
 def test_a_condition_is_accepted_when_the_reference_predates_it_and_compared_once_stored(stored):
-    assert stored["tasks"]["booksort_memoryless"]["longmem"]["condition"] == "memory-less"
-    older = edited(stored, "booksort_memoryless", lambda task: task["longmem"].pop("condition"))
-    labelled = edited(older, "booksort_memoryless", lambda task: task["longmem"].update(condition="memory-less"))
-    assert not compare(older, labelled)
+    stored = edited(
+        stored, "booksort_memoryless", lambda task: [task["longmem"].pop(k) for k in ("evaluation", "condition")]
+    )
+    labelled = edited(stored, "booksort_memoryless", lambda task: task["longmem"].update(condition="memory-less"))
+    assert not compare(stored, labelled)
     relabelled = edited(labelled, "booksort_memoryless", lambda task: task["longmem"].update(condition="in-context"))
     assert "booksort_memoryless" in compare(labelled, relabelled).moved
 
@@ -261,7 +268,7 @@ def test_a_version_without_a_changelog_line_is_named(monkeypatch):
         lambda: {**versions, "forgetting_curve": (99.9, versions["forgetting_curve"][1])},
     )
     (line,) = reference_runs.missing_changelog_lines()
-    assert "forgetting_curve is version 99.9" in line and "task_configs/forgetting_curve/README.md" in line
+    assert "forgetting_curve is version 99.9" in line and "CHANGELOG.md" in line and "## forgetting_curve" in line
 
 
 def test_task_versions_are_read_from_the_yamls_and_their_includes():

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG
 from lm_eval_longmem.babilong.options import BabilongOptions
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
@@ -23,16 +22,10 @@ from lm_eval_longmem.booksort.options import PREFIX as BOOKSORT
 from lm_eval_longmem.booksort.options import BooksortOptions
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.options import declared, parse_options
+from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.forgetting_curve.options import PREFIX as FORGETTING_CURVE
 from lm_eval_longmem.forgetting_curve.options import SweepOptions
-from lm_eval_longmem.paths import task_configs_dir
-
-EVALUATIONS = {
-    "forgetting_curve": (SweepOptions, FORGETTING_CURVE),
-    "booksort": (BooksortOptions, BOOKSORT),
-    "babilong": (BabilongOptions, BABILONG),
-}
+from lm_eval_longmem.harness.cli import dict_flag_action
 
 
 def _model_args(model: Path) -> str:
@@ -296,34 +289,7 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
     assert results["copy_acc@16,none"] is not None and "copy_acc@100000,none" not in results
 
 
-# --- the task cards' option tables list exactly the declared keys ----------------------------------------------------
-
-
-def card_options(evaluation: str) -> dict[str, dict[str, str]]:
-    """key -> {column: cell} of the option table (the table whose first column is `key`) in the task card."""
-    lines = (task_configs_dir() / evaluation / "README.md").read_text(encoding="utf-8").splitlines()
-    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]  # noqa: E731
-    starts = [i for i, line in enumerate(lines) if line.startswith("|") and cells(line)[0] == "key"]
-    assert len(starts) == 1, f"{evaluation}: expected one option table, found {len(starts)}"
-    header, rows = cells(lines[starts[0]]), {}
-    for line in lines[starts[0] + 2 :]:
-        if not line.startswith("|"):
-            break
-        row = dict(zip(header, cells(line), strict=True))
-        rows[row["key"].strip("`")] = row
-    return rows
-
-
-def _values(cell: str) -> list[str]:
-    """The values a cell shows: each `code` span (`key=` prefix dropped), else the whole cell."""
-    spans = re.findall(r"`([^`]+)`", cell) or [cell]
-    return [span.split("=", 1)[1] if re.match(r"^\w+=", span) else span for span in spans]
-
-
-@pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
-def test_card_option_table_lists_exactly_the_declared_keys(evaluation):
-    cls, prefix = EVALUATIONS[evaluation]
-    assert set(card_options(evaluation)) == {d.key for d in declared(cls, prefix)}
+# --- the command line's --metadata words -----------------------------------------------------------------------
 
 
 def metadata_words(words: list[str]) -> dict:
@@ -331,22 +297,5 @@ def metadata_words(words: list[str]) -> dict:
     import argparse
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--metadata", nargs="+", action=harness.dict_flag_action())
+    parser.add_argument("--metadata", nargs="+", action=dict_flag_action())
     return parser.parse_args(["--metadata", *words]).metadata
-
-
-@pytest.mark.parametrize("evaluation", sorted(EVALUATIONS))
-def test_card_examples_are_valid_and_defaults_match_the_declaration(evaluation):
-    """Every example a card shows is accepted by the key's parser as the command line hands it over
-    (`--metadata key=example`: issue 28, a `qa1,qa3` splits into two keys there); every default it
-    states is the declared one."""
-    cls, prefix = EVALUATIONS[evaluation]
-    rows = card_options(evaluation)
-    for d in declared(cls, prefix):
-        row = rows[d.key]
-        for example in _values(row["example"]):
-            given = metadata_words([f"{d.key}={example}"])
-            assert list(given) == [d.key], (d.key, example, given)  # the example survives the command line whole
-            parse_options(cls, prefix, given)  # raises UsageError naming the key if the card is wrong
-        if d.default is not None:
-            assert d.spec.parse(_values(row["default"])[0]) == d.default, (d.key, row["default"], d.default)

@@ -1,40 +1,44 @@
 """The package's shape, read with `ast` (nothing is imported): imports go one way, loggers sit under lm_eval's.
 
-Two import graphs, both built from every `import` statement of the package, function-level ones
-included (a lazy import is still a dependency):
-- modules: `lm_eval_longmem.common.task` -> `lm_eval_longmem.harness`, ...; no cycle allowed;
-- parts: each top-level module or subpackage (`harness`, `common`, `backends`, `babilong`, `cli`, ...);
-  no cycle allowed either, and every part imports only parts of layers below its own (`LAYERS`, the
-  layering CONTRIBUTING.md states): evaluations never import `readers/`, `plots/`, `report/` or
-  `commands/`, nor one another.
-The list of evaluations is written once (`common/evaluations.py`): no other module of the package holds
-a literal collection of their names.
+Two import graphs, both built from every `import` statement of the package that runs, function-level ones
+included (a lazy import is still a dependency; one under `if TYPE_CHECKING:` only annotates, and never runs):
+- modules: `lm_eval_longmem.common.task` -> `lm_eval_longmem.harness.tasks`, ...; no cycle allowed;
+- parts: each top-level module or subpackage (`harness`, `common`, `backends`, `babilong`, `cli`, ...), an
+  evaluation's rim (`babilong.rim`) a part of its own; no cycle allowed either, and every part imports only
+  parts of layers below its own (`LAYERS`, the layering CONTRIBUTING.md states): an evaluation's core never
+  imports its rim, `readers/`, `plots/`, `report/` or `commands/`, nor another evaluation; nothing imports a
+  rim but the rim itself (generic code reaches it through the registry, `common/evaluations.py`).
+An evaluation's name is spelt only in its own package and the registry's list of names (`BUILTIN`): generic
+modules never name one (`test_generic_modules_name_no_evaluation`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from kit import REPO_ROOT
 
-from lm_eval_longmem.common.evaluations import NAMES
+from lm_eval_longmem.common.evaluations import BUILTIN, evaluation
 
 PACKAGE = "lm_eval_longmem"
+RIMS = tuple(f"{name}.rim" for name in BUILTIN)
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("paths",),
     ("harness",),
     ("common",),
     ("backends",),
-    NAMES,  # the evaluations: each imports none of the others
+    BUILTIN,  # the evaluations' cores: each imports none of the others
     ("preflight", "plan"),
-    ("__init__", "_autoload", "readers"),  # the Python API and start-up hook; the readers of results files
+    ("__init__", "_autoload", "readers"),  # the Python API and start-up hook; the reader of results files
     ("plots",),
     ("report",),
     ("commands",),
     ("cli",),
+    RIMS,  # each evaluation's rim: its own core and the generic bases below; never another rim
 )
 """Every part of the package, bottom layer first; a part imports only its own part and parts of lower layers."""
 
@@ -61,7 +65,11 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
     """Every module of ours that the module `name` (file `path`) imports anywhere in its code."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    annotations_only = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in annotations_only:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -78,8 +86,11 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
 
 
 def part(module: str) -> str:
-    """`lm_eval_longmem.common.task` -> `common`; `lm_eval_longmem.harness` -> `harness`; the package -> `__init__`."""
+    """`lm_eval_longmem.common.task` -> `common`; `lm_eval_longmem.harness` -> `harness`; the package -> `__init__`;
+    an evaluation's rim, `lm_eval_longmem.babilong.rim.section` -> `babilong.rim`."""
     rest = module.split(".")[1:]
+    if len(rest) >= 2 and rest[1] == "rim":
+        return f"{rest[0]}.rim"
     return rest[0] if rest else "__init__"
 
 
@@ -130,9 +141,11 @@ def test_the_import_reader_sees_every_form(tmp_path):
     source.parent.mkdir()
     source.write_text(
         "import os\nimport pkg.a\nfrom pkg import b\nfrom . import other\nfrom .. import a\n"
-        "def f():\n    from pkg.sub import name\n"
+        "def f():\n    from pkg.sub import name\nif TYPE_CHECKING:\n    from pkg import sub\n"
     )
     assert imported_modules("pkg.sub.c", source, modules) == {"pkg.a", "pkg.b", "pkg.sub"}
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n")
+    assert imported_modules("pkg.sub.c", source, modules) == set()  # an annotation never runs
 
 
 def test_no_import_cycle_among_modules():
@@ -141,7 +154,7 @@ def test_no_import_cycle_among_modules():
 
 def test_no_import_cycle_among_the_package_parts():
     graph = part_graph()
-    assert {"harness", "common", "backends", "readers", "plots", "report", "commands", "cli"} <= set(graph)
+    assert {"harness", "common", "backends", "readers", "plots", "report", "commands", "cli", *RIMS} <= set(graph)
     assert find_cycle(graph) is None
 
 
@@ -165,74 +178,172 @@ def test_the_layer_check_finds_upward_and_sideways_imports():
 
 
 def test_every_part_imports_only_layers_below_its_own():
-    """Evaluations never import `readers/`, `plots/`, `report/` or `commands/` (nor one another); readers
-    never import figures or the report; nothing below `cli` imports it."""
+    """An evaluation's core never imports its rim, `readers/`, `plots/`, `report/` or `commands/` (nor another
+    evaluation); readers never import figures or the report; no part imports a rim but the rim itself."""
     assert layer_violations(part_graph(), LAYERS) == []
 
 
-def test_the_evaluations_are_listed_in_the_registry_only():
-    """No module but `common/evaluations.py` holds a literal tuple, list, set or dict of two or more evaluation names."""
-    found = []
-    for module, path in package_modules().items():
-        if module == f"{PACKAGE}.common.evaluations":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            items = (
-                node.keys
-                if isinstance(node, ast.Dict)
-                else getattr(node, "elts", None)
-                if isinstance(node, (ast.Tuple, ast.List, ast.Set))
-                else None
-            )
-            names = {item.value for item in items or () if isinstance(item, ast.Constant) and item.value in NAMES}
-            if len(names) >= 2:
-                found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {sorted(names)}")
+def test_a_rim_imports_its_own_core_and_no_other_evaluation():
+    """`babilong.rim` may import `babilong` and the generic bases, never `booksort` (core or rim)."""
+    graph = part_graph()
+    found = [f"{rim} -> {target}" for rim in RIMS for target in sorted(graph.get(rim, ()))
+             if target.split(".")[0] in BUILTIN and target.split(".")[0] != rim.split(".")[0]]  # fmt: skip
     assert found == []
 
+
+def test_only_the_registry_reaches_a_rim_and_only_by_name():
+    """No module outside an evaluation's package names a rim's module in an import; the registry loads
+    `lm_eval_longmem.<name>.rim` by the names of `BUILTIN` (and entry points), never by an import statement."""
+    found = [f"{module} -> {target}" for module, targets in module_graph().items() for target in sorted(targets)
+             if part(target) in RIMS and part(module).split(".")[0] != part(target).split(".")[0]]  # fmt: skip
+    assert found == []
+
+
+REGISTRY = f"{PACKAGE}.common.evaluations"
+
+GENERIC_PARTS = ("__init__", "_autoload", "paths", "preflight", "plan", "readers", "plots", "report", "commands", "cli")
+"""The parts that iterate the registry: they spell no evaluation's name anywhere, prose and help texts included."""
+
+SHARED_PARTS = ("common", "backends", "harness")
+"""The shared core below the evaluations: it holds no evaluation's name in its code (a docstring may cite one as an
+example of what a piece serves); the registry's list of names is the one exception (`NAME_HOLDERS`)."""
 
 NAME_HOLDERS = {
-    f"{PACKAGE}.common.evaluations": "the registry",
-    f"{PACKAGE}.readers.results": "the documented guess of an older file's evaluation (`guessed_evaluation`)",
-    f"{PACKAGE}.harness": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
+    REGISTRY: "the registry: `BUILTIN`, and the one guess of an older file's evaluation (`guessed_evaluation`)",
+    f"{PACKAGE}.harness.tasks": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
 }
-"""The modules besides an evaluation's own that may spell an evaluation's name, and why."""
+"""The modules outside an evaluation's package that may spell an evaluation's name in code, and why."""
 
 
-def _owner(module: str) -> str | None:
-    """The evaluation a module belongs to: its package, or a module of a layer named after it (`plots.babilong_conditions`)."""
-    parts = module.split(".")[1:]
-    return next((name for name in NAMES if parts and (parts[0] == name or parts[-1].startswith(name))), None)
+def spellings(name: str) -> re.Pattern[str]:
+    """Every way code or prose spells evaluation `name`: as named (`booksort`, any case), with `-` or a space for
+    `_` (`forgetting-curve`), and its title (`Book-SORT`); inside an identifier too (`babilong_rows`)."""
+    words = {name, name.replace("_", "-"), name.replace("_", " "), evaluation(name).title}
+    return re.compile("|".join(re.escape(word) for word in sorted(words, key=len, reverse=True)), re.IGNORECASE)
 
 
-def test_an_evaluation_s_name_is_spelled_only_in_its_own_modules_and_the_registry():
-    """No module dispatches on an evaluation's name (`if name == "booksort"`): it asks the registry's entry. An
-    evaluation's own modules may name it (their constants), and `NAME_HOLDERS` say why they may."""
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the strings that document rather than run: a module's, class's or function's docstring, and a
+    string statement after an assignment (an attribute's docstring)."""
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}  # fmt: skip
+
+
+def code_spellings(tree: ast.AST, pattern: re.Pattern[str]) -> list[tuple[int, str]]:
+    """(line, text) of every identifier, attribute, import or string of `tree`'s code (docstrings and comments
+    aside) that spells `pattern`."""
+    docstrings = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            text = node.value
+        elif isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            text = node.name
+        elif isinstance(node, ast.alias):
+            text = node.asname or node.name
+        else:
+            continue
+        if pattern.search(text):
+            found.append((getattr(node, "lineno", 0), text))
+    return found
+
+
+def test_the_spellings_cover_names_titles_and_identifiers():
+    pattern = spellings("forgetting_curve")
+    assert all(
+        pattern.search(t)
+        for t in ("forgetting_curve_rows", "forgetting-curve summarize", "FORGETTING_CURVE_DEMO", "Forgetting curve")
+    )
+    assert spellings("booksort").search("the Book-SORT section") and not spellings("booksort").search("books sorted")
+    tree = ast.parse(
+        '"""Doc: babilong."""\n# babilong\nx = "babilong_lengths"\ndef babilong_rows():\n    "doc babilong"\n'
+    )
+    assert sorted(text for _, text in code_spellings(tree, spellings("babilong"))) == [
+        "babilong_lengths",
+        "babilong_rows",
+    ]
+
+
+def test_generic_modules_name_no_evaluation():
+    """No generic module (`GENERIC_PARTS`) dispatches on, describes or helps one evaluation: its name, its prefixed
+    options (`babilong_*`), a function of its own (`*_rows`, `*_sentence`) or its title appear nowhere in the file,
+    docstrings and help texts included. What they need of an evaluation they ask its registry entry."""
+    patterns = {name: spellings(name) for name in BUILTIN}
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {name}: {line.strip()[:100]}"
+        for module, path in package_modules().items()
+        if part(module) in GENERIC_PARTS
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        for name, pattern in patterns.items()
+        if pattern.search(line)
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_shared_core_and_other_evaluations_name_an_evaluation_in_no_code():
+    """Code of the shared core (`SHARED_PARTS`) names no evaluation, and an evaluation's package names no other
+    one: no dispatch on a name, no option of another evaluation, no function named after one."""
+    patterns = {name: spellings(name) for name in BUILTIN}
     found = []
     for module, path in package_modules().items():
-        if module in NAME_HOLDERS:
+        owner = part(module).split(".")[0]
+        if module in NAME_HOLDERS or not (owner in SHARED_PARTS or owner in BUILTIN):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and node.value in NAMES and node.value != _owner(module):
-                found.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.value!r}")
-    assert found == []
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for name, pattern in patterns.items():
+            if name != owner:
+                found += [
+                    f"{path.relative_to(REPO_ROOT)}:{line}: {text!r}" for line, text in code_spellings(tree, pattern)
+                ]
+    assert found == [], "\n".join(found)
 
 
-def test_the_name_check_sees_a_dispatch_and_spares_an_evaluation_s_own_module():
-    assert (
-        _owner(f"{PACKAGE}.plots.babilong_conditions") == "babilong"
-        and _owner(f"{PACKAGE}.booksort.task") == "booksort"
-    )
-    assert _owner(f"{PACKAGE}.plan") is None and _owner(f"{PACKAGE}.commands.demo") is None
-
-
-def test_the_registry_imports_nothing_of_ours():
-    """It names the modules of the layers above by dotted path, so it sits in `common/` without importing upward."""
-    assert module_graph()[f"{PACKAGE}.common.evaluations"] == set()
+def test_the_registry_imports_only_the_shared_core():
+    """It loads the rims by name (`importlib`), so it sits in `common/` without importing upward."""
+    assert {part(target) for target in module_graph()[REGISTRY]} <= {"common", "paths"}
 
 
 def test_harness_is_the_bottom_layer():
-    """Every touch of lm_eval's internals is in `harness.py`; it imports nothing of ours but `paths`."""
+    """Every touch of lm_eval's internals is in the `harness/` package; it imports nothing of ours but `paths`."""
     assert part_graph()["harness"] <= {"paths"}
+
+
+def module_level_calls(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of every call a module makes when imported: in its top-level statements, outside functions,
+    classes and `if __name__ == "__main__":`."""
+    found = []
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(statement, ast.If) and "__name__" in ast.unparse(statement.test):
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                found.append((node.lineno, ast.unparse(node.func).rpartition(".")[2]))
+    return found
+
+
+def test_the_import_call_reader_sees_calls_at_import_only():
+    source = (
+        "import x\nx.install()\nA = patch_it(1)\ndef f():\n    install()\nif __name__ == '__main__':\n    install()\n"
+    )
+    assert module_level_calls(ast.parse(source)) == [(2, "install"), (3, "patch_it")]
+
+
+def test_nothing_patches_lm_eval_at_import():
+    """lm_eval is changed at one explicit point, `harness.install` (issue 34): no module of ours installs or patches
+    anything when it is imported, so importing one (a task module, for a YAML's `!function`) changes nothing."""
+    offences = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {name}()"
+        for path in package_modules().values()
+        for line, name in module_level_calls(ast.parse(path.read_text(encoding="utf-8")))
+        if name.startswith(("install", "patch", "teach", "activate"))
+    ]
+    assert offences == []
 
 
 @pytest.mark.parametrize("module, path", sorted(package_modules().items()))
@@ -258,9 +369,10 @@ def test_every_logger_is_under_the_harness_logger(module, path):
             )
 
 
-# --- every lm_eval internal behind harness.py (issue 27, item 4) ---------------------------------------
+# --- every lm_eval internal behind the harness/ package (issue 27, item 4; a package by concern since issue 34) ---
 
-HARNESS_MODULE = f"{PACKAGE}.harness"
+HARNESS = "harness"
+"""The part (`part()`) that holds every lm_eval internal: the `harness/` package, all its modules."""
 PUBLIC_ENTRY_POINTS = {"lm_eval.simple_evaluate", "lm_eval.evaluator.simple_evaluate", "lm_eval.__main__.cli_evaluate"}
 """What any module may call of lm_eval besides the task and model classes (its documented Python API and CLI)."""
 CLASS_MODULES = ("lm_eval.api.task", "lm_eval.api.instance", "lm_eval.api.registry")
@@ -268,7 +380,7 @@ CLASS_MODULES = ("lm_eval.api.task", "lm_eval.api.instance", "lm_eval.api.regist
 
 
 def allowed_lm_eval_name(dotted: str) -> bool:
-    """Whether a module outside harness.py may name `dotted` (`lm_eval.api.task.ConfigurableTask`, ...)."""
+    """Whether a module outside the `harness/` package may name `dotted` (`lm_eval.api.task.ConfigurableTask`, ...)."""
     import importlib
     import inspect
 
@@ -344,19 +456,19 @@ def test_the_lm_eval_reader_sees_every_form():
 
 
 def test_lm_eval_is_reached_only_through_harness():
-    """Outside `harness.py`, a module names of lm_eval only the task, instance and registry classes (and the
-    registry's `register_*` decorators) and the public `simple_evaluate`/`cli_evaluate`; everything else it
-    needs of lm_eval is a function of `harness.py`, whose reliance is numbered and tested (CONTRIBUTING.md).
+    """Outside the `harness/` package, a module names of lm_eval only the task, instance and registry classes (and
+    the registry's `register_*` decorators) and the public `simple_evaluate`/`cli_evaluate`; everything else it
+    needs of lm_eval is a function of a `harness/` module, whose reliance is numbered and tested (its R-list).
     Imports under `if TYPE_CHECKING:` are free: they only annotate, and never run."""
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name}"
         for module, path in package_modules().items()
-        if module != HARNESS_MODULE
+        if part(module) != HARNESS
         for line, name in lm_eval_names(ast.parse(path.read_text(encoding="utf-8")))
         if not allowed_lm_eval_name(name)
     ]
-    assert not offences, "reach lm_eval through a function of harness.py (with its reliance and test):\n" + "\n".join(
-        offences
+    assert not offences, (
+        "reach lm_eval through a function of the harness/ package (with its reliance and test):\n" + "\n".join(offences)
     )
 
 
@@ -386,7 +498,7 @@ def lm_eval_private_attributes() -> set[str]:
 
 def test_no_private_attribute_of_the_harness_classes_outside_harness():
     """Our task and backend code runs as methods of lm_eval's classes (ConfigurableTask, HFLM, VLLM): a private
-    attribute of theirs read or set anywhere but `harness.py` is a reliance no test names (and one of ours
+    attribute of theirs read or set anywhere but the `harness/` package is a reliance no test names (and one of ours
     with such a name would silently replace theirs)."""
     private = lm_eval_private_attributes()
     assert {
@@ -398,8 +510,10 @@ def test_no_private_attribute_of_the_harness_classes_outside_harness():
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{node.lineno}: .{node.attr}"
         for module, path in package_modules().items()
-        if module != HARNESS_MODULE
+        if part(module) != HARNESS
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
-    assert not offences, "reach lm_eval's private attributes through a function of harness.py:\n" + "\n".join(offences)
+    assert not offences, "reach lm_eval's private attributes through a function of the harness/ package:\n" + "\n".join(
+        offences
+    )

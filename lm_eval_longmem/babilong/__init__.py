@@ -5,8 +5,8 @@ the model's tokenizer) with `babi` (bAbI reader), `prompts` (the paper's layout,
 harness), `official_check` and `corrected_check` (the authors' answer check and the corrected
 one), `predictions` (the authors' prediction files: scoring, audit), `simulate` with
 `simulate_world` (fresh bAbI stories; `verify` checks them), `task` (the lm-eval task class),
-`summary` (cells, means over tasks, effective context). Its results reader, report section, figures
-and commands (rescoring, the audit, the text report) are in readers/babilong.py, report/babilong.py,
-plots/ and commands/babilong.py (`common/evaluations.py`).
+`scores` (its score names), `summary` (cells, means over tasks, effective context). Its results reader,
+report section, figures, commands (rescoring, the audit, the text report), planner and demo part are in
+its rim (`rim/`, registered as `rim.EVALUATION`).
 User documentation: task_configs/babilong/README.md.
 """

@@ -12,8 +12,8 @@ outside the answer, ...) the reader abstains and `acc_corrected` keeps `acc`'s v
 says so (`abstained`, the task's `corrected_abstained`). `deciding_rule` names the rule that
 decided a verdict (`predictions.audit_rows` lists every answer on which the two checks disagree).
 It is not a fuzzy matcher nor a model judge.
-The card (task_configs/babilong/README.md) shows every rule and abstention with a row, and the
-figures measured on held-out models (`tests/babilong/test_judged.py`).
+docs/babilong-corrected-check.md shows every rule and abstention with a row, and the figures
+measured on held-out models (`tests/babilong/test_judged.py`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ from lm_eval_longmem.common.options import (
     whole_number,
 )
 
-PREFIX = "babilong_"
+NAME = "babilong"
+"""The evaluation's name (its registry entry, group task, task folder and the `evaluation` its tasks record)."""
+PREFIX = f"{NAME}_"
 STANDARD_LENGTHS: tuple[int, ...] = tuple(parse_lengths("0k,1k,2k,4k,8k,16k,32k,64k,128k,256k,512k,1M"))
 """The lengths BABILong defines, in tokens (the authors' splits 0k-1M; 10M left out)."""
 ALL_TASKS: tuple[str, ...] = tuple(f"qa{n}" for n in range(1, 21))

@@ -8,7 +8,7 @@ stripped, as in the authors' runs without that part.
 
 The instruction, answer-format and example texts are not stored in this repository: they are read
 at run time from lm-eval's own `lm_eval/tasks/babilong/babilong_qaN.yaml` (a dependency, located
-and read by `lm_eval_longmem.harness`), whose
+and read by `lm_eval_longmem.harness.tasks`), whose
 `description` holds the instruction followed by the answer-format lines, and whose
 `fewshot_config.samples` hold the examples. All examples listed there are used (qa5 has three, as
 in the paper; the built-in task itself uses only two).
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from lm_eval_longmem.harness import read_builtin_babilong_config
+from lm_eval_longmem.harness.tasks import read_builtin_babilong_config
 
 _TEMPLATE = "{instruction}\n\n{examples}\n\n{answer_format}\n\n<context>\n{context}\n</context>\n\nQuestion: {question}"
 _ANSWER_FORMAT_STARTS = ("Always return", "Your answer")

@@ -19,9 +19,6 @@ from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.common.stats import Interval, proportion_interval
 
-EVALUATION = "babilong"
-"""The evaluation whose report sections take these references (`report.build_report`)."""
-
 _FILE = re.compile(r"^(qa\d+)_(\d+[kM])_instruction_yes_examples_yes_post_prompt_yes(?:_.*)?\.csv$")
 
 

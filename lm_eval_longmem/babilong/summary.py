@@ -1,6 +1,6 @@
 """BABILong's summaries of one run: the task x length cells, the mean over tasks, effective context.
 
-The `babilong` task computes its summary metrics with these (`task.py`); `readers/babilong.py`
+The `babilong` task computes its summary metrics with these (`task.py`); its reader (`rim/reader.py`)
 reads the stored values back into the same `Cell`s.
 
 * Cell: one (task, length) that ran, with a Wilson 95% interval of its accuracy. Lengths are
@@ -15,18 +15,13 @@ reads the stored values back into the same `Cell`s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.babilong.scores import ACC, Metric
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval
 
-Metric = Literal["acc", "acc_corrected"]
-ABSTAINED = "corrected_abstained"
-"""Share of answers the corrected reader did not read with confidence (`acc_corrected` kept `acc` there)."""
 DEFAULT_THRESHOLD = 0.85
 """The paper's "satisfactory" accuracy (section 3.1)."""
-EFFECTIVE = metric_names.EFFECTIVE_CONTEXT
-"""The summary metric holding each check's effective context (at `DEFAULT_THRESHOLD`)."""
 
 
 class Cell(NamedTuple):
@@ -48,13 +43,13 @@ def ordered(cells: Iterable[Cell]) -> list[Cell]:
     return sorted(cells, key=lambda c: (int(c.qa[2:]), c.length))
 
 
-def mean_interval(cells: Sequence[Cell], metric: Metric | Literal["corrected_abstained"]) -> Interval:
-    """Unweighted mean of the cells' accuracies with its 95% interval (`stats.mean_of_proportions_interval`)."""
+def mean_interval(cells: Sequence[Cell], metric: str) -> Interval:
+    """Unweighted mean over the cells of a score (`metric`: a check or `ABSTAINED`, a field of `Cell`) with its 95% interval (`stats.mean_of_proportions_interval`)."""
     return mean_of_proportions_interval([(round(getattr(c, metric).estimate * c.n), c.n) for c in cells])
 
 
 def effective_context(
-    cells: Iterable[Cell], *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = "acc"
+    cells: Iterable[Cell], *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = ACC
 ) -> dict[str, int | None]:
     """Per task, the longest length up to which accuracy stays >= `threshold` (None: not even the shortest)."""
     by_task: dict[str, list[Cell]] = {}

@@ -15,16 +15,15 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
   even the shortest; see `summary.effective_context`.
 
 LEN is the length in tokens (`acc@qa1_4096`; "0k" is 0), as for every metric name of ours
-(`common/metric_names.py`); the authors' names of the lengths ("4k", `common.lengths.format_length`)
-are also stored in the results' `configs.babilong.longmem.length_names`, for readers outside this
-package (ours format the token count at display).
+(`common/metric_names.py`); readers show the authors' names of the lengths ("4k",
+`common.lengths.format_length`) at display.
 
 Under the retrieval condition (`babilong_retrieval=sentences|chunks`, `retrieval.py`) the prompt's
 context is the doc's retrieved pieces, and each cell also gets `retrieval_recall@qaN_LEN` (1 when
 every supporting fact was retrieved, the paper's binary retrieval accuracy) with its interval, and
 each length `retrieval_recall@LEN` (the unweighted mean over tasks, as `acc@LEN`). The condition
-is stored with the run's facts (`configs.babilong.longmem.condition`: "in-context" or e.g.
-"sentences top-5 bm25"), where `report` reads it.
+is stored with the run's facts (`configs.babilong.longmem.condition`: "retrieval", and
+`configs.babilong.longmem.retrieval`: its setting, e.g. "sentences top-5 bm25"), where `report` reads it.
 """
 
 from __future__ import annotations
@@ -39,8 +38,9 @@ from typing import Any, NamedTuple
 from lm_eval_longmem.babilong import data, retrieval, summary
 from lm_eval_longmem.babilong.corrected_check import check
 from lm_eval_longmem.babilong.data import Haystacks
-from lm_eval_longmem.babilong.options import PREFIX, BabilongOptions
+from lm_eval_longmem.babilong.options import NAME, PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, CHECKS, RECALL
 from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import IN_CONTEXT, RETRIEVAL
@@ -49,12 +49,18 @@ from lm_eval_longmem.common.metric_names import MEAN_AND_INTERVAL, ScoreSpec, ce
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
 from lm_eval_longmem.common.task import LongmemTask
 
-CHECKS = ("acc", "acc_corrected")
-ABSTAINED = ScoreSpec("corrected_abstained", higher_is_better=None)
-"""1 when the corrected reader found no answer to read with confidence (`corrected_check.ABSTENTIONS`), so
-`acc_corrected` kept `acc`'s verdict: the share of `acc_corrected` that rests on the authors' check."""
-RECALL = ScoreSpec("retrieval_recall")
-"""1 when every supporting fact is among the retrieved pieces (binary, Wilson intervals); retrieval condition only."""
+
+def short_tasks(short: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """{bAbI task: why its effective context is null} for the tasks with short cells (`LongmemTask.short_cells`)."""
+    by_task: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for name, (scored, expected) in short.items():
+        qa, length = cell_parts(name)
+        by_task[qa].append((int(length), f"{format_length(int(length))}: {scored} of {expected}"))
+    return {
+        qa: f"lengths ran fewer docs than the sweep holds ({'; '.join(text for _, text in sorted(listed))}), and an "
+        "effective context reads every doc of every length of its task: run without --limit (or with every cell's docs)"
+        for qa, listed in by_task.items()
+    }
 
 
 class Answer(NamedTuple):
@@ -109,6 +115,7 @@ class BabilongTask(LongmemTask):
     """BABILong as one lm-eval task (see the module docstring)."""
 
     OPTIONS = BabilongOptions
+    EVALUATION = NAME
     PREFIX = PREFIX
     SCORES = (*CHECKS, ABSTAINED)
     ITEM = Answer
@@ -169,8 +176,8 @@ class BabilongTask(LongmemTask):
         labels = labels_for_simulated(doc["qa"], True) if wide else None
         verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
         scores = {
-            "acc": float(verdict.acc),
-            "acc_corrected": float(verdict.acc_corrected),
+            ACC: float(verdict.acc),
+            ACC_CORRECTED: float(verdict.acc_corrected),
             ABSTAINED.name: float(verdict.abstained),
         }
         if options.uses_retrieval:
@@ -181,8 +188,8 @@ class BabilongTask(LongmemTask):
         return Answer(
             doc["qa"],
             int(doc["length"]),
-            scores["acc"],
-            scores["acc_corrected"],
+            scores[ACC],
+            scores[ACC_CORRECTED],
             scores.get(RECALL.name),
             scores[ABSTAINED.name],
         )
@@ -194,18 +201,24 @@ class BabilongTask(LongmemTask):
 
     def summarize(self, items: Sequence[Answer]) -> dict[str, float | None]:
         """Means over cells (all, and per length) with intervals, effective context per task, and under
-        retrieval the recall per length."""
+        retrieval the recall per length. An effective context reads every length of its task, so it is null
+        when one of them ran fewer docs than the sweep holds (`short_cells`), with the reason in `null_reasons`."""
         lengths, tasks = self.summary_cells()
         cells = cells_from_items(items)
+        short = short_tasks(self.short_cells())
         out: dict[str, float | None] = {}
         for check_name in (*CHECKS, ABSTAINED.name):
             for length in (None, *lengths):
                 on = () if length is None else (length,)
-                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], check_name)  # type: ignore[arg-type]  # one of CHECKS or ABSTAINED: summary's literals
+                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], check_name)
                 out.update(zip(metric_names.with_interval(check_name, *on), mean))
             if check_name != ABSTAINED.name:
                 effective = summary.effective_context(cells, metric=check_name)  # type: ignore[arg-type]  # one of CHECKS
-                out.update({metric_names.effective_context(check_name, qa): effective.get(qa) for qa in tasks})
+                for qa in tasks:
+                    name = metric_names.effective_context(check_name, qa)
+                    out[name] = None if qa in short else effective.get(qa)
+                    if qa in short:
+                        self.null_reasons[name] = short[qa]
         if self.options.uses_retrieval:
             for length in lengths:
                 recall = recall_mean(items, length)
@@ -241,8 +254,7 @@ class BabilongTask(LongmemTask):
         return RETRIEVAL if self.options.uses_retrieval else IN_CONTEXT
 
     def result_facts(self) -> dict[str, Any]:
-        """The task base's facts, the authors' name of every length that ran ({"4096": "4k"}) and, for the
-        retrieval condition, its setting (`retrieval`: "sentences top-5 bm25", `retrieval.setting_label`)."""
-        lengths = dict.fromkeys(int(cell_parts(c)[1]) for c in self.cells)
+        """The task base's facts and, for the retrieval condition, its setting (`retrieval`: "sentences top-5
+        bm25", `retrieval.setting_label`)."""
         setting = {"retrieval": retrieval.setting_label(self.options)} if self.options.uses_retrieval else {}
-        return super().result_facts() | {"length_names": {str(n): format_length(n) for n in lengths}} | setting
+        return super().result_facts() | setting

@@ -1,25 +1,28 @@
 """The `loglikelihood_accuracy` request type on the harness's own `hf` and `vllm` backends.
 
-The request type is specified in `request_type.py`; `hf.py` and `vllm.py` serve it. `install()`
-hands both to `harness.install_request_type`, the one place that touches lm_eval's internals
-(output type, HFLM/VLLM methods, `--use_cache`), and `hf.stock_batch_size` to
-`harness.install_batch_probe_cap`, which keeps the harness's own `--batch_size auto` probe (for
-`multiple_choice` and `generate_until` tasks) within memory. `lm_eval_longmem.backends.task` calls
-`install()` on import, so a task YAML with
-`class: !function lm_eval_longmem.backends.task.LoglikelihoodAccuracyTask` needs nothing else.
+The request type is specified in `request_type.py`; `hf.py` and `vllm.py` serve it. `plugin()` hands
+both to the harness layer's one install point (`harness.install`, which adds the output type, the
+HFLM/VLLM methods and `--use_cache` support), with `hf.stock_batch_size`, which keeps the harness's own
+`--batch_size auto` probe (for `multiple_choice` and `generate_until` tasks) within memory. A task that
+sends these requests installs it when it is built (`harness_plugin`), so a task YAML with
+`class: !function lm_eval_longmem.backends.task.LoglikelihoodAccuracyTask` needs nothing else; code that
+calls `lm.loglikelihood_accuracy` without a task runs `harness.install(backends.plugin())` first.
 """
 
 from __future__ import annotations
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, TokenIds
+from lm_eval_longmem.harness import Plugin
+from lm_eval_longmem.harness.models import RequestType
 
-__all__ = ["OUTPUT_TYPE", "TokenAccuracy", "TokenIds", "install"]
+__all__ = ["OUTPUT_TYPE", "TokenAccuracy", "TokenIds", "plugin"]
 
 
-def install() -> None:
-    """Register `loglikelihood_accuracy` with lm-eval (safe to call any number of times)."""
-    from lm_eval_longmem import harness
+def plugin() -> Plugin:
+    """`loglikelihood_accuracy` on `hf` and `vllm`, and the cap of the harness's auto batch probe, for `harness.install`."""
     from lm_eval_longmem.backends import hf, vllm
 
-    harness.install_request_type(OUTPUT_TYPE, hf=hf.loglikelihood_accuracy, vllm=vllm.loglikelihood_accuracy)
-    harness.install_batch_probe_cap(hf.stock_batch_size)
+    return Plugin(
+        request_type=RequestType(OUTPUT_TYPE, hf=hf.loglikelihood_accuracy, vllm=vllm.loglikelihood_accuracy),
+        batch_probe_cap=hf.stock_batch_size,
+    )

@@ -466,7 +466,7 @@ def accuracy_extra_bytes(self: HFLM, rows: int, chunked: bool) -> int:
 
 
 def stock_batch_size(self: HFLM, positions: int) -> tuple[int, bool]:
-    """For the harness's own `--batch_size auto` probe (`harness.install_batch_probe_cap`): (largest size to
+    """For the harness's own `--batch_size auto` probe (`harness.models.install_batch_probe_cap`): (largest size to
     try, whether it is the answer without a trial, as on CPU). The probe runs full-vocabulary logits
     and their `log_softmax` at every position (`cost.hf_peak` of `loglikelihood`)."""
     try:

@@ -52,7 +52,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from lm_eval_longmem import harness
+from lm_eval_longmem.harness.models import encode_text_pair
 
 if TYPE_CHECKING:
     from lm_eval.api.model import TemplateLM
@@ -148,7 +148,7 @@ def encode_request(lm: TemplateLM, args: tuple) -> EncodedRequest:
             raise TypeError(f"{OUTPUT_TYPE} {name} must be a string or a list of token ids, got {type(value).__name__}")
     if isinstance(context, str) and isinstance(continuation, str):
         # As TemplateLM.loglikelihood encodes them (an empty context: the prefix token, BOS/EOS, instead).
-        ctx, cont = harness.encode_text_pair(lm, context, continuation)
+        ctx, cont = encode_text_pair(lm, context, continuation)
     else:
         ctx = lm.tok_encode(context) if isinstance(context, str) else [int(t) for t in context]
         cont = (

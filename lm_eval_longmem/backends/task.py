@@ -1,4 +1,4 @@
-"""Task base for `loglikelihood_accuracy` requests (importing this module calls `install()`).
+"""Task base for `loglikelihood_accuracy` requests (building one installs the request type: `harness_plugin`).
 
 A YAML task uses it with::
 
@@ -24,12 +24,11 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from lm_eval_longmem import harness
-from lm_eval_longmem.backends import install
+from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import BEYOND_MAX_LENGTH, OUTPUT_TYPE, TokenAccuracy, as_token_ids
 from lm_eval_longmem.common.task import LongmemTask
-
-install()
+from lm_eval_longmem.harness import Plugin
+from lm_eval_longmem.harness.tasks import declare_metrics
 
 Text = str | Sequence[int]
 """A request side: a string (tokenized like `loglikelihood`) or token ids (used verbatim)."""
@@ -58,7 +57,12 @@ class LoglikelihoodAccuracyTask(LongmemTask):
         self.config.metric_list = metric_list
         if not callable(self.config.process_results):  # a YAML `process_results: !function ...` wins
             self.config.process_results = default_scores
-        harness.declare_metrics(self, metric_list)
+        declare_metrics(self, metric_list)
+
+    @classmethod
+    def harness_plugin(cls) -> Plugin:
+        """The `loglikelihood_accuracy` request type its requests need (`backends.plugin`)."""
+        return plugin()
 
     def accuracy_requests(self, doc: dict) -> list[tuple[Text | None, Text]]:
         """The `(context, continuation)` pairs to score for `doc`, in the order `process_results` gets them.

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, encode_request
+from lm_eval_longmem.harness.models import vllm_generate
 
 if TYPE_CHECKING:
     from lm_eval.api.instance import Instance
@@ -146,7 +146,7 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
     )  # fmt: skip
     for chunk in batches:
         prompts = [encoded[i].context + encoded[i].continuation for i in chunk]
-        outputs = harness.vllm_generate(self, prompts, params)
+        outputs = vllm_generate(self, prompts, params)
         for i, prompt, output in zip(chunk, prompts, outputs, strict=True):
             answer = parse_prompt_logprobs(output.prompt_logprobs, prompt, len(encoded[i].context))
             answers[i] = answer

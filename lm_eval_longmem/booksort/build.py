@@ -20,13 +20,13 @@ The build is a pure function of the book texts and the seed (local ``numpy`` gen
 
 On disk a built dataset is a directory::
 
-    manifest.json        builder version, seed, sizes, per-book word counts, skipped conditions, trials
+    manifest.json        builder version, seed, sizes, per-book word counts, skipped cells (`skipped_conditions`), trials
                          per split (``n_trials``) and the sha256 of every other file (``sha256``)
     books/<book_id>.txt  the cleaned words of each book, joined by single spaces
     test.jsonl           one trial per line (see `Trial`), excerpts stored by word offset
     validation.jsonl
 
-Excerpts are stored by reference (book + word offset), not as text: the 20k-word condition alone
+Excerpts are stored by reference (book + word offset), not as text: the 20k-word excerpts alone
 would otherwise repeat about 800 MB of text. `lm_eval_longmem.booksort.data` materialises
 ``excerpt_text`` when it loads, so the loaded columns match the hub dataset's.
 """
@@ -330,7 +330,7 @@ def _book_key(book_id: str) -> int:
     return zlib.crc32(book_id.encode())
 
 
-def sample_condition(
+def sample_cell(
     book: Book, book_idx: int, excerpt_length: int, segment_length: int, spec: BuildSpec, starts: np.ndarray
 ) -> list[Trial] | None:
     """All trials of one book x L_E x L_S cell, or None when the book is too short for 110 excerpts."""
@@ -406,7 +406,7 @@ def build(books: Sequence[Book], spec: BuildSpec = BuildSpec()) -> BuildResult:
         starts = sentence_starts(book.words)
         for excerpt_length in spec.excerpt_lengths:
             for segment_length in spec.segment_lengths:
-                cell = sample_condition(book, book_idx, excerpt_length, segment_length, spec, starts)
+                cell = sample_cell(book, book_idx, excerpt_length, segment_length, spec, starts)
                 if cell is None:
                     skipped.append(
                         {
@@ -434,8 +434,8 @@ def _too_short_message(books: Sequence[Book], spec: BuildSpec) -> str:
     needed = shortest + round(n_excerpts * words_per_sentence)
     names = ", ".join(f"{b.book_id} ({len(b.words):,} words)" for b in books) or "none"
     return (
-        f"no Book-SORT trial can be built: the books are too short for every condition: {names}. "
-        f"Each L_E x L_S condition needs {n_excerpts} excerpts starting at different sentences, so a book needs "
+        f"no Book-SORT trial can be built: the books are too short for every L_E x L_S cell: {names}. "
+        f"Each L_E x L_S cell needs {n_excerpts} excerpts starting at different sentences, so a book needs "
         f"{n_excerpts} sentence starts before its last L_E words: at least about {needed:,} words of prose "
         f"for L_E={shortest} ({words_per_sentence:.0f} words per sentence here). "
         "Pass longer books (whole novels) or a shorter --excerpt_lengths"

@@ -4,7 +4,7 @@
 (``--metadata`` merged with ``--model_args``) plus the task's ``dataset_kwargs`` and gets back the
 ``test`` and ``validation`` splits as `datasets.Dataset`s. Each doc carries every grouping key
 (excerpt length, segment length, book, distance bin) and its rendered prompt around the excerpt
-(`prompt_before_excerpt`, `prompt_after_excerpt`), and the docs are interleaved over conditions so
+(`prompt_before_excerpt`, `prompt_after_excerpt`), and the docs are interleaved over cells so
 that ``--limit N`` samples the whole sweep, and placed so that data-parallel ranks get equal work
 (`common.order.interleave`).
 
@@ -300,7 +300,7 @@ def select(rows: Sequence[dict[str, Any]], selection: BooksortOptions) -> list[d
 
 
 def cells(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The trials of each condition cell, for `common.order.interleave`.
+    """The trials of each cell (book x L_E x L_S x distance bin), for `common.order.interleave`.
 
     Cells are ordered with the excerpt length varying fastest, then segment length, book and
     distance bin; within a cell trials keep their order.

@@ -4,7 +4,7 @@ The paper fine-tunes the model on the book text, mixed with unrelated instructio
 keeps following instructions, then asks the order question *without* the excerpt (the memory-less
 prompt). The control arm is the same fine-tuning without the book chunks; the two arms are
 compared epoch by epoch (the paper finds no difference at any epoch). `run_finetune` does all of
-it in one output folder (`commands.booksort_finetune.run_finetune`); this module is the training:
+it in one output folder (`rim.finetune_commands.run_finetune`); this module is the training:
 
 1. **Data.** The book text is the text of the excerpts the selected trials use (test split;
    overlapping excerpts merged, so no word is repeated), cut into chunks of
@@ -25,7 +25,7 @@ it in one output folder (`commands.booksort_finetune.run_finetune`); this module
    holds only what this command writes; any other folder is refused before any work.
 
 The command around the training (each checkpoint evaluated through the harness, the summary) is
-`commands/booksort_finetune.py`; its summary file is read back by `readers/booksort_finetune.py`.
+`rim/finetune_commands.py`; its summary file is read back by `rim/finetune_reader.py`.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def positive_number(value: Any) -> float:
 
 @dataclass(frozen=True)
 class FinetuneOptions:
-    """What `--metadata booksort_finetune_*` can set (the card's fine-tuning table is checked against this)."""
+    """What `--metadata booksort_finetune_*` can set (the table in docs/booksort-finetune.md is checked against this)."""
 
     epochs: int = option(5, whole_number(1), "epochs per arm, one checkpoint each (the reference code trains 5)", "3")
     method: str = option("lora", one_of("lora", "full"), "lora (peft adapters) or full fine-tuning", "full")

@@ -8,7 +8,11 @@ from typing import Any
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, DEFAULT_VARIANT, VARIANTS
 from lm_eval_longmem.common.options import items, limit_order_option, one_of, option, text, whole_number, words
 
-PREFIX = "booksort_"
+NAME = "booksort"
+"""The evaluation's name (its registry entry, group task, task folder and the `evaluation` its tasks record)."""
+PREFIX = f"{NAME}_"
+HEADLINE_TASK = f"{NAME}_in_context"
+"""The task of the paper's headline number: the in-context condition."""
 OURS, AUTHORS = "ours", "authors"
 """The two protocols (`booksort_protocol`): our readout, or the authors' (`task.py`, `prompts.py`)."""
 

@@ -17,11 +17,11 @@ decides.
 
 Metrics (every one also in ``task_configs/booksort/README.md``):
 
-- ``acc``: as the paper reports it, the mean over L_E x L_S conditions of each condition's mean,
-  with ``acc_ci_low``/``acc_ci_high`` (Wilson 95% interval on the conditions' effective number of
-  trials; exactly the pooled Wilson interval when the conditions are equally large) and
+- ``acc``: as the paper reports it, the mean over L_E x L_S cells of each cell's mean,
+  with ``acc_ci_low``/``acc_ci_high`` (Wilson 95% interval on the cells' effective number of
+  trials; exactly the pooled Wilson interval when the cells are equally large) and
   ``acc_p_above_chance`` (one-sided test against 0.5 from the exact null law of the mean: the exact
-  binomial test for equal conditions); see `lm_eval_longmem.common.stats`.
+  binomial test for equal cells); see `lm_eval_longmem.common.stats`.
 - ``acc@<cell>`` for every cell of one factor: ``LE<words>``, ``LS<words>``, ``bin<0..3>``,
   ``book<book_idx>`` and ``LE<words>_bin<k>`` (the paper's Figure 1b): plain accuracy (lm-eval adds
   its standard error), ``_ci_low``/``_ci_high`` (Wilson 95% interval) and ``_p_above_chance``
@@ -31,8 +31,8 @@ Metrics (every one also in ``task_configs/booksort/README.md``):
   scores the share of trials with that gold label, which reads like chance; the report flags it.
 - ``acc_calibrated`` (log-prob tasks; ours, not the paper's): accuracy after removing the answer
   bias, by contextual calibration in the spirit of Zhao et al. (2021): a trial's log-odds
-  log P(" A") - log P(" B") minus the median log-odds of its L_E x L_S condition decides the answer
-  (`calibrated_correct`). Computed at aggregation (it needs every trial of the condition), then
+  log P(" A") - log P(" B") minus the median log-odds of its L_E x L_S cell decides the answer
+  (`calibrated_correct`). Computed at aggregation (it needs every trial of the cell), then
   reported as ``acc`` is: the paper-style mean with interval and test, and ``acc_calibrated@<cell>``
   per cell with Wilson intervals and binomial tests.
 - ``skipped``: trials left out because the prompt does not fit the model's window.
@@ -51,12 +51,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from lm_eval.api.instance import Instance
 
-from lm_eval_longmem.backends import install
+from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
 from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
 from lm_eval_longmem.booksort.data import Excerpts, fine_tuned_checkpoint, prompt_work, user_text
-from lm_eval_longmem.booksort.options import AUTHORS, PREFIX, BooksortOptions
+from lm_eval_longmem.booksort.options import AUTHORS, NAME, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
+from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import FINE_TUNED, IN_CONTEXT, MEMORYLESS
 from lm_eval_longmem.common.errors import UsageError
@@ -68,8 +69,7 @@ from lm_eval_longmem.common.stats import (
     proportion_interval,
 )
 from lm_eval_longmem.common.task import CellStat, LongmemTask
-
-install()  # the authors' readout sends `loglikelihood_accuracy` requests
+from lm_eval_longmem.harness import Plugin
 
 CHANCE = 0.5
 _STRICT_ANSWER = re.compile(r"^\s*(?:Segment\s+)?([AB])(?![A-Za-z0-9])")
@@ -132,8 +132,8 @@ def factor_cells(doc: dict[str, Any]) -> list[str]:
     return [le, ls, k, factor("book", doc["book_idx"]), metric_names.cell(le, k)]
 
 
-def condition_key(doc: dict[str, Any]) -> str:
-    """The paper's averaging unit: one L_E x L_S condition."""
+def le_ls_cell(doc: dict[str, Any]) -> str:
+    """The paper's averaging unit: one L_E x L_S cell ("2500x50")."""
     return f"{int(doc['excerpt_length'])}x{int(doc['segment_length'])}"
 
 
@@ -144,8 +144,9 @@ class Trial(NamedTuple):
     """What one trial gives the summaries and the calibration (the fields in the order of the positional
     lists that files logged before the items were named)."""
 
-    condition: str
-    """Its L_E x L_S condition (`condition_key`), the paper's averaging unit."""
+    cell: str
+    """Its L_E x L_S cell (`le_ls_cell`), the paper's averaging unit (older samples files log it as
+    `condition`: `BooksortTask.ITEM_FORMER_NAMES`)."""
     acc: float
     invalid: float
     """1 when a generated answer names neither segment."""
@@ -156,8 +157,8 @@ class Trial(NamedTuple):
     """The gold label's index (0: "A")."""
 
 
-def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]]:
-    """(correct, trials) of every L_E x L_S condition in `items` of ``(condition, correct)``, by condition."""
+def cell_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]]:
+    """(correct, trials) of every L_E x L_S cell in `items` of ``(cell, correct)``, by cell."""
     groups: dict[str, list[float]] = defaultdict(list)
     for key, correct in items:
         groups[key].append(float(correct))
@@ -165,20 +166,20 @@ def condition_counts(items: Sequence[tuple[str, float]]) -> list[tuple[int, int]
 
 
 def paper_acc(items: Sequence[tuple[str, float]]) -> float:
-    """Accuracy as the paper reports it: mean over L_E x L_S conditions of per-condition accuracy."""
-    return mean_of_proportions_interval(condition_counts(items)).estimate
+    """Accuracy as the paper reports it: mean over L_E x L_S cells of per-cell accuracy."""
+    return mean_of_proportions_interval(cell_counts(items)).estimate
 
 
 def paper_acc_ci_low(items: Sequence[tuple[str, float]]) -> float:
-    return mean_of_proportions_interval(condition_counts(items)).low
+    return mean_of_proportions_interval(cell_counts(items)).low
 
 
 def paper_acc_ci_high(items: Sequence[tuple[str, float]]) -> float:
-    return mean_of_proportions_interval(condition_counts(items)).high
+    return mean_of_proportions_interval(cell_counts(items)).high
 
 
 def paper_acc_p_above_chance(items: Sequence[tuple[str, float]]) -> float:
-    return mean_of_proportions_above_chance(condition_counts(items), chance=CHANCE)
+    return mean_of_proportions_above_chance(cell_counts(items), chance=CHANCE)
 
 
 def binomial_p_above_chance(items: Sequence[float]) -> float:
@@ -190,28 +191,28 @@ def calibrated_correct(items: Sequence[Trial]) -> list[float | None]:
     is right; None for a trial without log-odds (a generation task).
 
     `items`: the trials' summary items (`Trial`). A
-    trial answers "A" when its log-odds exceed the median log-odds of its L_E x L_S condition, "B"
+    trial answers "A" when its log-odds exceed the median log-odds of its L_E x L_S cell, "B"
     when they fall below it, and keeps the model's own answer at exactly the median. Why the
-    condition's median: the builder counterbalances the order of presentation 50/50 in every
-    condition, so a model without answer bias answers "A" on about half of a condition's trials, and
+    cell's median: the builder counterbalances the order of presentation 50/50 in every
+    cell, so a model without answer bias answers "A" on about half of a cell's trials, and
     the bias may change with the excerpt's length (a longer prompt, another prior over the labels);
     the median is the shift that removes a constant bias whatever its size (a model stuck on "A" at
     every trial then answers by which trials it prefers "A" on most), and it is robust to a few
     extreme trials, unlike the mean. A model whose log-odds carry no information about the order
-    scores about 0.5, since the threshold uses no gold label. The median of a condition's values
+    scores about 0.5, since the threshold uses no gold label. The median of a cell's values
     does not depend on their order, so one process and N ranks agree.
     """
-    by_condition: dict[str, list[float]] = defaultdict(list)
+    by_cell: dict[str, list[float]] = defaultdict(list)
     for trial in items:
         if trial.log_odds is not None:
-            by_condition[trial.condition].append(float(trial.log_odds))
-    medians = {condition: float(np.median(values)) for condition, values in by_condition.items()}
+            by_cell[trial.cell].append(float(trial.log_odds))
+    medians = {cell: float(np.median(values)) for cell, values in by_cell.items()}
     out: list[float | None] = []
     for trial in items:
         if trial.log_odds is None:
             out.append(None)
             continue
-        shifted = float(trial.log_odds) - medians[trial.condition]
+        shifted = float(trial.log_odds) - medians[trial.cell]
         answers_a = shifted > 0 or (
             shifted == 0 and float(trial.log_odds) >= 0
         )  # at the median: the model's own answer
@@ -225,7 +226,7 @@ _PAPER_ACC = {
     CI_HIGH: paper_acc_ci_high,
     P_ABOVE_CHANCE: paper_acc_p_above_chance,
 }
-"""Statistic suffix -> the paper-style accuracy over conditions (of `acc`, and of `acc_calibrated`)."""
+"""Statistic suffix -> the paper-style accuracy over L_E x L_S cells (of `acc`, and of `acc_calibrated`)."""
 
 
 def share(items: Sequence[float]) -> float:
@@ -241,7 +242,7 @@ def share_ci_high(items: Sequence[float]) -> float:
 
 
 _PCT_A = {"": share, CI_LOW: share_ci_low, CI_HIGH: share_ci_high}
-"""Answer bias over every trial of the run, pooled (not the mean over conditions): the share answered "A"."""
+"""Answer bias over every trial of the run, pooled (not the mean over cells): the share answered "A"."""
 
 
 # --- the task ---------------------------------------------------------------------------------
@@ -251,18 +252,24 @@ class BooksortTask(LongmemTask):
     """Book-SORT trials as a lm-eval task (multiple_choice on log-probs, or generate_until)."""
 
     OPTIONS = BooksortOptions
+    EVALUATION = NAME
     PREFIX = PREFIX
-    SCORES = ("acc", ScoreSpec("pct_A", higher_is_better=None))
+    SCORES = (ACC, PCT_A)
     """`acc`: right or wrong; `pct_A`: answered "A" or not (answer bias: neither side is better)."""
     ITEM = Trial
+    ITEM_FORMER_NAMES = {"condition": "cell"}
     OUTPUT_TYPE: str  # set by lm_eval's ConfigurableTask.__init__ (untyped there), changed in ours
-    CALIBRATED = ScoreSpec("acc_calibrated")
-    """Right or wrong after contextual calibration (`calibrated_correct`); log-prob tasks only."""
+    CALIBRATED = CALIBRATED
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
         if self.options.protocol == AUTHORS and self.OUTPUT_TYPE == "multiple_choice":
             self.OUTPUT_TYPE = TOKEN_REQUEST  # the authors' readout: exact token ids (`construct_requests`)
+
+    @classmethod
+    def harness_plugin(cls) -> Plugin:
+        """The `loglikelihood_accuracy` request type the authors' readout sends (`backends.plugin`)."""
+        return plugin()
 
     @cached_property
     def authors_label_ids(self) -> list[int]:
@@ -333,7 +340,7 @@ class BooksortTask(LongmemTask):
     def cell_stats(self, spec: ScoreSpec) -> dict[str, CellStat]:
         """Accuracy cells (plain and calibrated) also get the one-sided exact binomial test against chance;
         answer-bias cells do not."""
-        if spec.name not in ("acc", self.CALIBRATED.name):
+        if spec.name not in (ACC.name, self.CALIBRATED.name):
             return super().cell_stats(spec)
         return super().cell_stats(spec) | {
             P_ABOVE_CHANCE: (lambda values, units: binomial_p_above_chance(values), False)
@@ -366,28 +373,33 @@ class BooksortTask(LongmemTask):
             answer = our_answer([ll for ll, _ in results])
             log_odds = float(results[0][0]) - float(results[1][0])
         return {
-            "acc": float(answer == gold),
-            "pct_A": float(answer == LABELS[0]),
-            "invalid": float(answer is None),
+            ACC.name: float(answer == gold),
+            PCT_A.name: float(answer == LABELS[0]),
+            metric_names.INVALID: float(answer is None),
             "log_odds": log_odds,  # type: ignore[dict-item]  # None for a generated answer (no log-odds), as Trial.log_odds
         }
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Trial:
         return Trial(
-            condition_key(doc), scores["acc"], scores["invalid"], scores["pct_A"], scores["log_odds"], int(doc["label"])
+            le_ls_cell(doc),
+            scores[ACC.name],
+            scores[metric_names.INVALID],
+            scores[PCT_A.name],
+            scores["log_odds"],
+            int(doc["label"]),
         )
 
     def summarize(self, items: Sequence[Trial]) -> dict[str, float | None]:
-        """The paper's accuracy over conditions (and the calibrated one, log-prob tasks) with interval and test
+        """The paper's accuracy over L_E x L_S cells (and the calibrated one, log-prob tasks) with interval and test
         against chance, the pooled answer bias with its interval, and (generation) the invalid answers."""
-        by_condition = [(t.condition, t.acc) for t in items]
+        by_cell = [(t.cell, t.acc) for t in items]
         out: dict[str, float | None] = {
-            metric_names.name("acc", stat=s): fn(by_condition) for s, fn in _PAPER_ACC.items()
+            metric_names.name(ACC.name, stat=s): fn(by_cell) for s, fn in _PAPER_ACC.items()
         }
         if self.OUTPUT_TYPE == "multiple_choice":
             # every multiple-choice trial has log-odds, so no calibrated verdict is None
             calibrated = [
-                (t.condition, float(right))
+                (t.cell, float(right))
                 for t, right in zip(items, calibrated_correct(items), strict=True)
                 if right is not None
             ]
@@ -395,17 +407,17 @@ class BooksortTask(LongmemTask):
                 {metric_names.name(self.CALIBRATED.name, stat=s): fn(calibrated) for s, fn in _PAPER_ACC.items()}
             )
         answered_a = [t.pct_A for t in items]
-        out.update({metric_names.name("pct_A", stat=s): fn(answered_a) for s, fn in _PCT_A.items()})
+        out.update({metric_names.name(PCT_A.name, stat=s): fn(answered_a) for s, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
             out[metric_names.INVALID] = sum(t.invalid for t in items)
         return out
 
     def summary_directions(self) -> dict[str, bool | None]:
-        accuracies = ("acc", self.CALIBRATED.name) if self.OUTPUT_TYPE == "multiple_choice" else ("acc",)
+        accuracies = (ACC.name, self.CALIBRATED.name) if self.OUTPUT_TYPE == "multiple_choice" else (ACC.name,)
         out: dict[str, bool | None] = {
             metric_names.name(a, stat=s): s != P_ABOVE_CHANCE for a in accuracies for s in _PAPER_ACC
         }
-        out.update(dict.fromkeys((metric_names.name("pct_A", stat=s) for s in _PCT_A), None))
+        out.update(dict.fromkeys((metric_names.name(PCT_A.name, stat=s) for s in _PCT_A), None))
         if self.OUTPUT_TYPE == "generate_until":
             out[metric_names.INVALID] = False
         return out

@@ -8,12 +8,12 @@ process running every doc would have aggregated. `merge_shards`:
 1. reads every shard's results file and samples files and checks that they are shards of one sweep:
    the same tasks, model, model arguments, metadata, task configs and versions (batch size, device
    and `--use_cache` may differ), every task ours and logged, no doc in two shards;
-2. loads the tasks as the run did (`harness.load_tasks` with the recorded metadata: the data are
+2. loads the tasks as the run did (`harness.tasks.load_tasks` with the recorded metadata: the data are
    built, or read from the cache, but no model is loaded) and checks that they hold the shards' docs
    (each record's `doc_hash`) and give back every shard's own results from its own records, so a
    merge where the package, the model config or the inputs differ from the run's stops there;
 3. orders the records by doc id, sums the skip records, and hands the payloads to the harness's own
-   result processing (`harness.results_from_payloads`), which aggregates our tasks (values sorted,
+   result processing (`harness.evaluator.results_from_payloads`), which aggregates our tasks (values sorted,
    sums `math.fsum`) and groups as one run over all the docs does;
 4. writes `<output_path>/<model>/results_<date>.json` and a `samples_<task>_<date>.jsonl` per task
    (every shard's records, in doc order), each file atomically, the results file last.
@@ -35,12 +35,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.common.cache import atomic_write, check_folder
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import EVALUATIONS, load
+from lm_eval_longmem.common.evaluations import evaluations
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 from lm_eval_longmem.common.task import LongmemTask
+from lm_eval_longmem.harness.evaluator import doc_hash, results_from_payloads, task_hash
+from lm_eval_longmem.harness.tasks import load_tasks
 from lm_eval_longmem.readers.results import Run, load_runs, skip_reasons
 
 MAY_DIFFER = ("batch_size", "batch_sizes", "device", "use_cache")
@@ -85,7 +86,7 @@ def merge_shards(paths: Sequence[Path], output_path: Path, *, include_path: list
     records = {task: [shard.samples(task) for shard in shards] for task in leaves}
     doc_ids = {task: disjoint_doc_ids(task, shards, records[task]) for task in leaves}
 
-    tasks, groups = harness.load_tasks(
+    tasks, groups = load_tasks(
         load_names(first.data, leaves),
         run_metadata(first.data, leaves),
         include_path=include_path,
@@ -111,9 +112,7 @@ def merge_shards(paths: Sequence[Path], output_path: Path, *, include_path: list
     for name, task in tasks.items():
         task.adopt_run(skips[name], [r["cells"] for r in merged[name] if r["filter"] == merged[name][0]["filter"]])
         raw[name] = payload_columns(merged[name])
-    processed = harness.results_from_payloads(
-        tasks, groups, raw, (first.data.get("config") or {}).get("bootstrap_iters")
-    )
+    processed = results_from_payloads(tasks, groups, raw, (first.data.get("config") or {}).get("bootstrap_iters"))
     return write_merged(shards, processed, merged, coverage, output_path)
 
 
@@ -128,7 +127,7 @@ def shard_samples(
     """
     if nodes < 2:
         raise UsageError(f"--nodes {nodes}: give the number of nodes, 2 or more")
-    tasks, _ = harness.load_tasks(list(names), metadata, include_path=include_path, usage_error=UsageError)
+    tasks, _ = load_tasks(list(names), metadata, include_path=include_path, usage_error=UsageError)
     others = sorted(
         name for name, task in tasks.items() if not (isinstance(task, LongmemTask) and task.scored_by_cells)
     )
@@ -204,7 +203,7 @@ def load_names(data: dict[str, Any], leaves: list[str]) -> list[str]:
 
 def run_metadata(data: dict[str, Any], leaves: list[str]) -> dict[str, Any]:
     """The run's metadata (`--model_args` merged with `--metadata`), as recorded in its task configs."""
-    recorded = {key for entry in EVALUATIONS for key in load(entry.task_class).RECORDED_METADATA}
+    recorded = {key for entry in evaluations() for key in entry.recorded_metadata()}
     metadata = (data["configs"][leaves[0]] or {}).get("metadata") or {}
     return {k: v for k, v in metadata.items() if k not in HARNESS_METADATA and k not in recorded}
 
@@ -228,7 +227,7 @@ def check_task(name: str, task: Any, shards: list[Run], records: list[list[dict[
         )
     for shard, shard_records in zip(shards, records, strict=True):
         for r in shard_records:
-            if not 0 <= r["doc_id"] < len(docs) or harness.doc_hash(docs[r["doc_id"]]) != r["doc_hash"]:
+            if not 0 <= r["doc_id"] < len(docs) or doc_hash(docs[r["doc_id"]]) != r["doc_hash"]:
                 raise UsageError(
                     f"{shard.samples_file(name)}: doc {r['doc_id']} is not the doc this machine builds from the recorded "
                     "metadata (the inputs or the package differ): merge where the shards' model, corpora and data are"
@@ -311,7 +310,7 @@ def write_merged(
         data["configs"][task] = {k: v for k, v in first.data["configs"][task].items() if k != CONFIG_KEY} | {
             CONFIG_KEY: facts
         }
-    data["task_hashes"] = {task: harness.task_hash(records) for task, records in merged.items()}
+    data["task_hashes"] = {task: task_hash(records) for task, records in merged.items()}
     data["date"] = time.time()
     data["total_evaluation_time_seconds"] = str(
         sum(float(s.data.get("total_evaluation_time_seconds") or 0) for s in shards)

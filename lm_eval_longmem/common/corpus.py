@@ -49,10 +49,10 @@ def load_texts(
 
 def hub_failure(err: BaseException) -> str:
     """Why a hub dataset could not be loaded, in a few words: offline and not cached, or the error's first line."""
-    import datasets
+    from lm_eval_longmem.common.hub import unusable_reason
 
-    if datasets.config.HF_HUB_OFFLINE:
-        return "not in the local Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE)"
+    if reason := unusable_reason():
+        return f"not in the local Hugging Face cache, and {reason}"
     first = (str(err).strip().splitlines() or [""])[0]
     return f"{type(err).__name__}: {first[:160]}"
 

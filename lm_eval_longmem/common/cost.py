@@ -50,7 +50,7 @@ The terms, for one sequence of n positions:
   the peaks are the vendors' datasheet figures (`GPUS`). Utilisation is an assumption the caller
   states: a Llama-3-8B-shaped body forward (bf16, sdpa) reached 0.54-0.56 of an H200's 989 TFLOP/s
   at 8k-128k tokens, counting attention as causal, and its activations were within 0.4% of
-  `activation_bytes` (`torch.cuda.max_memory_allocated`; CONTRIBUTING.md).
+  `activation_bytes` (`torch.cuda.max_memory_allocated`; docs/benchmarks.md).
 * **Data phase** (`tokenize_seconds`): CPU seconds to tokenize a number of tokens, at
   `TOKENIZE_TOKENS_PER_CPU_SECOND`.
 """

@@ -12,7 +12,7 @@ class UsageError(ValueError):
     ``babilong_lengths: '3k' is not a BABILong length; use one of 0k, 1k, 2k, ...``.
     Inside `lm_eval` (plugin active) and `lm-eval-longmem`, an uncaught UsageError prints
     ``lm-eval-longmem: error: <message>`` and exits with status 1; `--debug` or
-    `LM_EVAL_LONGMEM_DEBUG=1` shows the traceback instead (see `lm_eval_longmem.harness`).
+    `LM_EVAL_LONGMEM_DEBUG=1` shows the traceback instead (see `lm_eval_longmem.harness.cli`).
     It subclasses ValueError so callers that already catch ValueError keep working.
     """
 

@@ -1,117 +1,284 @@
-"""The one list of our evaluations: what each is called, which tasks and options it has, its headline
-number, and the modules that read, report, plot and command it.
+"""The registry of evaluations: what an evaluation gives the generic commands (`typing.Protocol`s), and
+where the entries come from.
 
-Everything that needs "every evaluation" (the console script, `plot`, `report`, `merge`, `demo`, the
-results readers) iterates `EVALUATIONS`; nothing else names the three. The modules an entry names sit
-in layers above `common/` (`readers/`, `plots/`, `report/`, `commands/`), so they are written here as
-dotted paths and imported only when used (`load`): this module imports nothing of ours, and the
-import rules of `tests/test_structure.py` hold.
+Generic code (the console script, `report`, `plot`, `plan`, `demo`, `merge`, the run's checks before the
+model loads, the results readers) reaches an evaluation only through its entry, an `Evaluation`:
+`evaluations()` lists them, `evaluation(name)` finds one. An evaluation is one package: its core
+(options, data, task, ...) and its rim, `<package>.rim`, whose `EVALUATION` is the entry. The entry's
+members import the rim's modules only when called, so loading the registry costs a few small imports.
+
+Where entries come from:
+
+* ours: `BUILTIN`, each `lm_eval_longmem.<name>.rim:EVALUATION`. They are written here rather than as
+  entry points in our own `pyproject.toml`, so that a source checkout (`PYTHONPATH`, or an editable
+  install made before an evaluation was added) sees every one without reinstalling;
+* anyone else's: the entry-point group `lm_eval_longmem.evaluations` (`ENTRY_POINT_GROUP`), one line in
+  the package's `pyproject.toml`, named after the evaluation::
+
+      [project.entry-points."lm_eval_longmem.evaluations"]
+      toy = "toy_eval.rim:EVALUATION"
 
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
-`LongmemTask.result_facts`); readers take it from there (`readers.results.evaluation_of`).
-
-Adding an evaluation: its package (options, data, task, YAMLs under `task_configs/<name>/`), a reader,
-a report section, a plotter, a commands module, its rows of `plan` and its part of `demo`, then one
-entry below. Its tasks record the condition they ran under (`common.conditions`).
+`LongmemTask.EVALUATION`); readers take it from there (`readers.results.evaluation_of`). Files written
+before tasks recorded it are recognised by their metric names, here and only here (`guessed_evaluation`).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.errors import UsageError
+
+if TYPE_CHECKING:  # the generic types an evaluation's members take and give (their modules sit above this one)
+    import argparse
+
+    from lm_eval_longmem.common.model_info import Window
+    from lm_eval_longmem.plan import Row, TaskFacts
+    from lm_eval_longmem.readers.results import Run
+    from lm_eval_longmem.report.blocks import Section
+
+BUILTIN: tuple[str, ...] = ("forgetting_curve", "booksort", "babilong")
+"""Our evaluations, in the order commands, figures and the headline table list them (each `lm_eval_longmem.<name>.rim`)."""
+
+ENTRY_POINT_GROUP = "lm_eval_longmem.evaluations"
+"""The entry-point group through which another package registers an evaluation (listed after ours, by name)."""
 
 
 @dataclass(frozen=True)
 class Headline:
-    """The one number a leaderboard reads for an evaluation (every one is higher-is-better)."""
+    """The one number a leaderboard reads for an evaluation (every one is higher-is-better): a metric of its
+    headline task (its report section's `headline_cells` say which task that is)."""
 
-    task: str
-    """The task whose metric it is (Book-SORT: the in-context condition, the paper's headline)."""
     metric: str
     """The metric's name in that task's results row."""
     meaning: str
     """What it measures, in a few words (the report's headline section)."""
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """One evaluation of the package."""
+class ReportSection(Protocol):
+    """An evaluation's part of `lm-eval-longmem report` (`report/`). Subclass it to take the defaults of the
+    optional members."""
+
+    position: int
+    """Where its sections stand among the evaluations' sections (lowest first)."""
+    headline_header: Sequence[str]
+    """Its columns of the headline table."""
+
+    def headline_cells(self, run: Run) -> list[str]:
+        """Its cells of `run`'s row of the headline table (one per column of `headline_header`)."""
+        ...
+
+    def headline_line(self, cells: list[str]) -> str:
+        """Those cells as a terminal line says them (`report.headline_lines`)."""
+        ...
+
+    def sections(self, runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
+        """Its sections for the runs (models) `runs`, labelled `labels`; none when no run has its tasks."""
+        ...
+
+    def headline_notes(self, run: Run) -> str:
+        """What a terminal line adds after `run`'s headline numbers."""
+        return ""
+
+    def headline_flags(self, runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
+        """Paragraphs under the headline table."""
+        return []
+
+    def cell_label(self, run: Run, cell: str) -> str:
+        """How the report names a cell of one of its tasks (a skip reason's, a cell no doc ran at)."""
+        return cell
+
+    def is_auxiliary(self, run: Run) -> bool:
+        """True for a run shown only in its own closing section, not as a model of the report."""
+        return False
+
+    def closing_sections(self, runs: Sequence[Run], labels: Sequence[str]) -> list[Section]:
+        """Sections after the other harness tasks, over every run (auxiliary ones included)."""
+        return []
+
+    def configured(self, options: Mapping[str, Any]) -> ReportSection:
+        """This section with its inputs from `report`'s options (its flags, `Evaluation.add_report_arguments`,
+        by their `dest`); itself when it takes none."""
+        return self
+
+
+@runtime_checkable
+class Plotter(Protocol):
+    """An evaluation's figure for `lm-eval-longmem plot` (a module with these two functions will do)."""
+
+    def can_plot(self, results: Any) -> bool:
+        """Whether the parsed results file `results` (an lm_eval results dict, or another format the
+        evaluation reads) holds what its figure draws."""
+        ...
+
+    def plot(self, results: Any, out_prefix: Path, formats: tuple[str, ...]) -> list[Path]:
+        """Draw it as `<out_prefix>_<evaluation>.<format>` for every format; the files written."""
+        ...
+
+
+class Planner(Protocol):
+    """An evaluation's rows of `lm-eval-longmem plan` (a function with this signature will do)."""
+
+    def __call__(
+        self, task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
+    ) -> tuple[list[Row], list[str]]:
+        """`task`'s rows (one per cell) under `metadata`, counted with the model's `tokenizer` and `window`,
+        and notes for the foot of the plan."""
+        ...
+
+
+class DemoPart(Protocol):
+    """What `lm-eval-longmem demo` does for an evaluation. Each member gets the demo's size (one of
+    `commands.demo.SIZES`), and the folder of books and the demo's output folder where it needs them."""
+
+    target: str
+    """The folder under the output folder that `build` replaces ("": none), checked before any step."""
+
+    def metadata(self, size: str, books: Path, out: Path) -> dict[str, object]:
+        """Its keys of the `--metadata` of the demo's lm_eval run."""
+        ...
+
+    def sentence(self, run: Run) -> str | None:
+        """Its headline as a sentence a researcher can quote (numbers with 95% intervals and their n), or
+        None when the run does not have it."""
+        ...
+
+    def step(self, size: str) -> str | None:
+        """The line of the step `build` is; None when `build` runs without a step of its own."""
+        return None
+
+    def build(self, size: str, books: Path, out: Path) -> str:
+        """Make its data under `out` before the run; what its step's closing line says."""
+        return ""
+
+    def replaces(self, path: Path) -> bool:
+        """Whether the folder at `target` is one `build` may replace (with `--overwrite`)."""
+        return False
+
+
+@runtime_checkable
+class Evaluation(Protocol):
+    """One evaluation: what generic code needs of it. Subclass it to take the defaults of the optional
+    members (each says what its default means)."""
 
     name: str
-    """The evaluation's package, group task and task folder (`task_configs/<name>/`), and what its tasks record
-    as their `evaluation`."""
+    """Its package's and group task's name, what its tasks record as their `evaluation`, the prefix of its
+    `--metadata` keys (`<name>_`) and its `lm-eval-longmem <name>` command (spelt with `-`)."""
     title: str
     """How prose names it ("Book-SORT")."""
-    prefix: str
-    """The prefix of its `--metadata` keys (`booksort_`)."""
-    options: str
-    """Its options dataclass, `module:Class` (declared with `common.options.option`)."""
-    task_class: str
-    """Its task class, `module:Class` (a `LongmemTask`)."""
-    data: str
-    """Its data module, with `source_problems(metadata)` (the checks before the model loads, `preflight.py`)."""
     headline: Headline
-    reader: str
-    """Module of `readers/` that reads its results back."""
-    report: str
-    """Module of `report/` that builds its report sections."""
-    plotter: str
-    """Module of `plots/` with `can_plot(results)` and `plot(results, out_prefix, formats)`."""
-    commands: str
-    """Module of `commands/` with `add_commands(subparsers)`: its `lm-eval-longmem <name> ...` subcommands."""
-    planner: str
-    """Its rows of `lm-eval-longmem plan`: `plan:<name>_rows(task, metadata, tokenizer, window) -> (rows, notes)`."""
-    demo: str
-    """Its part of `lm-eval-longmem demo`: a `commands.demo.DemoPart` (its `--metadata`, the data it builds)."""
+
+    def task_folder(self) -> Path:
+        """The folder of its task YAMLs, indexed by the harness with ours (`lm_eval --tasks`)."""
+        ...
+
+    def report(self) -> ReportSection:
+        """Its part of the report."""
+        ...
+
+    def source_problems(self, metadata: dict[str, Any]) -> list[str]:
+        """Every problem with the data sources `metadata` names, checked before the model loads
+        (`preflight.py`); a bad option raises its `UsageError`."""
+        return []
+
+    def recorded_metadata(self) -> tuple[str, ...]:
+        """Keys its tasks add to the results' config metadata (facts of the run, not options: `merge`
+        leaves them out when it loads the tasks again from that metadata)."""
+        return ()
+
+    def add_commands(self, subparsers: argparse._SubParsersAction) -> None:
+        """Add its `lm-eval-longmem` subcommands (none by default)."""
+        return None
+
+    def add_report_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add its flags of `lm-eval-longmem report` (read back by `ReportSection.configured`; none by default)."""
+        return None
+
+    def plotter(self) -> Plotter | None:
+        """Its figure for `lm-eval-longmem plot`; None: it has none."""
+        return None
+
+    def planner(self) -> Planner | None:
+        """Its rows of `lm-eval-longmem plan`; None: `plan` refuses its tasks."""
+        return None
+
+    def demo(self) -> DemoPart | None:
+        """Its part of `lm-eval-longmem demo`; None: the demo does not run it."""
+        return None
 
 
-EVALUATIONS: tuple[Evaluation, ...] = tuple(
-    Evaluation(
-        name=name,
-        title=title,
-        prefix=f"{name}_",
-        options=f"lm_eval_longmem.{name}.options:{options}",
-        task_class=f"lm_eval_longmem.{name}.task:{task_class}",
-        data=f"lm_eval_longmem.{name}.data",
-        headline=headline,
-        reader=f"lm_eval_longmem.readers.{name}",
-        report=f"lm_eval_longmem.report.{name}",
-        plotter=f"lm_eval_longmem.plots.{name}",
-        commands=f"lm_eval_longmem.commands.{name}",
-        planner=f"lm_eval_longmem.plan:{name}_rows",
-        demo=f"lm_eval_longmem.commands.demo:{name.upper()}_DEMO",
-    )
-    for name, title, options, task_class, headline in (
-        ("forgetting_curve", "Forgetting curve", "SweepOptions", "ForgettingCurveTask",
-         Headline("forgetting_curve", "fine_memory_length", "longest length L (tokens) copied with > 99% token accuracy")),
-        ("booksort", "Book-SORT", "BooksortOptions", "BooksortTask",
-         Headline("booksort_in_context", "acc", "in-context order-recall accuracy (chance 0.5)")),
-        ("babilong", "BABILong", "BabilongOptions", "BabilongTask",
-         Headline("babilong", "acc", "mean accuracy over every bAbI task x length that ran (authors' answer check)")),
-    )
-)  # fmt: skip
-"""Every evaluation, in the order commands, figures and the headline table list them."""
+def _checked(found: object, origin: str) -> Evaluation:
+    """`found` as an `Evaluation`, or one line saying which registration gave what."""
+    if not isinstance(found, Evaluation):
+        raise UsageError(
+            f"{origin} is not an lm-eval-longmem evaluation (it lacks members of common.evaluations.Evaluation): "
+            "point the entry point at the rim's EVALUATION"
+        )
+    return found
 
-NAMES: tuple[str, ...] = tuple(e.name for e in EVALUATIONS)
+
+@lru_cache(maxsize=1)
+def evaluations() -> tuple[Evaluation, ...]:
+    """Every evaluation: ours (`BUILTIN`), then those other packages register (`ENTRY_POINT_GROUP`, by name).
+
+    An entry point named otherwise than its evaluation, or a second evaluation of one name, is a
+    `UsageError` naming the package (as lighteval refuses a task that clashes with a built-in)."""
+    found = [_checked(importlib.import_module(f"lm_eval_longmem.{name}.rim").EVALUATION, name) for name in BUILTIN]
+    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+        origin = f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP})"
+        entry = _checked(point.load(), origin)
+        if entry.name != point.name:
+            raise UsageError(f"{origin}: names the evaluation {entry.name!r}; name the entry point {entry.name}")
+        if any(other.name == entry.name for other in found):
+            raise UsageError(
+                f"{origin}: an evaluation called {entry.name!r} is already registered; choose another name"
+            )
+        found.append(entry)
+    return tuple(found)
+
+
+def task_folders() -> list[Path]:
+    """The folders of every evaluation's task YAMLs, for the harness to index (`harness.Plugin.task_folders`):
+    ours as one folder (`paths.task_configs_dir()`, which holds each of ours), then each other one's."""
+    from lm_eval_longmem.paths import task_configs_dir
+
+    ours = task_configs_dir().resolve()
+    others = [folder for entry in evaluations() if not (folder := entry.task_folder().resolve()).is_relative_to(ours)]
+    return [ours, *others]
+
+
+def names() -> tuple[str, ...]:
+    """Every evaluation's name, in the registry's order."""
+    return tuple(entry.name for entry in evaluations())
 
 
 def evaluation(name: str) -> Evaluation:
     """The entry called `name`; a KeyError naming the known ones otherwise."""
-    for entry in EVALUATIONS:
+    for entry in evaluations():
         if entry.name == name:
             return entry
-    raise KeyError(f"{name!r} is not an evaluation of lm-eval-longmem; known: {', '.join(NAMES)}")
+    raise KeyError(f"{name!r} is not an evaluation of lm-eval-longmem; known: {', '.join(names())}")
 
 
-def load(path: str) -> Any:
-    """The module `package.module`, or the attribute `package.module:Name`, that an entry names."""
-    module, _, attribute = path.partition(":")
-    loaded = importlib.import_module(module)
-    return getattr(loaded, attribute) if attribute else loaded
-
-
-def evaluation_of_class(cls: type) -> Evaluation | None:
-    """The entry whose `task_class` is `cls` or one of its bases (a user's subclass of ours is still ours)."""
-    classes = {f"{base.__module__}:{base.__qualname__}" for base in cls.__mro__}
-    return next((entry for entry in EVALUATIONS if entry.task_class in classes), None)
+def guessed_evaluation(metrics: Mapping[str, Any]) -> str | None:
+    """The evaluation of a task in a file written before tasks recorded theirs (lm-eval-longmem before
+    issue 27), from its metric names (today's, `metric_names.canonical_row`): `copy_acc@L` (the
+    forgetting curve), `acc@LE<words>` (Book-SORT), `acc@qaN_LEN` (BABILong). The one place a result's
+    evaluation is guessed; never used for a file whose task recorded it, and only ever needed for ours."""
+    parsed = [found for key in metrics if (found := metric_names.parse(key))]
+    if any(n.score == "copy_acc" and n.cell for n in parsed):
+        return "forgetting_curve"
+    if any(
+        n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in parsed
+    ):
+        return "booksort"
+    if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in parsed):
+        return "babilong"
+    return None

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from lm_eval_longmem import harness
+from lm_eval_longmem.harness.cli import dict_flag_action
 
 
 def add_flag(parser: argparse.ArgumentParser, flag: str, *former: str, **kwargs: Any) -> argparse.Action:
@@ -39,7 +39,7 @@ def add_flag(parser: argparse.ArgumentParser, flag: str, *former: str, **kwargs:
 
 def add_dict_flag(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> argparse.Action:
     """`--model_args` or `--metadata`, a dict, taken as the harness takes it (`k=v,k2=v2` or a JSON object)."""
-    return parser.add_argument(flag, nargs="+", action=harness.dict_flag_action(), metavar="<k=v or JSON>", **kwargs)
+    return parser.add_argument(flag, nargs="+", action=dict_flag_action(), metavar="<k=v or JSON>", **kwargs)
 
 
 def args_string(values: dict[str, Any]) -> str:

@@ -146,7 +146,7 @@ FACTORS = ("LE", "LS", "bin", "book")
 def factor(tag: str, value: int) -> str:
     """A Book-SORT factor part (``factor("LE", 250)`` -> ``LE250``), a part of a cell."""
     if tag not in FACTORS:
-        raise ValueError(f"unknown Book-SORT factor {tag!r}: one of {FACTORS}")
+        raise ValueError(f"unknown factor {tag!r}: one of {FACTORS}")
     return f"{tag}{int(value)}"
 
 
@@ -164,8 +164,6 @@ INVALID = "invalid"
 """Book-SORT generation: the answers that name neither segment."""
 CLAIMED_LENGTH = "claimed_length"
 """The forgetting curve: the model's claimed context window (tokens), null when unknown."""
-EFFECTIVE_CONTEXT = {"acc": "effective_context", "acc_corrected": "effective_context_corrected"}
-"""BABILong: the summary holding each check's effective context of a bAbI task."""
 
 
 def memory_length(criterion: str, stat: str = "") -> str:
@@ -196,9 +194,14 @@ def as_written(metric: str) -> str:
     return metric
 
 
-def effective_context(check: str, qa: str) -> str:
-    """BABILong: the effective context of bAbI task `qa` under `check` (``acc``, ``acc_corrected``)."""
-    return name(EFFECTIVE_CONTEXT[check], qa)
+def effective_context(check: str, qa: str = "") -> str:
+    """BABILong: the effective context of bAbI task `qa` under the answer check `check` (a score ``acc``
+    or ``acc_<kind>``): ``effective_context@qa1``, ``effective_context_<kind>@qa1``; without `qa`, the score
+    part alone (what `parse` gives as a name's `score`)."""
+    if check != "acc" and not check.startswith("acc_"):
+        raise ValueError(f"{check!r} is not an answer check (acc or acc_<kind>)")
+    score = "effective_context" + check.removeprefix("acc")
+    return name(score, qa) if qa else score
 
 
 def part_length(part: str) -> int | None:
@@ -251,7 +254,7 @@ def canonical_row(row: dict[str, Any], filter_name: str | None = None) -> dict[s
         if parsed is None:
             out[text] = value
             continue
-        if parsed.score in EFFECTIVE_CONTEXT.values() and isinstance(value, str):
+        if parsed.score.startswith(effective_context("acc")) and isinstance(value, str):
             value = None if value == "none" else part_length(value)
         out[str(parsed)] = value
     return out

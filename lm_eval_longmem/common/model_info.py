@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.common.cache import input_digest, input_files, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.options import parse_flag
+from lm_eval_longmem.harness.models import default_window, live_backend, tokenizer_window
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -43,11 +43,16 @@ def _load_tokenizer(name: str, revision: str | None, trust: bool) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(name, revision=revision, trust_remote_code=trust)
-    except OSError as err:
+    except (OSError, ValueError) as err:
+        from lm_eval_longmem.common.hub import unusable_reason
+
+        first = (str(err).strip().splitlines() or [""])[0][:160]
+        offline = (
+            f"; {reason}, so only local folders and downloaded models work" if (reason := unusable_reason()) else ""
+        )
         raise UsageError(
-            f"could not load the tokenizer {name!r} ({type(err).__name__}). Offline (HF_HUB_OFFLINE=1) only local "
-            "folders and already-downloaded models work; pass a local path with "
-            "--model_args pretrained=/path/to/model or --metadata tokenizer=/path/to/tokenizer"
+            f"could not load the tokenizer {name!r} ({type(err).__name__}: {first}){offline}; pass a model folder "
+            "with --model_args pretrained=/path/to/model, or a tokenizer folder with --metadata tokenizer=/path"
         ) from err
 
 
@@ -128,7 +133,7 @@ def claimed_window(metadata: dict[str, Any]) -> int | None:
     """The context length the backend will run the model with, in tokens (None when it cannot be told).
 
     An explicit `max_length` (hf) / `max_model_len` (vllm) model argument wins. Otherwise this is
-    exactly what lm_eval's HF backend uses (`harness.default_window`, R21: the config's
+    exactly what lm_eval's HF backend uses (`harness.models.default_window`, R21: the config's
     `n_positions`, `max_position_embeddings` or `n_ctx`, else the tokenizer's `model_max_length`,
     else lm_eval's default of 2048), so a prompt we let through is never cut by the backend.
     Without a model config (a tokenizer-only name), the tokenizer's `model_max_length` if real.
@@ -142,8 +147,8 @@ def claimed_window(metadata: dict[str, Any]) -> int | None:
         tokenizer = None
     config = load_config(metadata)
     if config is not None:
-        return harness.default_window(config, tokenizer)
-    return harness.tokenizer_window(tokenizer)
+        return default_window(config, tokenizer)
+    return tokenizer_window(tokenizer)
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -182,7 +187,7 @@ def model_window(metadata: dict[str, Any]) -> Window:
     """The window of the model this run evaluates.
 
     Preferred source: the model the harness created in this process for the `pretrained` named in
-    the metadata (`harness.live_backend`), so the limit is the backend's own (vLLM's `max_model_len`, HF's resolved `max_length`). Without
+    the metadata (`harness.models.live_backend`), so the limit is the backend's own (vLLM's `max_model_len`, HF's resolved `max_length`). Without
     one (a model served elsewhere, direct calls), the model arguments decide: `max_model_len` means
     vLLM, anything else the HF backend's rule (`claimed_window`).
 
@@ -191,8 +196,6 @@ def model_window(metadata: dict[str, Any]) -> Window:
     `max_model_len - 2`); for HF it is `physical_max_length` of the model, built on
     the meta device from its config (rotary/ALiBi: unlimited; learned position tables: their size).
     """
-    from lm_eval_longmem.harness import live_backend
-
     live = live_backend()
     if live is not None and live.pretrained != metadata.get("pretrained"):
         live = None  # the live model is another one (several evaluations in one process)

@@ -6,7 +6,7 @@ frozen dataclass (`forgetting_curve/options.py`, ...) whose fields are made with
 default, parser (type and allowed range), one-line meaning and an example. `parse_options` turns
 the metadata into that dataclass; the data builder and the task both call it and get the same
 object (memoised per metadata), so nothing is parsed twice and the task cards' option tables are
-checked against the declaration (`tests/common/test_options.py`).
+checked against the declaration (`tests/test_docs.py`).
 
 Every error is a `UsageError` whose one line names the key, what was wrong and a valid example; a
 key with the evaluation's prefix that is not declared is an error naming the closest valid key.

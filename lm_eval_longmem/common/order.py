@@ -1,7 +1,7 @@
 """The one order of docs for all three evaluations: cells interleaved for `--limit`, work balanced over ranks.
 
 The harness hands data-parallel rank r of N the docs at positions r, r+N, r+2N, ... and `--limit n`
-takes the first n positions (harness R20, `harness.deal_docs`). So the order decides both what a
+takes the first n positions (harness R20, `harness.tasks.deal_docs`). So the order decides both what a
 limited run covers and how much work each rank gets:
 
 * Docs go in rounds: round k holds the k-th doc of every cell that has one (as

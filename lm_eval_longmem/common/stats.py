@@ -3,7 +3,7 @@
 * 0/1 scores (an answer right or wrong): Wilson score intervals and exact binomial tests
   (`proportion_interval`, `above_chance`), so nothing collapses at 0% or 100% or with a handful
   of trials (2/2 correct is p = 0.25 against chance, not 0).
-* Means of per-condition proportions (Book-SORT's paper accuracy, BABILong's qa1-qa5 headline):
+* Means of per-cell proportions (Book-SORT's paper accuracy over L_E x L_S cells, BABILong's qa1-qa5 headline):
   the same on Kish's effective size (`mean_of_proportions_interval`,
   `mean_of_proportions_above_chance`).
 * Shares of tokens per sample (forgetting-curve accuracies): Wilson on the Korn-Graubard
@@ -31,7 +31,7 @@ import numpy as np
 from scipy import signal, special, stats
 
 GRID_MAX = 20000
-"""Finest grid (points per unit of one condition's accuracy) of the convolution in
+"""Finest grid (points per unit of one cell's accuracy) of the convolution in
 `mean_of_proportions_above_chance`; above it the p-value is a conservative bound."""
 
 
@@ -171,7 +171,7 @@ def mean_of_proportions_interval(counts: Sequence[tuple[int, int]], level: float
 
     Equal sizes (``n_k = n``): the mean is the pooled share ``X / (K n)`` and n_eff = K n, so this is
     exactly the Wilson interval of the pooled counts; and since ``mean_k p_k (1 - p_k)`` is at most
-    ``p̄ (1 - p̄)``, conditions that differ only make it wider than needed, never too narrow. Unequal
+    ``p̄ (1 - p̄)``, cells that differ only make it wider than needed, never too narrow. Unequal
     sizes (trials skipped for the window, ``--limit``): the survey-statistics "Wilson with effective
     sample size" interval, an approximation that is exact for the equal case.
     """
@@ -195,7 +195,7 @@ def mean_of_proportions_above_chance(counts: Sequence[tuple[int, int]], chance: 
     Binomial(n_k, chance). Equal sizes: the mean is the pooled share, and this is the exact
     one-sided binomial test of ``sum x_k`` out of ``sum n_k`` (2/2 correct gives 0.25).
 
-    Unequal sizes (trials skipped for the window, ``--limit``): conditions of one size n pool
+    Unequal sizes (trials skipped for the window, ``--limit``): cells of one size n pool
     exactly (their successes are Binomial(m n, chance)), and the null law of
     ``sum_n X_n / n`` is the convolution of the pooled laws on a grid of G points per unit. With G
     the least common multiple of the sizes (when it is at most `GRID_MAX`) every value lies on the

@@ -31,7 +31,7 @@ Every lm-eval-longmem YAML names a subclass of `LongmemTask` (`class: !function 
   doc, whatever the sweep; the item as a record of its named fields, `item_record`, which
   `--log_samples` logs and `read_item` reads back, old positional lists included), and
   `aggregate_payloads`, called through the harness hook
-  (`harness.install_aggregation`), adds the scores that need the whole run (`run_scores`) and turns
+  (`harness.tasks.install_aggregation`, installed when a task is built), adds the scores that need the whole run (`run_scores`) and turns
   every doc's payload into `score@cell` (mean) and `score@cell_ci_low/_ci_high` (95% interval by
   the score's family, `cell_interval`) for every score and cell of the run, the summaries and
   `skipped`; names come from `common/metric_names.py`. Every value under `results` is a number or
@@ -52,20 +52,20 @@ from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
-from lm_eval_longmem import harness
 from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
 from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import evaluation_of_class
 from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_digest, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.common.text import READER_VERSION
 from lm_eval_longmem.common.token_counts import TokenCounts
+from lm_eval_longmem.harness import Plugin, install
+from lm_eval_longmem.harness.loggers import logged_metric_list
+from lm_eval_longmem.harness.tasks import deal_docs, quiet_custom_dataset_notice, request_cache_tokenizer_name
 
 log = logging.getLogger(f"lm_eval.{__name__}")
-harness.install_aggregation()
 
 
 def item_record(item: tuple) -> dict[str, Any]:
@@ -73,11 +73,13 @@ def item_record(item: tuple) -> dict[str, Any]:
     return dict(item._asdict())  # type: ignore[attr-defined]
 
 
-def read_item(kind: Any, record: Any) -> Any:
-    """The `kind` item (a NamedTuple class) of a payload's record: the named fields `item_record` wrote, or the
-    positional list that files logged before the items were named hold (missing trailing fields take their defaults)."""
+def read_item(kind: Any, record: Any, former_names: dict[str, str] | None = None) -> Any:
+    """The `kind` item (a NamedTuple class) of a payload's record: the named fields `item_record` wrote (a field
+    under a name it had before, a key of `former_names`, under today's), or the positional list that files
+    logged before the items were named hold (missing trailing fields take their defaults)."""
     try:
         if isinstance(record, dict):
+            record = {(former_names or {}).get(key, key): value for key, value in record.items()}
             unknown = set(record) - set(kind._fields)
             if unknown:
                 raise TypeError(f"unknown field(s) {sorted(unknown)}")
@@ -125,6 +127,11 @@ class LongmemTask(ConfigurableTask):
     """Per-doc scores that get `score@cell` metrics: a `ScoreSpec`, or a bare name for a binary accuracy."""
     ITEM: ClassVar[Any] = None
     """The NamedTuple of what one doc gives the whole-run summaries (`summary_item`, `summarize`); None: no summaries."""
+    EVALUATION: ClassVar[str | None] = None
+    """The name of the evaluation it belongs to (`common.evaluations`), recorded with its results (None: the
+    task records none, and readers do not take it for one of ours). A user's subclass of ours inherits it."""
+    ITEM_FORMER_NAMES: ClassVar[dict[str, str]] = {}
+    """Former name -> today's, of `ITEM` fields renamed since samples files logged them (`read_item`)."""
     RECORDED_METADATA: ClassVar[tuple[str, ...]] = ()
     """Keys `dump_config` adds to the results' config metadata: facts of the run, not options (so
     `lm-eval-longmem merge` leaves them out when it loads the task again from that metadata)."""
@@ -139,12 +146,22 @@ class LongmemTask(ConfigurableTask):
         self.skips: dict[str, dict[str, int]] = {}
         self.cells: list[str] = []
         self.docs_per_cell: dict[str, int] = {}
+        self.null_reasons: dict[str, str] = {}
+        install(self.harness_plugin())
         super().__init__(config=config, **kwargs)
+
+    @classmethod
+    def harness_plugin(cls) -> Plugin:
+        """What a task of this class needs lm_eval to have, installed (`harness.install`) each time one is built, before
+        the harness checks its config: so it runs however lm_eval found it, the start-up hook off and our folder given
+        with `--include_path` included. Every task gets the aggregation hook (`aggregate_payloads`); a task that sends
+        `loglikelihood_accuracy` requests returns `backends.plugin()`, its request type."""
+        return Plugin()
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """The harness's own download (it calls our `custom_dataset` builder), without its notice that
         suggests a `max_seq_lengths` key we do not have (harness R18)."""
-        with harness.quiet_custom_dataset_notice(self.config.task):
+        with quiet_custom_dataset_notice(self.config.task):
             super().download(dataset_kwargs, **kwargs)
 
     # --- options and model facts ---------------------------------------------------------------
@@ -264,8 +281,8 @@ class LongmemTask(ConfigurableTask):
         limit = None if samples else (int(limit) if limit else None)
         skips: dict[str, Counter[str]] = {}
         cells: dict[str, None] = {}
-        kept = 0
-        for index in considered:
+        kept, cut = 0, False
+        for position, index in enumerate(considered):
             doc = docs[index]
             reason = self._reason(index, doc)
             if reason:
@@ -274,9 +291,12 @@ class LongmemTask(ConfigurableTask):
             cells.update(dict.fromkeys(self.doc_cells(doc)))
             kept += 1
             if limit is not None and kept >= limit:
+                cut = position < len(considered) - 1
                 break
         self.skips = {cell: dict(reasons) for cell, reasons in skips.items()}
         self.cells = list(cells)
+        if cut:
+            self._warn_limit(kept)
         if self.skips:
             total = sum(sum(r.values()) for r in self.skips.values())
             details = "; ".join(f"{cell}: {n} x {why}" for cell, r in self.skips.items() for why, n in r.items())
@@ -287,6 +307,43 @@ class LongmemTask(ConfigurableTask):
                 "choose shorter lengths or conditions, or raise the window (max_length / max_model_len)"
             )
         return kept
+
+    def _warn_limit(self, kept: int) -> None:
+        """Say what a run cut by `--limit` rests on, and how to take the cheapest docs instead of the balanced rounds."""
+        order = getattr(self.options, "limit_order", None)
+        key = f"{self.PREFIX}limit_order"
+        how = (
+            f"the cheapest first ({key}=cheapest)"
+            if order == "cheapest"
+            else f"in balanced rounds, the most expensive first; --metadata {key}=cheapest takes the cheapest first"
+        )
+        log.warning(
+            "%s: --limit runs %d of its %d docs, %s. Cells with fewer docs than the sweep holds rest on fewer samples, "
+            "and whole-run summaries that need every doc of a cell are null (the reason is in the results' "
+            "configs.%s.%s.null_reasons)",
+            self.config.task, kept, len(self.eval_docs), how, self.config.task, CONFIG_KEY,
+        )  # fmt: skip
+
+    @cached_property
+    def dataset_docs_per_cell(self) -> dict[str, int]:
+        """Docs of the whole dataset per cell (`doc_cells`): what a run of every doc scores in each."""
+        counts: Counter[str] = Counter()
+        for doc in self.eval_docs:
+            counts.update(self.doc_cells(doc))
+        return dict(counts)
+
+    def short_cells(self) -> dict[str, tuple[int, int]]:
+        """Cells this run scored fewer docs in than the dataset holds for them, less the docs skipped for the
+        window: {cell: (scored, expected)}. A `--limit`, `--samples` or a partial merge leaves cells short;
+        a summary that reads every doc of a cell (a memory length, an effective context) is then null, with
+        its reason in `null_reasons`. Valid once the payloads are aggregated (`docs_per_cell`)."""
+        out = {}
+        for cell, held in self.dataset_docs_per_cell.items():
+            expected = held - sum(self.skips.get(cell, {}).values())
+            scored = self.docs_per_cell.get(cell, 0)
+            if expected > 0 and scored < expected:
+                out[cell] = (scored, expected)
+        return out
 
     def doc_work(self, doc: dict[str, Any]) -> int:
         """Estimated work of a doc's requests, as the data builder's balanced order estimates it; for
@@ -321,9 +378,9 @@ class LongmemTask(ConfigurableTask):
         docs = self.eval_docs
         if samples:
             chosen = ((pos, docs[i]) for pos, i in enumerate(samples) if not self._reason(i, docs[i]))
-            return harness.deal_docs(chosen, rank=rank, limit=None, world_size=world_size)
+            return deal_docs(chosen, rank=rank, limit=None, world_size=world_size)
         running = ((i, docs[i]) for i in self.doc_order if not self._reason(i, docs[i]))
-        return harness.deal_docs(running, rank=rank, limit=limit, world_size=world_size)
+        return deal_docs(running, rank=rank, limit=limit, world_size=world_size)
 
     def build_all_requests(self, *, limit: int | None = None, samples: list[int] | None = None, **kwargs: Any) -> None:
         self._render_kwargs = {key: kwargs.get(key) for key in _RENDER_KEYS if key in kwargs}
@@ -342,7 +399,7 @@ class LongmemTask(ConfigurableTask):
             )
         # `--samples` and the task's config (`--gen_kwargs`, prompts) decide which requests exist too.
         fingerprint = cache_key(inputs=self.inputs_fingerprint(), samples=samples, config=self.dump_config())[:16]
-        kwargs["tokenizer_name"] = harness.request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
+        kwargs["tokenizer_name"] = request_cache_tokenizer_name(kwargs.get("tokenizer_name", ""), fingerprint)
         super().build_all_requests(limit=limit, samples=samples, **kwargs)
         if not int(kwargs.get("rank") or 0) and self.instances:
             log.info("%s", self.cost_line(ranks))
@@ -527,7 +584,7 @@ class LongmemTask(ConfigurableTask):
     ) -> tuple[dict[str, Any], int]:
         """This task's results row (`name,filter` -> number or None) and its doc count, from every doc's payload.
 
-        Called by the harness hook (`harness.install_aggregation`, R11) with the per-doc payloads of
+        Called by the harness hook (`harness.tasks.install_aggregation`, R11) with the per-doc payloads of
         every rank: `raw_metrics[(key, filter)]` lists each doc's value of `key`, and since every doc
         returns the same keys, the values at one position belong to one doc. A plain task (no
         `score`) gets the harness's own aggregation (`harness_default`) plus `skipped`.
@@ -556,7 +613,11 @@ class LongmemTask(ConfigurableTask):
                 "every doc must return the same keys from process_results"
             )
         if self.ITEM is not None:
-            columns = columns | {SUMMARY_KEY: [read_item(self.ITEM, record) for record in columns.get(SUMMARY_KEY, [])]}
+            columns = columns | {
+                SUMMARY_KEY: [
+                    read_item(self.ITEM, record, self.ITEM_FORMER_NAMES) for record in columns.get(SUMMARY_KEY, [])
+                ]
+            }
         columns = columns | self.run_scores(columns)
         specs = self.metric_specs()
         by_cell: dict[str, dict[str, list[tuple[Any, Any]]]] = {}
@@ -579,6 +640,7 @@ class LongmemTask(ConfigurableTask):
                 for suffix, (statistic, _) in statistics.items():
                     name = metric_names.name(spec.name, c, stat=suffix)
                     out[name] = _number_or_none(statistic(values, units)) if values else None
+        self.null_reasons = {}
         if self.ITEM is not None:
             out.update({name: _number_or_none(value) for name, value in self.summarize(columns[SUMMARY_KEY]).items()})
         return out, count
@@ -614,14 +676,16 @@ class LongmemTask(ConfigurableTask):
 
         `skip_reasons`: {cell: {reason: count}} of the docs skipped (never truncated);
         `docs_per_cell`: {cell: docs scored}; `sweep_cells`: the cells of the whole dataset
-        (`sweep_cells`); `evaluation`: which of `common.evaluations.EVALUATIONS` the task belongs to
-        (absent for a task class no entry names), so readers never guess it from metric names; with it,
-        `condition`: which of `common.conditions.CONDITIONS` the run is (`condition`); evaluations add
-        their own (BABILong: length names).
+        (`sweep_cells`); `evaluation`: the evaluation the task belongs to (`EVALUATION`; absent when it
+        has none), so readers never guess it from metric names; with it, `condition`: which of
+        `common.conditions.CONDITIONS` the run is (`condition`); `null_reasons` (only when there is one):
+        {summary metric: why it is null} (`summarize` fills it, e.g. for short cells); evaluations add their
+        own (BABILong: its retrieval setting).
         """
         facts = {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
-        entry = evaluation_of_class(type(self))
-        return facts | ({"evaluation": entry.name, "condition": self.condition} if entry else {})
+        if self.null_reasons:
+            facts["null_reasons"] = dict(self.null_reasons)
+        return facts | ({"evaluation": self.EVALUATION, "condition": self.condition} if self.EVALUATION else {})
 
     @property
     def condition(self) -> str:
@@ -632,11 +696,11 @@ class LongmemTask(ConfigurableTask):
         """The harness's config dump (the results file's `configs.<task>`) plus our `longmem` facts.
 
         For our evaluations `metric_list` names the scores every logged sample holds (`SCORES`), as
-        the harness's sample loggers read it (`harness.logged_metric_list`, R15), not per-cell names.
+        the harness's sample loggers read it (`harness.loggers.logged_metric_list`, R15), not per-cell names.
         """
         config = dict(super().dump_config())
         if self.scored_by_cells:
-            config["metric_list"] = harness.logged_metric_list(
+            config["metric_list"] = logged_metric_list(
                 [(spec.name, spec.higher_is_better) for spec in self.score_specs()]
             )
         return config | {CONFIG_KEY: self.result_facts()}

@@ -1,2 +1,3 @@
-"""Liu et al.'s forgetting curve: data (data.py), the lm-eval task (task.py), statistics (analysis.py); its readers, figures,
-report and commands are in readers/, plots/, report/ and commands/ (`common/evaluations.py`)."""
+"""Liu et al.'s forgetting curve: options (options.py), data (data.py), the lm-eval task (task.py), its scores
+(scores.py), statistics (analysis.py); its reader, report section, figures, commands, planner and demo part
+are in its rim (`rim/`, registered as `rim.EVALUATION`)."""

@@ -13,10 +13,12 @@ Intervals: per length, the share interval of each accuracy over samples (Wilson 
 Korn-Graubard effective size, the scored tokens as units), a Student-t interval of the paired
 difference and a paired t-test p-value (as the original tool's `p_value`); for each memory length,
 a percentile bootstrap interval that resamples the samples of every length independently; all from
-`lm_eval_longmem.common.stats`. One sample per length gives null bounds ("n=1"), never [m, m].
+`lm_eval_longmem.common.stats`. One sample per length gives null bounds ("n=1"), never [m, m]; so does a
+memory length the samples bound from below only (censored, or resamples censored at the interval's upper
+end: `bounded`).
 
 The files a curve is read from (the original tool's JSON, lm_eval's samples and results files)
-are read by `readers/forgetting_curve.py`.
+are read by its rim (`rim/reader.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from lm_eval_longmem.common.stats import Interval, bootstrap_interval, mean_interval, paired_test, share_interval
+from lm_eval_longmem.forgetting_curve.scores import COPY_ACC, LM_ACC
 
 Criterion = Literal["fine", "coarse"]
 CRITERIA: tuple[Criterion, ...] = ("fine", "coarse")
@@ -40,8 +43,8 @@ COARSE_MARGIN = 0.01
 """Coarse-grained memory: mean copy accuracy minus mean LM accuracy strictly above this."""
 _EPS = 1e-9
 """Float slack: a mean of token ratios exactly at a threshold (0.30 - 0.29) must not count as above it."""
-COPY = "copy_acc"
-LM = "lm_acc"
+COPY = COPY_ACC.name
+LM = LM_ACC.name
 
 
 def scored_tokens(length: int) -> int:
@@ -176,9 +179,12 @@ def memory_interval(
 ) -> tuple[int, int] | None:
     """Percentile bootstrap interval of a memory length, resampling each length's samples independently.
 
-    Copy and LM accuracies of one sample stay paired. None when a length has fewer than 2 samples.
+    Copy and LM accuracies of one sample stay paired. None when a length has fewer than 2 samples, and
+    when the samples bound the memory length from below only (`bounded`).
     """
     if not curve.lengths or not curve.per_sample or min(len(curve.copy[L]) for L in curve.lengths) < 2:
+        return None
+    if curve_memory(curve, criterion)[1]:
         return None
     lengths = np.asarray(curve.lengths)
     # one group per length, one row (copy, LM) per sample
@@ -194,7 +200,17 @@ def memory_interval(
         return np.where(ok.any(axis=-1), lengths[last], 0).astype(float)
 
     low, high = bootstrap_interval(groups, statistic, level=level, n_resamples=n_resamples, seed=seed)
-    return int(round(low)), int(round(high))
+    return bounded((int(round(low)), int(round(high))), curve, censored=False)
+
+
+def bounded(interval: tuple[int, int] | None, curve: Curve, *, censored: bool) -> tuple[int, int] | None:
+    """`interval`, or None when the samples cannot give it: the memory length is censored (">L": the
+    condition still holds at the last tested length, so no upper bound exists), or the interval's upper
+    end is the last tested length (the resamples there are censored: their memory length is ">L", not L).
+    Never a point interval [L, L] beside a ">L"."""
+    if interval is None or censored or not curve.lengths or interval[1] >= curve.lengths[-1]:
+        return None
+    return interval
 
 
 def length_stats(length: int, copy: np.ndarray, lm: np.ndarray, *, level: float = 0.95) -> LengthStats:
@@ -250,8 +266,8 @@ def summarize(curve: Curve, *, level: float = 0.95, n_resamples: int = 2000, see
         if not curve.per_sample and f"{criterion}_length" in curve.reported:  # as the run computed it from its samples
             value, censored = curve.reported[f"{criterion}_length"], curve.reported[f"{criterion}_censored"]
         interval = memory_interval(curve, criterion, level=level, n_resamples=n_resamples, seed=seed)
-        if interval is None and curve.reported.get(f"{criterion}_interval"):
-            interval = curve.reported[f"{criterion}_interval"]
+        if interval is None and curve.reported.get(f"{criterion}_interval"):  # files written before the rule above
+            interval = bounded(tuple(curve.reported[f"{criterion}_interval"]), curve, censored=censored)
         found[criterion] = MemoryLength(value, censored, interval, _reason(criterion, value, censored, curve))
     return Summary(per_length, found["fine"], found["coarse"], curve.skipped, curve.claimed)
 
@@ -284,8 +300,8 @@ def summary_json(summary: Summary) -> dict[str, Any]:
             {
                 "length": s.length,
                 "samples": s.n,
-                "copy_acc": interval(s.copy),
-                "lm_acc": interval(s.lm),
+                COPY: interval(s.copy),
+                LM: interval(s.lm),
                 "copy_std": _clean(s.copy_std),
                 "lm_std": _clean(s.lm_std),
                 "difference": interval(s.difference),

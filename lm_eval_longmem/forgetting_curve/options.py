@@ -7,7 +7,9 @@ from typing import Any
 
 from lm_eval_longmem.common.options import flag, length, lengths, limit_order_option, one_of, option, text, whole_number
 
-PREFIX = "forgetting_curve_"
+NAME = "forgetting_curve"
+"""The evaluation's name (its registry entry, group task, task folder and the `evaluation` its tasks record)."""
+PREFIX = f"{NAME}_"
 DEFAULT_POINTS = 32
 """The paper's grid granularity n (section 4, footnote 10)."""
 DEFAULT_SAMPLES = 10

@@ -32,7 +32,7 @@ import numpy as np
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, compact_ids
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, ScoreSpec, cell
+from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, cell
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
     COPY,
@@ -51,7 +51,8 @@ from lm_eval_longmem.forgetting_curve.data import (
     sweep_sources,
     vocabulary_ids,
 )
-from lm_eval_longmem.forgetting_curve.options import AUTHORS, PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import AUTHORS, NAME, PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.scores import COPY_ACC, COPY_PPL, LM_ACC, LM_PPL, SCORED, SCORES
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -67,10 +68,6 @@ class Point(NamedTuple):
     lm_acc: float
 
 
-SCORED = "scored"
-"""Payload key: the doc's scored tokens (L - L//2), the units of its two accuracies."""
-
-
 def _listed(numbers: Any) -> str:
     return ", ".join(str(n) for n in numbers)
 
@@ -80,17 +77,24 @@ def perplexity(logprob: float, tokens: int) -> float:
     return float(np.exp(-logprob / tokens))
 
 
+def short_curve_reason(short: dict[str, tuple[int, int]]) -> str:
+    """Why the memory lengths of a curve with short lengths (`LongmemTask.short_cells`) are null, in one line."""
+    shown = sorted(short.items(), key=lambda item: int(item[0]))
+    listed = "; ".join(f"{length}: {scored} of {expected}" for length, (scored, expected) in shown[:6])
+    more = f"; {len(shown) - 6} more" if len(shown) > 6 else ""
+    return (
+        f"{len(shown)} length(s) ran fewer samples than the sweep holds ({listed}{more}), and a memory length reads "
+        "every sample of every length: run without --limit (or with every length's samples)"
+    )
+
+
 class ForgettingCurveTask(LoglikelihoodAccuracyTask):
     """Liu et al.'s forgetting curve as one lm-eval task (see the module docstring)."""
 
     OPTIONS = SweepOptions
+    EVALUATION = NAME
     PREFIX = PREFIX
-    SCORES = (
-        ScoreSpec("copy_acc", "share", units=SCORED),
-        ScoreSpec("lm_acc", "share", units=SCORED),
-        ScoreSpec("copy_ppl", "perplexity", higher_is_better=False),
-        ScoreSpec("lm_ppl", "perplexity", higher_is_better=False),
-    )
+    SCORES = SCORES
     """Shares of the `SCORED` tokens predicted greedily (in [0, 1], not 0/1 per doc), and the
     perplexity of the same tokens (from 1 up, lower is better)."""
     ITEM = Point
@@ -238,10 +242,10 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
             if len(bits) != doc["scored"]:
                 raise ValueError(f"expected {doc['scored']} scored tokens, the backend returned {len(bits)}")
         return {
-            "copy_acc": copy_bits.count("1") / len(copy_bits),
-            "lm_acc": lm_bits.count("1") / len(lm_bits),
-            "copy_ppl": perplexity(copy_logprob, len(copy_bits)),
-            "lm_ppl": perplexity(lm_logprob, len(lm_bits)),
+            COPY_ACC.name: copy_bits.count("1") / len(copy_bits),
+            LM_ACC.name: lm_bits.count("1") / len(lm_bits),
+            COPY_PPL.name: perplexity(copy_logprob, len(copy_bits)),
+            LM_PPL.name: perplexity(lm_logprob, len(lm_bits)),
             SCORED: len(copy_bits),
         }
 
@@ -250,7 +254,7 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         return super().result_facts() | {"protocol": self.options.protocol}
 
     def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Point:
-        return Point(int(doc["length"]), int(doc["sample"]), scores["copy_acc"], scores["lm_acc"])
+        return Point(int(doc["length"]), int(doc["sample"]), scores[COPY_ACC.name], scores[LM_ACC.name])
 
     def curve(self, points: Sequence[Point]) -> analysis.Curve:
         """The measured curve, with the lengths skipped in this run and the claimed window."""
@@ -261,16 +265,25 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
 
     def summarize(self, items: Sequence[Point]) -> dict[str, float | None]:
         """Memory lengths, their censoring flags and bootstrap bounds (a fixed seed: same samples, same
-        interval), and the claimed window; one curve for all of them."""
+        interval), and the claimed window; one curve for all of them.
+
+        A memory length reads the whole curve, so when a length ran fewer samples than the sweep holds (a
+        `--limit`, `--samples`, a partial merge: `short_cells`) it is null, with its censoring flag and
+        bounds, and the reason goes to `null_reasons`."""
         curve = self.curve(items)
+        short = self.short_cells()
+        why = short_curve_reason(short) if short else ""
         out: dict[str, float | None] = {}
         for criterion in analysis.CRITERIA:
+            name = metric_names.memory_length(criterion)
             length, censored = analysis.curve_memory(curve, criterion)
-            interval = analysis.memory_interval(curve, criterion, seed=0)
-            out[metric_names.memory_length(criterion)] = length
-            out[metric_names.memory_censored(criterion)] = int(censored)
+            interval = None if short else analysis.memory_interval(curve, criterion, seed=0)
+            out[name] = None if short else length
+            out[metric_names.memory_censored(criterion)] = None if short else int(censored)
             for stat, bound in zip((CI_LOW, CI_HIGH), interval or (None, None)):
                 out[metric_names.as_written(metric_names.memory_length(criterion, stat))] = bound
+            if short:
+                self.null_reasons[name] = why
         out[metric_names.CLAIMED_LENGTH] = self.claimed
         return out
 

@@ -1,10 +1,9 @@
 """Figures from results files: `lm-eval-longmem plot RESULTS` calls every plotter that applies.
 
 Figures read result files only, never a model, so they work on runs made elsewhere (e.g. on a
-GPU cluster). Each evaluation's figure lives in the module its entry of `common/evaluations.py` names
-(`plots/<evaluation>.py`), with two functions:
+GPU cluster). Each evaluation's figure is its registry entry's plotter (`common.evaluations.Plotter`):
 `can_plot(results) -> bool` and `plot(results, out_prefix, formats) -> list[Path]`, where `results` is
-the parsed JSON file: an lm_eval results dict, or the list the original forgetting-curve tool writes.
+the parsed JSON file: an lm_eval results dict, or another format an evaluation reads.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from lm_eval_longmem.common.cache import check_folder, check_target
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import EVALUATIONS, NAMES, load
+from lm_eval_longmem.common.evaluations import evaluations, names
 from lm_eval_longmem.readers.results import find_results_file, read_json
 
 __all__ = ["find_results_file", "plot_results"]
@@ -41,14 +40,18 @@ def plot_results(
         )
     results_file = find_results_file(path)
     results = read_json(results_file)
-    if isinstance(results, dict):  # an lm_eval results file (the original forgetting-curve tool writes a list)
+    if isinstance(results, dict):  # an lm_eval results file (other formats an evaluation reads may not be)
         results.setdefault("_source_path", str(results_file))
     prefix = Path(out_prefix) if out_prefix is not None else results_file.with_suffix("")
-    plotters = [(entry.name, module) for entry in EVALUATIONS if (module := load(entry.plotter)).can_plot(results)]
+    plotters = [
+        (entry.name, plotter)
+        for entry in evaluations()
+        if (plotter := entry.plotter()) is not None and plotter.can_plot(results)
+    ]
     if not plotters:
         raise ValueError(
-            f"{results_file} holds no {', '.join(NAMES[:-1])} or {NAMES[-1]} results to plot "
-            "(run the tasks with lm_eval first, or pass an original forgetting-curve result file)"
+            f"{results_file} holds no results of {', '.join(names())} to plot "
+            "(run the tasks with lm_eval first, or pass a file of another format an evaluation reads)"
         )
     check_folder(prefix.parent)
     for name, _ in plotters:
@@ -56,6 +59,6 @@ def plot_results(
             check_target(Path(f"{prefix}_{name}.{fmt}"), overwrite=overwrite)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for _, module in plotters:
-        written += module.plot(results, prefix, formats)
+    for _, plotter in plotters:
+        written += plotter.plot(results, prefix, formats)
     return written

@@ -1,4 +1,4 @@
-"""The one reader of lm_eval's output files, for `plot`, `report`, `summarize` and `babilong report`.
+"""The one reader of lm_eval's output files, for `plot`, `report` and each evaluation's own commands.
 
 `lm_eval --output_path OUT` writes, per run, `OUT/<model>/results_<date>.json` and (with
 `--log_samples`) one `samples_<task>_<date>.jsonl` per task beside it. A user may point us at
@@ -24,7 +24,7 @@ from typing import Any
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import CONDITIONS, IN_CONTEXT, MEMORYLESS, RETRIEVAL
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import NAMES
+from lm_eval_longmem.common.evaluations import guessed_evaluation, names
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 
 RESULTS_GLOB = "results_*.json"
@@ -207,12 +207,12 @@ def skip_reasons(results: dict[str, Any], task: str) -> dict[str, dict[str, int]
 
 
 def evaluation_of(results: dict[str, Any], task: str) -> str | None:
-    """Which of our evaluations (`common.evaluations.NAMES`) `task` of a results dict is, else None.
+    """Which of our evaluations (`common.evaluations.names()`) `task` of a results dict is, else None.
 
-    A task of ours records it in its facts (`configs.<task>.longmem.evaluation`). A group
-    (`booksort`) is ours when all its tasks are of one evaluation. A harness task whose name merely
-    starts like ours (`babilong_qa1`) is not. Files written before tasks recorded it are recognised
-    by their metric names (`guessed_evaluation`).
+    A task of ours records it in its facts (`configs.<task>.longmem.evaluation`). A group is ours when
+    all its tasks are of one evaluation. A harness task whose name merely starts like ours is not. Files
+    written before tasks recorded it are recognised by their metric names
+    (`common.evaluations.guessed_evaluation`).
     """
     groups = results.get("group_subtasks")
     subtasks = groups.get(task) if isinstance(groups, dict) else None
@@ -221,25 +221,19 @@ def evaluation_of(results: dict[str, Any], task: str) -> str | None:
         return kinds.pop() if len(kinds) == 1 and None not in kinds else None
     recorded = facts(results, task).get("evaluation")
     if recorded is not None:
-        return recorded if recorded in NAMES else None
-    return guessed_evaluation(results, task)
+        return recorded if recorded in names() else None
+    return guessed_evaluation(task_metrics(results, task))
 
 
-def guessed_evaluation(results: dict[str, Any], task: str) -> str | None:
-    """The evaluation of a task in a file written before tasks recorded theirs (lm-eval-longmem before
-    issue 27), from its metric names: `copy_acc@L` (the forgetting curve), `acc@LE<words>` (Book-SORT),
-    `acc@qaN_LEN` (BABILong). The one place a result's evaluation is guessed; never used for a file
-    whose task recorded it."""
-    names = [parsed for key in task_metrics(results, task) if (parsed := metric_names.parse(key))]
-    if any(n.score == "copy_acc" and n.cell for n in names):
-        return "forgetting_curve"
-    if any(
-        n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in names
-    ):
-        return "booksort"
-    if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in names):
-        return "babilong"
-    return None
+def tasks_of(results: dict[str, Any], evaluation: str) -> list[str]:
+    """The tasks (not groups) of `evaluation` in a results dict, in the file's order (`evaluation_of`)."""
+    table = results.get("results")
+    groups = results.get("group_subtasks")
+    return [
+        task
+        for task in (table if isinstance(table, dict) else ())
+        if not (isinstance(groups, dict) and groups.get(task)) and evaluation_of(results, task) == evaluation
+    ]
 
 
 def condition_of(results: dict[str, Any], task: str) -> str | None:
@@ -256,10 +250,10 @@ def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
     """`task`'s `condition` (and, for retrieval, its `retrieval` setting) as a task records them today.
 
     The one place conditions of files written before tasks recorded them (lm-eval-longmem before issue
-    27) are derived: a BABILong task stored its setting as its condition ("in-context", or "sentences
-    top-5 bm25" for retrieval); a Book-SORT task named its prompt's condition in its config's
-    `dataset_kwargs` (`memoryless`); any other task of ours ran in-context. A fine-tuned run always
-    recorded itself (`booksort finetune` came with conditions)."""
+    27) are derived: a task that stored its setting as its condition ("in-context", or "sentences top-5
+    bm25" for retrieval); a task whose config's `dataset_kwargs` named its prompt's condition
+    (`memoryless`); any other task of ours ran in-context. A fine-tuned run always recorded itself (the
+    fine-tuning command came with conditions)."""
     recorded = facts(results, task)
     found = recorded.get("condition")
     if found in CONDITIONS:

@@ -1,26 +1,18 @@
 """`lm-eval-longmem report RESULTS... [--output_path DIR]`: one Markdown summary and one self-contained HTML page
 comparing every run (model) in the given results files or folders.
 
-The report leads with one headline number per evaluation (what a leaderboard reads; all higher
-is better):
-
-    forgetting_curve -> fine_memory_length   (tokens copied > 99% right; coarse_memory_length beside it)
-    booksort         -> acc                  (in-context Sequence Order Recall accuracy, chance 0.5)
-    babilong         -> acc                  (mean over every bAbI task x length that ran)
-
-then gives, per evaluation, its figures and a table per model, and lists every other harness
-task of the same files with its main metric, so our tasks can be compared with others run
-alongside. Figures are written as PNG (for the page) and PDF (for a paper) under `DIR/figures/`;
-the HTML page embeds the PNGs, so it can be mailed or archived as one file.
+The report leads with one headline number per evaluation (what a leaderboard reads; all higher is
+better: each registry entry's `Headline`), then gives, per evaluation, its figures and a table per
+model, and lists every other harness task of the same files with its main metric, so our tasks can be
+compared with others run alongside. Figures are written as PNG (for the page) and PDF (for a paper)
+under `DIR/figures/`; the HTML page embeds the PNGs, so it can be mailed or archived as one file.
 
 The package: `blocks.py` (the document model and cell formatting), `render.py` (Markdown and HTML),
-one module per evaluation (named by its entry of `common/evaluations.py`: its sections, its headline
-cells) and this module, which builds the sections that concern every evaluation (what the numbers rest
-on, the headline table, skips, other harness tasks, runs) and writes the files. An evaluation's module
-has `POSITION` (where its sections stand), `HEADLINE_HEADER`, `headline_cells(run)`,
-`headline_line(cells)` and `sections(runs, labels, references)`; optionally `headline_notes(run)`,
-`headline_flags(runs, labels)`, `cell_label(run, cell)`, `is_auxiliary(run)` (a run shown only in its
-own closing section) and `closing_sections(runs, labels)` (after the other harness tasks, over every run).
+and this module, which builds the sections that concern every evaluation (what the numbers rest on,
+the headline table, conditions side by side, skips, other harness tasks, runs) and writes the files.
+Each evaluation's own sections and headline cells come from its registry entry's report section
+(`common.evaluations.ReportSection`); options of the report that an evaluation declares
+(`Evaluation.add_report_arguments`) reach its section through `ReportSection.configured`.
 
 Every metric name is read through `common/metric_names.py`, and the summaries the tasks stored
 (memory lengths and their intervals, per-length intervals, effective context, skip reasons) are
@@ -28,24 +20,20 @@ shown as stored, never recomputed.
 
 A report says what its numbers rest on (`coverage_notes`): a partial merge (docs in no shard,
 `configs.<task>.longmem.merge.docs_missing`), skipped docs, and cells of the sweep no doc ran at
-(`configs.<task>.longmem.sweep_cells`, e.g. a length of the forgetting curve) are listed in the
-first section and in the headline table's "rests on" column, and the forgetting-curve table marks
-every length of the sweep without docs.
+(`configs.<task>.longmem.sweep_cells`) are listed in the first section and in the headline table's
+"rests on" column.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from lm_eval_longmem.babilong.reference import EVALUATION as REFERENCE_EVALUATION
-from lm_eval_longmem.babilong.reference import Reference
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.cache import atomic_write, check_folder, check_target
 from lm_eval_longmem.common.conditions import CONDITIONS
-from lm_eval_longmem.common.evaluations import EVALUATIONS, evaluation, load
+from lm_eval_longmem.common.evaluations import Evaluation, ReportSection, evaluations
 from lm_eval_longmem.readers.results import Run, run_labels
 from lm_eval_longmem.report.blocks import (
     Report,
@@ -61,39 +49,41 @@ from lm_eval_longmem.report.blocks import (
 from lm_eval_longmem.report.render import figure_png, render_html, render_markdown
 
 
-def evaluation_modules() -> list[ModuleType]:
-    """Each evaluation's report module, in the registry's order (the headline table's columns)."""
-    return [load(entry.report) for entry in EVALUATIONS]
+def report_sections(options: Mapping[str, Any] | None = None) -> list[tuple[Evaluation, ReportSection]]:
+    """Each evaluation with its report section, in the registry's order (the headline table's columns),
+    configured by `options` (the report's options by name, `ReportSection.configured`; None: as registered)."""
+    return [
+        (entry, entry.report() if options is None else entry.report().configured(options)) for entry in evaluations()
+    ]
 
 
 def _cell_label(run: Run, task: str) -> Callable[[str], str]:
-    """How the report names a cell of `task` (its evaluation's `cell_label`, else the cell as stored)."""
+    """How the report names a cell of `task` (its evaluation's `ReportSection.cell_label`)."""
     name = run.evaluation(task)
-    module = load(evaluation(name).report) if name else None
-    label = getattr(module, "cell_label", None)
-    return (lambda cell: label(run, cell)) if label else str
+    section = next((section for entry, section in report_sections() if entry.name == name), None)
+    return (lambda cell: section.cell_label(run, cell)) if section else str
 
 
-def _is_auxiliary(run: Run) -> bool:
-    return any(module.is_auxiliary(run) for module in evaluation_modules() if hasattr(module, "is_auxiliary"))
+def _is_auxiliary(run: Run, sections: Sequence[ReportSection]) -> bool:
+    return any(section.is_auxiliary(run) for section in sections)
 
 
-def _headline_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
+def _headline_section(
+    runs: Sequence[Run], labels: Sequence[str], sections: Sequence[tuple[Evaluation, ReportSection]]
+) -> Section:
     section = Section("Headline numbers")
     section.blocks.append(
         "One number per evaluation, higher is better for all: "
-        + "; ".join(f"`{e.name}` -> `{e.headline.metric}` ({e.headline.meaning})" for e in EVALUATIONS)
+        + "; ".join(f"`{e.name}` -> `{e.headline.metric}` ({e.headline.meaning})" for e, _ in sections)
         + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies); "
         "`>L`: still holding at the longest length tested (censored)."
     )
-    modules = evaluation_modules()
-    header = ["model"] + [name for module in modules for name in module.HEADLINE_HEADER] + ["rests on"]
-    rows = [[label] + [cell for module in modules for cell in module.headline_cells(run)] + [_rests_on(run)]
+    header = ["model"] + [name for _, own in sections for name in own.headline_header] + ["rests on"]
+    rows = [[label] + [cell for _, own in sections for cell in own.headline_cells(run)] + [_rests_on(run)]
             for run, label in zip(runs, labels)]  # fmt: skip
     section.blocks.append(Table(header, rows))
-    for module in modules:
-        if hasattr(module, "headline_flags"):
-            section.blocks.extend(module.headline_flags(runs, labels))
+    for _, own in sections:
+        section.blocks.extend(own.headline_flags(runs, labels))
     return section
 
 
@@ -224,7 +214,7 @@ def _conditions_section(runs: Sequence[Run]) -> Section | None:
     (retrieval and in-context are separate runs of one model). Only models and evaluations with more than
     one condition have a row; no row, no section."""
     cells: dict[tuple[str, str], dict[str, list[str]]] = {}
-    for entry in EVALUATIONS:
+    for entry in evaluations():
         for run in runs:
             for task in run.tasks:
                 condition = run.condition(task) if run.evaluation(task) == entry.name else None
@@ -262,27 +252,29 @@ def _runs_section(runs: Sequence[Run], labels: Sequence[str]) -> Section:
     return section
 
 
-def build_report(runs: Sequence[Run], babilong_references: Sequence[Reference] = ()) -> Report:
-    """Every section the runs support, headline first; `babilong_references` are the authors' prediction folders."""
+def build_report(runs: Sequence[Run], options: Mapping[str, Any] | None = None) -> Report:
+    """Every section the runs support, headline first. `options`: the report's options by name (what its
+    command line's flags give, by their `dest`: the flags an evaluation declares,
+    `Evaluation.add_report_arguments`), handed to each evaluation's section (`ReportSection.configured`)."""
     labels = run_labels(runs)
-    # a run an evaluation shows only in its own closing section (a `booksort finetune` checkpoint) is not a model here
-    plain = [(run, label) for run, label in zip(runs, labels) if not _is_auxiliary(run)]
+    evaluation_sections = report_sections(options or {})
+    own_sections = [section for _, section in evaluation_sections]
+    # a run an evaluation shows only in its own closing section (a fine-tuning checkpoint) is not a model here
+    plain = [(run, label) for run, label in zip(runs, labels) if not _is_auxiliary(run, own_sections)]
     own, own_labels = [run for run, _ in plain], [label for _, label in plain]
     coverage = _coverage_section(own, own_labels)
     sections = [coverage] if coverage else []
-    sections += [_headline_section(own, own_labels)] if own or not runs else []
-    references = {REFERENCE_EVALUATION: babilong_references}
-    for entry in sorted(EVALUATIONS, key=lambda entry: load(entry.report).POSITION):
-        sections += load(entry.report).sections(own, own_labels, references.get(entry.name, ()))
+    sections += [_headline_section(own, own_labels, evaluation_sections)] if own or not runs else []
+    for section_of in sorted(own_sections, key=lambda section: section.position):
+        sections += section_of.sections(own, own_labels)
     conditions = _conditions_section(own)
     sections += [conditions] if conditions else []
     for make in (_skips_section, _other_tasks_section):
         section = make(own, own_labels)
         if section is not None:
             sections.append(section)
-    for module in evaluation_modules():
-        if hasattr(module, "closing_sections"):
-            sections += module.closing_sections(runs, labels)
+    for section_of in own_sections:
+        sections += section_of.closing_sections(runs, labels)
     sections.append(_runs_section(runs, labels))
     return Report(list(runs), labels, sections)
 
@@ -305,14 +297,15 @@ def check_report_targets(out_dir: Path, *, overwrite: bool, figures: Sequence[st
 
 
 def write_report(
-    runs: Sequence[Run], out_dir: Path, babilong_references: Sequence[Reference] = (), *, overwrite: bool = False
+    runs: Sequence[Run], out_dir: Path, *, options: Mapping[str, Any] | None = None, overwrite: bool = False
 ) -> ReportFiles:
-    """Write `report.md`, `report.html` and `figures/` for `runs` (see `readers.results.load_runs`) into `out_dir`.
+    """Write `report.md`, `report.html` and `figures/` for `runs` (see `readers.results.load_runs`) into `out_dir`
+    (`options`: as for `build_report`).
 
     Every file is checked before the first is written (`check_report_targets`) and each is written
     atomically.
     """
-    report = build_report(runs, babilong_references)
+    report = build_report(runs, options)
     out_dir = Path(out_dir)
     check_report_targets(out_dir, overwrite=overwrite, figures=[block.name for block in report.figures()])
     plt = pyplot()
@@ -336,14 +329,14 @@ def write_report(
 
 def headline_lines(runs: Sequence[Run]) -> list[str]:
     """One line per run with its headline numbers, for a terminal (a run an evaluation shows only in its own
-    section, such as a `booksort finetune` checkpoint, has none)."""
-    runs = [run for run in runs if not _is_auxiliary(run)]
+    section, such as a fine-tuning checkpoint, has none)."""
+    sections = [section for _, section in report_sections()]
+    runs = [run for run in runs if not _is_auxiliary(run, sections)]
     labels = run_labels(runs)
-    modules = evaluation_modules()
     lines = []
     for run, label in zip(runs, labels):
-        line = f"{label}: " + ", ".join(module.headline_line(module.headline_cells(run)) for module in modules)
-        line += "".join(module.headline_notes(run) for module in modules if hasattr(module, "headline_notes"))
+        line = f"{label}: " + ", ".join(section.headline_line(section.headline_cells(run)) for section in sections)
+        line += "".join(section.headline_notes(run) for section in sections)
         if coverage_notes(run):
             line += f" [rests on: {_rests_on(run)}]"
         lines.append(line)

@@ -105,14 +105,6 @@ def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple
     return mean, low, high
 
 
-def memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:
-    """(length, censored, low, high) of the forgetting curve's memory length under `criterion`, for `tokens`."""
-    length, low, high = (
-        metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL
-    )
-    return length, metrics.get(metric_names.memory_censored(criterion)), low, high
-
-
 def pyplot():
     import matplotlib
 
@@ -123,7 +115,7 @@ def pyplot():
 
 
 def is_ours(run: Run, task: str) -> bool:
-    """True for our tasks and groups (`Run.evaluation`); the harness's own `babilong_qa1` is not ours."""
+    """True for our tasks and groups (`Run.evaluation`); a harness task merely named like one of ours is not."""
     return run.evaluation(task) is not None
 
 

@@ -431,7 +431,7 @@ def test_table_covers_every_task_and_enough_rows():
 
 
 # Answers a reader might accept that the corrected check, by design, does not: it reads labels and
-# the listed forms only (see the card).
+# the listed forms only (see docs/babilong-corrected-check.md).
 LIMITS = [
     ("qa1", "office", "I don't know. She went to the office.", Q_MARY),  # the answer is "I don't know"
     ("qa6", "no", "John is not in the office.", Q_OFFICE),  # a statement about someone else

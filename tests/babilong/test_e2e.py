@@ -31,8 +31,8 @@ def test_lm_eval_babilong_end_to_end(smollm2_dir, books, tmp_path):
     assert "<context>" in prompt and prompt.endswith(f"Question: {one_k['doc']['question']}")
     assert one_k["arguments"]["gen_args_0"]["arg_1"]["max_gen_toks"] == 20
 
+    from lm_eval_longmem.babilong.rim.reader import format_report
     from lm_eval_longmem.plots import plot_results
-    from lm_eval_longmem.readers.babilong import format_report
 
     report = format_report(results)
     assert "qa1" in report and "effective context" in report

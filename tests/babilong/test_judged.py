@@ -33,9 +33,9 @@ target; `reason`/`why`: what decided it), each row naming its model, task, sourc
   remove rows from the set of changes, so the `changed` rows still changing remain a uniform sample of
   it, and drawing more from the rest keeps it uniform.
 
-The figures the card quotes are `QUOTED`; the test fails when the wrong share rises above it or the
-fixed share falls below it. `python tests/babilong/test_judged.py` prints them, per model and in all,
-with their 95% Wilson intervals and sizes.
+The figures docs/babilong-corrected-check.md quotes are `QUOTED`; the test fails when the wrong share rises
+above it or the fixed share falls below it. `python tests/babilong/test_judged.py` prints them, per model and
+in all, with their 95% Wilson intervals and sizes.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def test_one_task_reports_cells_lengths_and_skips(tiny_results):
     assert set(reasons) == {"qa1_2048", "qa2_2048"}
     assert all(sum(r.values()) == 3 and "exceed the window (2100 tokens" in next(iter(r)) for r in reasons.values())
     assert metrics["effective_context@qa1,none"] in (0, None)  # tokens; None: below 85% even at the shortest
-    assert tiny_results["configs"]["babilong"]["longmem"]["length_names"] == {"0": "0k"}
+    assert "length_names" not in tiny_results["configs"]["babilong"]["longmem"]  # the display edge formats "0k"
     assert tiny_results["n-samples"]["babilong"]["effective"] == 6
 
 
@@ -252,6 +252,7 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
     task = BabilongTask.__new__(BabilongTask)  # aggregation reads only cells, skips, options and declarations
     task._config = SimpleNamespace(metadata={})  # default options: in-context
     task.cells, task.skips, task.docs_per_cell = ["qa1_0", "qa1_1024", "qa2_0", "qa2_1024"], {}, {}
+    task.__dict__["dataset_docs_per_cell"] = dict.fromkeys(task.cells, 5)  # every doc ran
     task.score = lambda doc, results: {
         "acc": results[0],
         "acc_corrected": results[1],
@@ -262,3 +263,21 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
     row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in docs])
     assert row["acc@qa1_0,none"] == pytest.approx(0.6) and row["acc@0,none"] == pytest.approx(0.6)
     assert row["effective_context@qa1,none"] is None and row["corrected_abstained,none"] == pytest.approx(0.2)
+
+
+def test_an_effective_context_over_short_cells_is_null_with_the_reason():
+    """Issue 36, item 7 (BABILong's part): an effective context reads every length of its task, so a task whose cell
+    ran fewer docs than the sweep holds (a --limit) gets null, with the reason; a whole task keeps its value."""
+    task = BabilongTask.__new__(BabilongTask)
+    task._config = SimpleNamespace(metadata={})
+    task.cells, task.skips, task.docs_per_cell = ["qa1_0", "qa1_1024", "qa2_0", "qa2_1024"], {}, {}
+    task.__dict__["dataset_docs_per_cell"] = {"qa1_0": 3, "qa1_1024": 3, "qa2_0": 3, "qa2_1024": 5}
+    task.score = lambda doc, results: {"acc": 1.0, "acc_corrected": 1.0, "corrected_abstained": 0.0}
+    docs = [{"qa": qa, "length": length} for qa in ("qa1", "qa2") for length in (0, 1024) for _ in range(3)]
+    row = check_summary_schema(task, [task.process_results(doc, []) for doc in docs])
+    assert row["effective_context@qa1,none"] == 1024  # every doc of qa1 ran, all right
+    assert row["effective_context@qa2,none"] is None and row["effective_context_corrected@qa2,none"] is None
+    assert set(task.null_reasons) == {"effective_context@qa2", "effective_context_corrected@qa2"}
+    assert task.null_reasons["effective_context@qa2"].startswith(
+        "lengths ran fewer docs than the sweep holds (1k: 3 of 5)"
+    )

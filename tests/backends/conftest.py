@@ -9,10 +9,11 @@ import pytest
 import torch
 from tolerances import logprob_tol
 
-from lm_eval_longmem.backends import install
+from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import TokenAccuracy
+from lm_eval_longmem.harness import install
 
-install()
+install(plugin())
 
 
 def _make_lm(path, **kwargs):

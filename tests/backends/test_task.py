@@ -1,4 +1,4 @@
-"""The task base, `install()`, and a run through the real `lm_eval` command line."""
+"""The task base, `harness.install(backends.plugin())`, and a run through the real `lm_eval` command line."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ TASKS = "longmem_backends_test,longmem_backends_test_ids"
 
 @pytest.mark.slow
 def test_install_only_adds_names():
-    """In a fresh interpreter: install() adds our names, wraps the harness's auto batch probe (R14), and
+    """In a fresh interpreter: install(plugin()) adds our names, wraps the harness's auto batch probe (R14), and
     replaces nothing else (twice = once)."""
     script = """
 import lm_eval.api.model as model, lm_eval.api.registry as registry, lm_eval.api.task as task
 from lm_eval.models.huggingface import HFLM
 hf_before, caching_before = dict(vars(HFLM)), dict(vars(model.CachingLM))
 types_before, metrics_before = list(task.ALL_OUTPUT_TYPES), dict(registry.DEFAULT_METRIC_REGISTRY)
-from lm_eval_longmem.backends import install
-install(); install()
+from lm_eval_longmem.backends import plugin
+from lm_eval_longmem.harness import install
+install(plugin()); install(plugin())
 assert HFLM._detect_batch_size.__wrapped__ is hf_before["_detect_batch_size"]
 assert {k: v for k, v in vars(HFLM).items() if k not in ("loglikelihood_accuracy", "_detect_batch_size")} == {
     k: v for k, v in hf_before.items() if k != "_detect_batch_size"}

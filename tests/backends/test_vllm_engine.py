@@ -72,9 +72,10 @@ def vllm_lm(smollm2_dir):
         os.environ.setdefault(key, value)
     from lm_eval.models.vllm_causallms import VLLM
 
-    from lm_eval_longmem.backends import install
+    from lm_eval_longmem.backends import plugin
+    from lm_eval_longmem.harness import install
 
-    install()
+    install(plugin())
     lm = VLLM(pretrained=str(smollm2_dir), dtype="float32", max_model_len=MAX_MODEL_LEN, enforce_eager=True, seed=0,
               enable_prefix_caching=True)  # fmt: skip
     yield lm
@@ -85,9 +86,10 @@ def vllm_lm(smollm2_dir):
 def hf_lm(smollm2_dir):
     from lm_eval.models.huggingface import HFLM
 
-    from lm_eval_longmem.backends import install
+    from lm_eval_longmem.backends import plugin
+    from lm_eval_longmem.harness import install
 
-    install()
+    install(plugin())
     return HFLM(pretrained=str(smollm2_dir), device="cpu", dtype="float32", batch_size=1)
 
 

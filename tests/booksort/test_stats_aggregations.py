@@ -8,7 +8,7 @@ from scipy import stats
 from lm_eval_longmem.booksort.task import (
     Trial,
     calibrated_correct,
-    condition_counts,
+    cell_counts,
     paper_acc,
     paper_acc_ci_high,
     paper_acc_ci_low,
@@ -19,7 +19,7 @@ from lm_eval_longmem.booksort.task import (
 def test_paper_acc_is_the_mean_of_condition_means():
     # condition 250x20: 1/1 correct, condition 1000x20: 1/3 correct
     items = [("250x20", 1.0), ("1000x20", 1.0), ("1000x20", 0.0), ("1000x20", 0.0)]
-    assert condition_counts(items) == [(1, 3), (1, 1)]
+    assert cell_counts(items) == [(1, 3), (1, 1)]
     assert paper_acc(items) == pytest.approx((1.0 + 1 / 3) / 2)
     assert paper_acc_ci_low(items) < paper_acc(items) < paper_acc_ci_high(items)
 
@@ -44,13 +44,13 @@ def test_equal_conditions_pool_into_the_binomial_test_and_wilson_interval():
     assert (paper_acc_ci_low(items), paper_acc_ci_high(items)) == pytest.approx((ci.low, ci.high))
 
 
-# --- acc_calibrated: contextual calibration by the condition's median log-odds (ours, not the paper's) -----------
+# --- acc_calibrated: contextual calibration by the L_E x L_S cell's median log-odds (ours, not the paper's) -----------
 
 
-def item(condition, log_odds, label):
+def item(cell, log_odds, label):
     """A summary item of the log-prob task."""
     answered_a = log_odds >= 0
-    return Trial(condition, float(answered_a == (label == 0)), 0.0, float(answered_a), log_odds, label)
+    return Trial(cell, float(answered_a == (label == 0)), 0.0, float(answered_a), log_odds, label)
 
 
 def test_a_model_always_answering_a_is_scored_by_what_its_log_odds_know():

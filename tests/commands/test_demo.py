@@ -12,11 +12,11 @@ import sys
 import pytest
 from kit import read_results, read_samples, run_lm_eval
 
-from lm_eval_longmem.commands.demo import SIZES, build_booksort_data, demo_parts, harness_metadata, run_harness
-from lm_eval_longmem.common.evaluations import NAMES, evaluation, load
+from lm_eval_longmem.commands.demo import SIZES, demo_parts, demo_tasks, harness_metadata, run_harness
+from lm_eval_longmem.common.evaluations import evaluation, names
 
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
-RUNNABLE_TASKS = "forgetting_curve,booksort,babilong"
+RUNNABLE_TASKS = ",".join(names())
 
 
 def run_demo_cli(args, tmp_path):
@@ -24,40 +24,16 @@ def run_demo_cli(args, tmp_path):
     return subprocess.run([CLI, "demo", *args], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1200)
 
 
-def test_babilong_runs_on_simulated_facts_over_the_embedded_books(tmp_path):
-    metadata = harness_metadata(
-        ("forgetting_curve", "booksort", "babilong"), SIZES["small"], tmp_path / "books", tmp_path
-    )
-    assert {k: v for k, v in metadata.items() if k.startswith("babilong_")} == {
-        "babilong_source": "generate",
-        "babilong_facts": "simulated",
-        "babilong_corpus": str(tmp_path / "babilong_books"),
-        "babilong_lengths": ["0k", "1k"],
-        "babilong_tasks": "qa1-qa5",
-        "babilong_samples": SIZES["small"].babilong_samples,
-    }
-    assert metadata["forgetting_curve_corpus"] == str(tmp_path / "books")
-    assert metadata["booksort_data"] == str(tmp_path / "booksort_data")
-    assert set(harness_metadata(("booksort",), SIZES["tiny"], tmp_path, tmp_path)) == {"booksort_data"}
-
-
-def test_every_evaluation_has_a_demo_part_and_only_booksort_a_step_of_its_own():
-    parts = demo_parts(NAMES)
-    assert [part is evaluation(name) for name, part in zip(NAMES, parts)] == [False] * len(NAMES)  # parts, not entries
-    assert [load(evaluation(name).demo) for name in NAMES] == parts
-    assert [name for name, part in zip(NAMES, parts) if part.step] == ["booksort"]
-    assert [name for name, part in zip(NAMES, parts) if part.target] == ["booksort"]
-
-
-def test_booksort_builds_from_the_embedded_plays(embedded_books_dir, tmp_path):
-    folder, n_test = build_booksort_data(embedded_books_dir, tmp_path / "bs", SIZES["small"])
-    size = SIZES["small"]
-    assert n_test == size.booksort_books * len(size.booksort_excerpt_lengths) * size.booksort_excerpts * 4
-    manifest = json.loads((folder / "manifest.json").read_text())
-    titles = [b["title"] for b in manifest["books"]]
-    assert len(titles) == size.booksort_books and titles[:2] == ["All's Well That Ends Well", "Antony and Cleopatra"]
-    trial = json.loads((folder / "test.jsonl").read_text().splitlines()[0])
-    assert trial["excerpt_length"] == 250 and trial["segment_1"] != trial["segment_2"]
+def test_every_evaluation_has_a_demo_part_and_only_booksort_a_step_of_its_own(tmp_path):
+    assert demo_tasks() == names()
+    parts = demo_parts(names())
+    assert parts == [evaluation(name).demo() for name in names()]
+    assert [name for name, part in zip(names(), parts) if part.step("small")] == ["booksort"]
+    assert [name for name, part in zip(names(), parts) if part.target] == ["booksort"]
+    for size in SIZES:  # each part's keys, under its own prefix, and only the parts asked for
+        metadata = harness_metadata(names(), size, tmp_path / "books", tmp_path)
+        assert {key.split("_")[0] for key in metadata} <= {name.split("_")[0] for name in names()}
+    assert set(harness_metadata(("booksort",), "tiny", tmp_path, tmp_path)) == {"booksort_data"}
 
 
 @pytest.mark.slow
@@ -114,10 +90,7 @@ def test_unknown_task_is_refused_before_anything_runs(tmp_path):
         tmp_path,
     )
     assert proc.returncode == 1
-    assert (
-        proc.stderr.strip()
-        == "lm-eval-longmem demo: --tasks booksort,hellaswag: choose among forgetting_curve,booksort,babilong"
-    )
+    assert proc.stderr.strip() == f"lm-eval-longmem demo: --tasks booksort,hellaswag: choose among {','.join(names())}"
     assert not (tmp_path / "out").exists()
 
 
@@ -140,7 +113,7 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert {"forgetting_curve_overlay.png", "booksort.png"} <= {p.name for p in (out / "figures").iterdir()}
     assert any(p.name.startswith("babilong") for p in (out / "figures").iterdir())
     assert f"report:  {out / 'report.html'}" in proc.stdout
-    fc, babilong, booksort = proc.stdout.splitlines()[-3:]  # the headline, one sentence per evaluation, with its n
+    fc, booksort, babilong = proc.stdout.splitlines()[-3:]  # the headline, one sentence per evaluation, with its n
     assert (
         fc.startswith(f"{tiny_llama_dir.name} copies ") and "-32-token passage" in fc and "2 samples per length" in fc
     )
@@ -208,7 +181,7 @@ def test_the_headline_is_sentences_with_intervals_and_their_n(tmp_path):
     from lm_eval_longmem.commands.demo import headline_sentences
     from lm_eval_longmem.readers.results import load_run
 
-    fc, babilong, booksort = headline_sentences(load_run(_results_file(tmp_path)))
+    fc, booksort, babilong = headline_sentences(load_run(_results_file(tmp_path)))
     assert fc == (
         "SmolLM2-135M-Instruct copies 96.0-97.0% of the tokens of a 256-512-token passage it has just read, against "
         "35.0-37.0% when the passage follows unrelated text (LM baseline); every 95% interval within 4.2 points, 16 "
@@ -229,7 +202,7 @@ def test_the_booksort_headline_is_the_bias_corrected_accuracy_when_the_run_has_i
     from lm_eval_longmem.readers.results import load_run
 
     extra = {"acc_calibrated,none": 0.625, "acc_calibrated_ci_low,none": 0.5, "acc_calibrated_ci_high,none": 0.74}
-    booksort = headline_sentences(load_run(_results_file(tmp_path, extra)))[-1]
+    booksort = headline_sentences(load_run(_results_file(tmp_path, extra)))[1]
     assert booksort == (
         "Book-SORT (which of two segments came first; chance 50%): 62.5% [50.0, 74.0] with the answer bias corrected "
         '(59.4% [47.1, 70.6] as answered, "A" on 75% of 64 trials).'

@@ -254,9 +254,9 @@ def test_shard_gives_each_node_every_nth_doc_of_every_task(tiny_llama_dir, embed
 
 
 def test_shard_refuses_a_task_that_cannot_be_merged(tmp_path, capsys, monkeypatch):
-    from lm_eval_longmem import harness
+    from lm_eval_longmem.commands import merge
 
-    monkeypatch.setattr(harness, "load_tasks", lambda names, metadata, **kwargs: ({"arc_easy": object()}, {}))
+    monkeypatch.setattr(merge, "load_tasks", lambda names, metadata, **kwargs: ({"arc_easy": object()}, {}))
     status, out, err = shard(capsys, "--tasks", "arc_easy", "--nodes", 2, "--output_path", tmp_path / "shares")
     assert status == 1 and out == "" and "arc_easy cannot be merged from shards" in err
     assert not (tmp_path / "shares").exists()

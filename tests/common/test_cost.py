@@ -154,13 +154,14 @@ MEASURE = """
 import ctypes, json, re, sys
 import torch
 from lm_eval.models.huggingface import HFLM
-from lm_eval_longmem.backends import hf, install
+from lm_eval_longmem.backends import hf, plugin
+from lm_eval_longmem.harness import install
 from lm_eval_longmem.backends.request_type import EncodedRequest
 
 def status(key):
     return int(re.search(key + r":\\s+(\\d+)", open("/proc/self/status").read())[1]) * 1024
 
-install()
+install(plugin())
 lm = HFLM(pretrained=sys.argv[1], device="cpu", dtype="float32")
 out = {}
 for n in map(int, sys.argv[2:]):

@@ -1,41 +1,80 @@
-"""The registry of evaluations: every module it names exists with what its users call, and tasks record
-their evaluation in the results file, so readers take it from there."""
+"""The registry of evaluations: every entry is what its users call, registration through the entry-point group
+is checked, and tasks record their evaluation in the results file, so readers take it from there."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+from importlib.metadata import EntryPoint
 
 import pytest
 
-from lm_eval_longmem.commands.demo import DemoPart
-from lm_eval_longmem.common.evaluations import EVALUATIONS, NAMES, evaluation, evaluation_of_class, load
+from lm_eval_longmem.common import evaluations as registry
+from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.evaluations import (
+    BUILTIN,
+    ENTRY_POINT_GROUP,
+    Evaluation,
+    Plotter,
+    evaluation,
+    evaluations,
+    guessed_evaluation,
+    names,
+)
 from lm_eval_longmem.common.options import declared
 from lm_eval_longmem.common.task import LongmemTask
-from lm_eval_longmem.paths import task_configs_dir
+from lm_eval_longmem.plan import our_tasks
 from lm_eval_longmem.readers.results import evaluation_of
 
 
-@pytest.mark.parametrize("entry", EVALUATIONS, ids=NAMES)
-def test_every_module_an_entry_names_has_what_its_users_call(entry):
-    options = load(entry.options)
-    assert dataclasses.is_dataclass(options) and declared(options, entry.prefix)
-    task_class = load(entry.task_class)
-    assert issubclass(task_class, LongmemTask) and task_class.OPTIONS is options and task_class.PREFIX == entry.prefix
-    assert callable(load(entry.data).source_problems)
-    assert callable(load(entry.plotter).can_plot) and callable(load(entry.plotter).plot)
-    assert callable(load(entry.commands).add_commands)
-    load(entry.reader)
-    load(entry.report)
-    assert list(inspect.signature(load(entry.planner)).parameters) == ["task", "metadata", "tokenizer", "window"]
-    assert isinstance(load(entry.demo), DemoPart)
+def _task_classes(name: str) -> set[type]:
+    """The task classes the YAMLs of evaluation `name` name (`class: !function module.Class`)."""
+    found = set()
+    for owner, configs in our_tasks().values():
+        for config in configs:
+            if owner == name:
+                module, _, cls = str(config["class"]).rpartition(".")
+                found.add(getattr(importlib.import_module(module), cls))
+    return found
 
 
-@pytest.mark.parametrize("entry", EVALUATIONS, ids=NAMES)
-def test_an_entry_has_its_task_folder_and_its_headline_task(entry):
-    folder = task_configs_dir() / entry.name
-    assert (folder / "README.md").is_file()
-    assert any(f"task: {entry.headline.task}\n" in path.read_text(encoding="utf-8") for path in folder.glob("*.yaml"))
+def test_ours_are_the_builtin_names_in_order():
+    assert names()[: len(BUILTIN)] == BUILTIN
+    assert all(isinstance(entry, Evaluation) for entry in evaluations())
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_every_member_of_an_entry_gives_what_its_users_call(name):
+    entry = evaluation(name)
+    section = entry.report()
+    assert isinstance(section.position, int) and len(section.headline_header) >= 1
+    assert section.configured({}) == section
+    assert isinstance(entry.plotter(), Plotter)
+    planner = entry.planner()
+    assert planner is not None and list(inspect.signature(planner).parameters) == [
+        "task",
+        "metadata",
+        "tokenizer",
+        "window",
+    ]
+    part = entry.demo()
+    assert part is not None and callable(part.metadata) and callable(part.sentence)
+    assert entry.source_problems({}) == [] or all(isinstance(line, str) for line in entry.source_problems({}))
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_an_entry_has_its_task_folder_and_task_classes_that_record_it(name):
+    entry = evaluation(name)
+    folder = entry.task_folder()
+    assert folder.name == name and (folder / "README.md").is_file()
+    assert name in our_tasks()  # its group (or only) task bears its name
+    classes = _task_classes(name)
+    assert classes and all(issubclass(cls, LongmemTask) and cls.EVALUATION == name for cls in classes)
+    for cls in classes:
+        assert dataclasses.is_dataclass(cls.OPTIONS) and cls.PREFIX == f"{name}_" and declared(cls.OPTIONS, cls.PREFIX)
+        assert type("UsersTask", (cls,), {}).EVALUATION == name  # a user's subclass of ours is still ours
+    assert set(entry.recorded_metadata()) <= {key for cls in classes for key in cls.RECORDED_METADATA}
 
 
 def test_looking_an_entry_up():
@@ -44,12 +83,29 @@ def test_looking_an_entry_up():
         evaluation("ruler")
 
 
-def test_a_task_class_and_its_subclasses_know_their_evaluation():
-    for entry in EVALUATIONS:
-        cls = load(entry.task_class)
-        assert evaluation_of_class(cls) is entry
-        assert evaluation_of_class(type("UsersTask", (cls,), {})) is entry  # a user's subclass of ours
-    assert evaluation_of_class(LongmemTask) is None and evaluation_of_class(int) is None
+def _with_entry_points(monkeypatch, *points: EntryPoint) -> None:
+    monkeypatch.setattr(registry, "entry_points", lambda group: [p for p in points if p.group == group])
+    registry.evaluations.cache_clear()
+
+
+def test_a_package_s_entry_point_is_listed_after_ours_and_a_bad_one_is_named(monkeypatch):
+    try:
+        same = EntryPoint("booksort2", "lm_eval_longmem.booksort.rim:EVALUATION", ENTRY_POINT_GROUP)
+        _with_entry_points(monkeypatch, same)
+        with pytest.raises(UsageError, match=r"entry point booksort2 = .*names the evaluation 'booksort'"):
+            evaluations()
+        clash = EntryPoint("booksort", "lm_eval_longmem.booksort.rim:EVALUATION", ENTRY_POINT_GROUP)
+        _with_entry_points(monkeypatch, clash)
+        with pytest.raises(UsageError, match="an evaluation called 'booksort' is already registered"):
+            evaluations()
+        wrong = EntryPoint("toy", "lm_eval_longmem.booksort.rim:NAME", ENTRY_POINT_GROUP)  # a str, not an entry
+        _with_entry_points(monkeypatch, wrong)
+        with pytest.raises(UsageError, match="is not an lm-eval-longmem evaluation"):
+            evaluations()
+        _with_entry_points(monkeypatch, EntryPoint("other", "x:Y", "another.group"))
+        assert names() == BUILTIN
+    finally:
+        registry.evaluations.cache_clear()
 
 
 def _results(facts: dict, metrics: dict) -> dict:
@@ -63,3 +119,16 @@ def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_su
     assert evaluation_of(_results({"evaluation": "ruler"}, forgetting_like), "t") is None  # not one of ours
     group = {**_results({"evaluation": "booksort"}, {}), "group_subtasks": {"g": ["t"]}}
     assert evaluation_of(group, "g") == "booksort"
+
+
+@pytest.mark.parametrize(
+    "metrics, expected",
+    [
+        ({"copy_acc@1024": 0.5}, "forgetting_curve"),
+        ({"acc@LE2500": 0.6, "acc": 0.6}, "booksort"),
+        ({"acc@qa1_4096": 0.6}, "babilong"),
+        ({"acc": 0.6, "acc_stderr": 0.01}, None),  # any harness task
+    ],
+)
+def test_the_one_guess_for_older_files(metrics, expected):
+    assert guessed_evaluation(metrics) == expected

@@ -109,7 +109,7 @@ def test_booksort_factors_are_built_and_parsed_here():
     assert [
         metric_names.factor_value(p, t) for p, t in [("LE2500", "LE"), ("bin3", "bin"), ("LS20", "LE"), ("LEx", "LE")]
     ] == [2500, 3, None, None]
-    with pytest.raises(ValueError, match="unknown Book-SORT factor"):
+    with pytest.raises(ValueError, match="unknown factor"):
         metric_names.factor("LX", 1)
 
 

@@ -431,9 +431,9 @@ def test_limit_takes_the_cheapest_docs_first_only_when_asked(
     """Issue 26, item 5: the default order (rounds over every cell, most expensive first in each) makes
     `--limit 1` run the longest input; `<prefix>limit_order=cheapest` runs the cheapest docs first. Either
     way the docs, their indices and what the harness gathers per doc are the same."""
-    from lm_eval_longmem import harness
+    from lm_eval_longmem.harness import models
 
-    monkeypatch.setattr(harness, "_live", None)  # a model an earlier test created in this process has another window
+    monkeypatch.setattr(models, "_live", None)  # a model an earlier test created in this process has another window
     metadata, prefix = _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path)[task_name]
     balanced = _limit_order_task(task_name, metadata)
     cheapest = _limit_order_task(task_name, metadata | {f"{prefix}limit_order": "cheapest"})

@@ -19,7 +19,7 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     summarize,
     summary_json,
 )
-from lm_eval_longmem.readers.forgetting_curve import load_curve, read_results
+from lm_eval_longmem.forgetting_curve.rim.reader import load_curve, read_results
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,11 @@ def test_llama3_memory_lengths_match_the_paper(llama3):
     summary = summarize(load_curve(path))
     assert (summary.fine.length, summary.fine.censored, summary.fine.label) == (4134, False, "4134")
     assert (summary.coarse.length, summary.coarse.censored, summary.coarse.label) == (9293, True, ">9293")
+    # Censored (">9293"): the samples bound it from below only, so no interval (issue 36, item 3), never [9293, 9293].
+    assert summary.coarse.interval is None
     # The bootstrap interval brackets the estimate and stays on the tested grid.
-    low, high = summary.coarse.interval
-    assert low <= 9293 <= high and {low, high} <= {L for L in load_curve(path).lengths}
-    assert summary.fine.interval[0] <= 4134 <= summary.fine.interval[1]
+    low, high = summary.fine.interval
+    assert low <= 4134 <= high and {low, high} <= {L for L in load_curve(path).lengths}
 
 
 def test_llama3_per_length_statistics_reproduce_the_tool(llama3):
@@ -118,14 +119,39 @@ def test_condition_failing_before_the_skip_is_not_censored():
 
 
 def test_bootstrap_interval_is_seeded_and_widens_with_noise():
-    noisy = _curve({100: (1.0, 0.5), 200: (0.97, 0.5), 300: (0.515, 0.5)}, n=6, spread=0.004)
+    noisy = _curve({100: (1.0, 0.5), 200: (0.97, 0.5), 300: (0.515, 0.5), 400: (0.3, 0.5)}, n=6, spread=0.004)
     a = memory_interval(noisy, "coarse", n_resamples=300, seed=3)
     assert a == memory_interval(noisy, "coarse", n_resamples=300, seed=3)
     assert a[0] <= a[1] and a[0] in (0, 100, 200, 300) and a[1] in (0, 100, 200, 300)
-    clean = _curve({100: (0.999, 0.5), 200: (0.999, 0.5)}, n=6, spread=0.0)
-    assert memory_interval(clean, "fine", n_resamples=300) == (200, 200)
+    clean = _curve({100: (0.999, 0.5), 200: (0.999, 0.5), 300: (0.5, 0.5)}, n=6, spread=0.0)
+    assert memory_interval(clean, "fine", n_resamples=300) == (200, 200)  # agreeing samples, bounded above by 300
     single = _curve({100: (1.0, 0.5)}, n=1)
     assert memory_interval(single, "fine") is None  # one sample: nothing to resample
+
+
+def test_a_censored_memory_length_has_no_interval():
+    """Issue 36, item 3: the demo showed `coarse_memory_length >256 [256, 256]`, a point interval beside a value the
+    samples bound from below only. Censored: null bounds, in the summary, its JSON and the task's results."""
+    curve = _curve({128: (0.999, 0.3), 256: (0.9, 0.3)}, n=4, spread=0.01)
+    summary = summarize(curve, n_resamples=300)
+    assert summary.coarse.label == ">256" and summary.coarse.interval is None
+    assert summary_json(summary)["coarse_memory_length"]["interval"] is None
+    assert (
+        summary.fine.label == "128" and summary.fine.interval is not None
+    )  # not censored: 256 fails in every resample
+
+
+def test_an_interval_reaching_the_last_length_is_null():
+    """Resamples in which the condition still holds at the last tested length are censored (">L"), so a percentile
+    interval whose upper end is that length would understate it: null, though the estimate itself is not censored."""
+    # at 300, copy minus LM is 0, 0, 0, 0.03 (mean 0.0075, under the 0.01 margin): a quarter of the resamples
+    # draw the 0.03 sample twice or more, and their condition holds at 300
+    points = [CurvePoint(L, k, 0.9, 0.5) for L in (100, 200) for k in range(4)]
+    points += [CurvePoint(300, k, 0.5 + (0.03 if k == 3 else 0.0), 0.5) for k in range(4)]
+    curve = curve_from_points(points)
+    summary = summarize(curve, n_resamples=400)
+    assert summary.coarse.label == "200" and summary.coarse.interval is None
+    assert memory_interval(curve, "coarse", n_resamples=400) is None
 
 
 def test_points_pair_copy_and_lm_by_sample_in_any_order():
@@ -165,7 +191,7 @@ def test_results_json_without_samples_uses_means_and_reported_intervals():
     assert not curve.per_sample and curve.lengths == (64, 128) and curve.skipped == (256, 512)
     summary = summarize(curve)
     assert summary.fine.label == "64" and summary.coarse.label == ">128"
-    assert summary.coarse.interval == (128, 128) and summary.claimed == 128
+    assert summary.coarse.interval is None and summary.claimed == 128  # the file's [128, 128] beside ">128": dropped
     lm128 = summary.per_length[1].lm
     assert (lm128.low, lm128.high) == (0.27, 0.33)  # the run's own interval
     assert math.isnan(summary.per_length[1].difference.low)

@@ -11,8 +11,8 @@ from tolerances import ARITHMETIC_RTOL, close, logprob_tol, metric_rtol, perplex
 
 from lm_eval_longmem.common.stats import log_mean_interval, share_interval
 from lm_eval_longmem.forgetting_curve.analysis import summarize
+from lm_eval_longmem.forgetting_curve.rim.reader import load_curve
 from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
-from lm_eval_longmem.readers.forgetting_curve import load_curve
 from lm_eval_longmem.readers.results import skip_reasons
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -89,7 +89,7 @@ def test_every_metric_is_scored_on_every_doc(tiny_run):
 @pytest.mark.slow
 def test_data_builder_logs_through_the_harness(tiny_run):
     """At lm_eval's default level (INFO) the builder's line shows in the harness's format; at WARNING it
-    does not (`tests/test_harness.py::test_r10_package_logs_follow_the_harness_level`)."""
+    does not (`tests/harness/test_loggers.py::test_r10_package_logs_follow_the_harness_level`)."""
     stderr = (tiny_run[0] / "stderr.txt").read_text()
     (line,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.forgetting_curve.data:" in line]
     assert " INFO     [" in line and "forgetting_curve: 12 docs, 4 lengths (16,32,64,128)" in line
@@ -411,6 +411,7 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
     task = ForgettingCurveTask.__new__(ForgettingCurveTask)  # aggregation reads only cells, skips and declarations
     task.cells, task.skips, task.docs_per_cell = ["16", "32"], {"64": {"too long": 1}}, {}
     task.__dict__["claimed"] = 32
+    task.__dict__["dataset_docs_per_cell"] = {"16": 4, "32": 4, "64": 1}  # every doc that fits ran: a whole curve
     docs = [{"length": L, "sample": k, "scored": 4} for L in (16, 32) for k in range(4)]
     results = [[("1111" if d["length"] == 16 else "1101", -1.0), ("0101", -3.0)] for d in docs]
     row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in zip(docs, results)])
@@ -420,3 +421,46 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
         and row["claimed_length,none"] == 32
     )
     assert "fine_memory_length_low,none" in row and "fine_memory_length_ci_low,none" not in row
+
+
+def test_a_curve_with_short_lengths_has_null_memory_lengths_with_the_reason():
+    """Issue 36, item 7: `--limit 1` gave `coarse_memory_length 8192` (censored) from one doc. A memory length reads
+    every sample of every length, so with a length short of its samples it is null, and the reason is recorded."""
+    task = ForgettingCurveTask.__new__(ForgettingCurveTask)
+    task.cells, task.skips, task.docs_per_cell = ["16", "32"], {}, {}
+    task.__dict__["claimed"] = 32
+    task.__dict__["dataset_docs_per_cell"] = {"16": 4, "32": 4, "64": 4}  # the sweep; 64 never ran, 32 ran 1 of 4
+    docs = [{"length": 16, "sample": k, "scored": 4} for k in range(4)] + [{"length": 32, "sample": 0, "scored": 4}]
+    results = [[("1111", -1.0), ("0101", -3.0)] for _ in docs]
+    row = check_summary_schema(task, [task.process_results(doc, r) for doc, r in zip(docs, results)])
+    for criterion in ("fine", "coarse"):
+        for suffix in ("", "_low", "_high"):
+            assert row[f"{criterion}_memory_length{suffix},none"] is None
+        assert row[f"{criterion}_memory_censored,none"] is None
+    assert row["copy_acc@16,none"] == 1.0 and row["claimed_length,none"] == 32  # what the docs do give stays
+    assert set(task.null_reasons) == {"fine_memory_length", "coarse_memory_length"}  # the results' facts hold them
+    assert task.null_reasons["coarse_memory_length"].startswith(
+        "2 length(s) ran fewer samples than the sweep holds (32: 1 of 4; 64: 0 of 4)"
+    )
+
+
+@pytest.mark.slow
+def test_a_limit_run_says_what_it_rests_on(tiny_llama_dir, book, tmp_path):
+    """Issue 36, item 7, as reproduced: `--limit 1` ran one doc and reported a memory length from it (exit 0, nothing
+    pointing to the cheapest order). Now the memory lengths are null with their reason in the results' facts, and
+    the warning says what the limit ran and names forgetting_curve_limit_order=cheapest."""
+    proc = run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
+         "--tasks", "forgetting_curve", "--limit", "1", "--metadata", _metadata(book, TINY_LENGTHS, 2)],
+        tmp_path,
+    )  # fmt: skip
+    results = read_results(tmp_path)
+    metrics = results["results"]["forgetting_curve"]
+    assert metrics["coarse_memory_length,none"] is None and metrics["fine_memory_length,none"] is None
+    assert metrics["copy_acc@64,none"] is not None  # balanced order: the longest length's first sample ran
+    reason = results["configs"]["forgetting_curve"]["longmem"]["null_reasons"]["coarse_memory_length"]
+    assert "(16: 0 of 2; 32: 0 of 2; 64: 1 of 2)" in reason
+    (warning,) = [line for line in proc.stderr.splitlines() if "--limit runs" in line]
+    assert "forgetting_curve: --limit runs 1 of its 6 docs" in warning
+    assert "--metadata forgetting_curve_limit_order=cheapest takes the cheapest first" in warning
+    assert "configs.forgetting_curve.longmem.null_reasons" in warning

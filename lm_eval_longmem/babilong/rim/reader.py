@@ -1,0 +1,160 @@
+"""BABILong results read back: the task x length cells, means over tasks and effective context a run
+stored; and the text report of `lm-eval-longmem babilong report`.
+
+`lm-eval-longmem babilong report`, the heatmap and `lm-eval-longmem report` read a results file with
+these (`read_cells`, `read_length_means`, `read_effective_context`; names through
+`common/metric_names.py`), so they work on runs made elsewhere. The summaries themselves are computed
+by the task with `babilong/summary.py`. Lengths are token counts throughout; the text shows them as the
+authors name them ("4k") through `common.lengths.format_length`, the one display formatter.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lm_eval_longmem.babilong.options import DEFAULT_TASKS, NAME
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, Metric
+from lm_eval_longmem.babilong.summary import DEFAULT_THRESHOLD, Cell, effective_context, ordered
+from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.common.stats import Interval
+from lm_eval_longmem.readers.results import skip_reasons, task_metrics, tasks_of
+
+
+def _task_cells(metrics: dict[str, Any]) -> list[tuple[str, int]]:
+    """(qa, length) of every `acc@qaN_LEN` mean among canonical metric names."""
+    return [
+        (qa, int(length))
+        for qa, length in (c for c in metric_names.cells_of(metrics, ACC) if len(c) == 2)
+        if qa.startswith("qa") and qa[2:].isdigit() and length.isdigit()
+    ]
+
+
+def babilong_task(results: dict[str, Any]) -> str | None:
+    """Name of the (first) BABILong task in a results dict (`readers.results.tasks_of`)."""
+    return next(iter(tasks_of(results, NAME)), None)
+
+
+def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interval:
+    def get(key: str) -> float:
+        value = metric_names.number(metrics.get(key))
+        return math.nan if value is None else value
+
+    return Interval(*(get(key) for key in metric_names.with_interval(score, *parts)))
+
+
+def read_cells(results: dict[str, Any]) -> list[Cell]:
+    """Every (task, length) cell of the BABILong task in an lm_eval results dict."""
+    task = babilong_task(results)
+    if task is None:
+        return []
+    metrics = task_metrics(results, task)
+    return ordered(
+        Cell(
+            qa,
+            length,
+            0,
+            _interval(metrics, ACC, qa, length),
+            _interval(metrics, ACC_CORRECTED, qa, length),
+            _interval(metrics, ABSTAINED.name, qa, length),
+        )
+        for qa, length in _task_cells(metrics)
+    )
+
+
+def read_length_means(results: dict[str, Any], metric: Metric = ACC) -> dict[int, Interval]:
+    """Per length (tokens), the run's mean over tasks (`acc@LEN`) with its interval."""
+    task = babilong_task(results)
+    metrics = task_metrics(results, task) if task else {}
+    found = {int(c[0]) for c in metric_names.cells_of(metrics, metric) if len(c) == 1 and c[0].isdigit()}
+    return {length: _interval(metrics, metric, length) for length in sorted(found)}
+
+
+def read_effective_context(results: dict[str, Any], metric: Metric = ACC) -> dict[str, int | None]:
+    """Per task, the effective context (tokens, None: not even the shortest) the run stored."""
+    task = babilong_task(results)
+    metrics = task_metrics(results, task) if task else {}
+    out = {}
+    for key, value in metrics.items():
+        parsed = metric_names.parse(key)
+        if (
+            parsed
+            and parsed.score == metric_names.effective_context(metric)
+            and len(parsed.cell) == 1
+            and not parsed.stat
+        ):
+            number = metric_names.number(value)
+            out[parsed.cell[0]] = None if number is None else int(number)
+    return dict(sorted(out.items(), key=lambda item: int(item[0][2:])))
+
+
+def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = ACC) -> str:
+    """A plain-text report: task x length accuracies, the mean per length, effective context per task.
+
+    The effective context is the one the run stored when `threshold` is the paper's 85%, and is
+    computed from the cells for any other threshold.
+    """
+    cells = read_cells(results)
+    if not cells:
+        raise ValueError("the results hold no BABILong cells (acc@qaN_LEN): run lm_eval --tasks babilong first")
+    lengths = sorted({c.length for c in cells})
+    tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
+    table = {(c.qa, c.length): c for c in cells}
+    lines = [f"BABILong {metric} (%), 95% Wilson interval"]
+    lines.append("task   " + "".join(f"{format_length(ln):>18}" for ln in lengths))
+    for qa in tasks:
+        row = f"{qa:<7}"
+        for ln in lengths:
+            cell = table.get((qa, ln))
+            if cell is None:
+                row += f"{'-':>18}"
+            else:
+                value = getattr(cell, metric)
+                row += f"{f'{100 * value.estimate:.1f} [{100 * value.low:.0f},{100 * value.high:.0f}]':>18}"
+        lines.append(row)
+    means = read_length_means(results, metric)
+    which = "qa1-qa5, the paper's headline" if tuple(tasks) == DEFAULT_TASKS else f"{', '.join(tasks)}"
+    lines.append("")
+    lines.append(f"mean over tasks per length ({which}), 95% interval:")
+    for length, value in means.items():
+        lines.append(
+            f"  {format_length(length):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]"
+        )
+    task = babilong_task(results)
+    assert task is not None  # read_cells found its cells
+    overall = _interval(task_metrics(results, task), metric)
+    lines.append(
+        f"overall (mean of all {len(cells)} task x length cells): "
+        f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
+    )
+    abstained = _interval(task_metrics(results, task), ABSTAINED.name)
+    if metric == ACC_CORRECTED and not math.isnan(abstained.estimate):
+        lines.append(
+            f"the corrected reader abstained (kept acc's verdict) on {100 * abstained.estimate:.1f}% of answers "
+            f"[{100 * abstained.low:.1f}, {100 * abstained.high:.1f}]"
+        )
+    lines.append("")
+    lines.append(f"effective context ({metric} >= {100 * threshold:g}% at this and every shorter length):")
+    stored = read_effective_context(results, metric) if threshold == DEFAULT_THRESHOLD else {}
+    found = stored if set(stored) == set(tasks) else effective_context(cells, threshold=threshold, metric=metric)
+    for qa in tasks:
+        reached = found.get(qa)
+        lines.append(
+            f"  {qa:<5}: {format_length(reached) if reached is not None else 'none (below threshold at the shortest length run)'}"
+        )
+    skipped = skip_reasons(results, task)
+    if skipped:
+        lines.append("")
+        lines.append("docs skipped (never truncated):")
+        for cell_text, reasons in skipped.items():
+            lines.append(f"  {cell_label(cell_text)}: " + "; ".join(f"{n} x {why}" for why, n in reasons.items()))
+    return "\n".join(lines)
+
+
+def cell_label(cell: str) -> str:
+    """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`); any other cell as it is."""
+    parts = metric_names.cell_parts(cell)
+    if len(parts) == 2 and parts[1].isdigit():
+        return f"{parts[0]}_{format_length(int(parts[1]))}"
+    return cell

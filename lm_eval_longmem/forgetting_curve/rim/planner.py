@@ -1,0 +1,45 @@
+"""The forgetting curve's rows of `lm-eval-longmem plan`: its length grid (`data.resolve_lengths`) x `samples`,
+two requests per doc of 2L + 2 tokens; lengths past the backend's position limit are skipped, as the run
+skips them. The corpus is tokenized once per tokenizer and cached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lm_eval_longmem.common.model_info import Window
+from lm_eval_longmem.plan import Row, TaskFacts, corpus_text
+
+
+def forgetting_curve_rows(
+    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
+) -> tuple[list[Row], list[str]]:
+    """One row per length of the sweep (`common.evaluations.Planner`)."""
+    from lm_eval_longmem.forgetting_curve.data import (
+        model_inputs,
+        position_limit,
+        resolve_lengths,
+        sweep_options,
+        sweep_sources,
+    )
+
+    options = sweep_options(metadata)
+    lengths, claimed = resolve_lengths(options, metadata)
+    limit, why = position_limit(options, metadata, claimed)
+    rows = []
+    for length in lengths:
+        runs = limit is None or model_inputs(length) <= limit
+        docs = options.samples if runs else 0
+        tokens = model_inputs(length) + 1  # [bos] S [bos] S: the last token is only a target
+        rows.append(
+            Row(
+                task.name, task.output_type, str(length), length, docs, 2 * docs, 2 * docs, 2 * docs * tokens, tokens,
+                forward_positions=tokens - 1, head_positions=length - length // 2, new_tokens=0, skipped=0 if runs else options.samples,
+                note="" if runs else f"skipped: {model_inputs(length)} input positions exceed {limit} ({why})",
+            )
+        )  # fmt: skip
+    sources = {source for source in sweep_sources(options)[:2] if source != "random"}
+    notes = [
+        f"data phase: {corpus_text(source)}, tokenized once per tokenizer and cached"
+        for source in sorted(sources, key=str)
+    ]
+    return rows, notes

@@ -1,0 +1,292 @@
+"""lm_eval's models as ours meet them: how the harness creates an LM, and what our request type and
+our code ask of HFLM, VLLM and CachingLM (R4-R6, R14, R19, R21, R23, R24).
+
+`patch_lm_factories` records the LM the harness creates (`live_backend`) and runs a hook before each
+(the check of a run, `evaluator.install_before_model`); `install_request_type` and `install_batch_probe_cap`
+add the `loglikelihood_accuracy` request type and bound the harness's own `--batch_size auto` probe (all
+three installed by `harness.install`). The rest are plain functions the backends call: text pairs encoded as
+`loglikelihood` encodes them, the HF window rule, vLLM's engine, a model built as the harness builds it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lm_eval_longmem.harness.marks import MARK
+
+log = logging.getLogger(f"lm_eval.{__name__}")
+"""R10: a child of the harness's logger, shown with lm_eval's own lines at lm_eval's level (every
+module of the package logs the same way, as `lm_eval.<module>`)."""
+
+
+# ---------------------------------------------------------------- the live backend (R4)
+
+
+@dataclass(frozen=True)
+class LiveBackend:
+    """The LM the harness created most recently in this process, as data builders need it."""
+
+    kind: str
+    """"hf" (HFLM and its subclasses), "vllm" (VLLM), otherwise the LM class name lowercased."""
+    max_length: int | None
+    """The backend's own window in tokens (HFLM: its resolved `max_length`; VLLM: the engine's
+    `max_model_len`), or None when the backend does not say."""
+    pretrained: str | None = None
+    """The `pretrained` model argument it was created with, so a data builder uses it only for the
+    model its metadata names (a process may create several models)."""
+
+
+_live: LiveBackend | None = None
+
+_before_each_model: Callable[[], None] | None = None
+
+
+def live_backend() -> LiveBackend | None:
+    """The most recently created harness LM, or None before any (or when the plugin is not active).
+
+    `simple_evaluate` creates the LM before it loads tasks, so a data builder called while the
+    harness loads our tasks sees the model of this run.
+    """
+    return _live
+
+
+def describe_lm(lm: Any, pretrained: str | None = None) -> LiveBackend:
+    """Kind and window of an LM instance; reading the window never raises."""
+    names = {klass.__name__ for klass in type(lm).__mro__}
+    kind = "hf" if "HFLM" in names else "vllm" if "VLLM" in names else type(lm).__name__.lower()
+    try:
+        value = lm.max_length
+    except Exception:  # noqa: BLE001 - a backend without a resolvable window is still a backend
+        value = None
+    max_length = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return LiveBackend(kind=kind, max_length=max_length, pretrained=pretrained)
+
+
+def patch_lm_factories() -> None:
+    """Record every LM built through `LM.create_from_arg_string`/`create_from_arg_obj` (idempotent).
+
+    A model class that overrides these factories itself (lm_eval's `dummy`, `nemo_lm`, `watsonx`)
+    is not recorded: `live_backend()` then stays None, which callers treat as "unknown".
+    """
+    from lm_eval.api.model import LM
+
+    for name in ("create_from_arg_string", "create_from_arg_obj"):
+        factory = inspect.getattr_static(LM, name)
+        if not isinstance(factory, classmethod) or getattr(factory.__func__, MARK, False):
+            continue
+        setattr(LM, name, classmethod(_recording(factory.__func__)))
+
+
+def before_each_model(hook: Callable[[], None]) -> None:
+    """Call `hook()` before the factories create any LM from now on (and record the LMs they create)."""
+    global _before_each_model
+    _before_each_model = hook
+    patch_lm_factories()
+
+
+def _pretrained(model_args: Any) -> str | None:
+    """`pretrained` from the first argument of an LM factory (an args string or a dict)."""
+    if isinstance(model_args, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        model_args = simple_parse_args_string(model_args)
+    value = model_args.get("pretrained") if isinstance(model_args, dict) else None
+    return str(value) if value else None
+
+
+def _recording(factory: Any) -> Any:
+    @functools.wraps(factory)
+    def create(cls: type, *args: Any, **kwargs: Any) -> Any:
+        global _live
+        if _before_each_model is not None:
+            _before_each_model()
+        lm = factory(cls, *args, **kwargs)
+        _live = describe_lm(lm, _pretrained(args[0] if args else kwargs.get("arg_string", kwargs.get("arg_dict"))))
+        return lm
+
+    setattr(create, MARK, True)
+    return create
+
+
+# ---------------------------------------------------------------- request type (R5, R6)
+
+
+@dataclass(frozen=True)
+class RequestType:
+    """A request type of ours and the methods that serve it on the harness's `hf` and `vllm` backends."""
+
+    name: str
+    hf: Callable
+    vllm: Callable
+
+
+def install_request_type(name: str, *, hf: Callable, vllm: Callable) -> None:
+    """Register request type `name` with lm-eval (safe to call any number of times).
+
+    * `HFLM.<name> = hf` and, when `lm_eval.models.vllm_causallms` imports (vLLM installed),
+      `VLLM.<name> = vllm`;
+    * `ALL_OUTPUT_TYPES` accepts `output_type: <name>`, with no default metrics (our task base
+      declares its own);
+    * `--use_cache` (`CachingLM`) caches and reuses its responses like the built-in request types.
+
+    Each step only *adds* a name the harness did not have, so nothing that does not use this
+    request type behaves differently. `harness.install` calls this with the `RequestType`
+    `backends.plugin()` hands it: the `loglikelihood_accuracy` implementations (`backends/hf.py`,
+    `backends/vllm.py`); the request type itself is specified in `backends/request_type.py`.
+    """
+    from lm_eval.api import registry, task
+    from lm_eval.models.huggingface import HFLM
+
+    if name not in task.ALL_OUTPUT_TYPES:
+        task.ALL_OUTPUT_TYPES.append(name)
+    registry.DEFAULT_METRIC_REGISTRY.setdefault(name, [])
+    setattr(HFLM, name, hf)
+    try:
+        from lm_eval.models.vllm_causallms import VLLM
+    except ImportError:  # vLLM not installed: the hf backend still works
+        pass
+    else:
+        setattr(VLLM, name, vllm)
+    teach_caching_lm(name)
+
+
+def teach_caching_lm(name: str) -> None:
+    """Let `CachingLM` (--use_cache) serve request type `name` from and into its SQLite cache.
+
+    `CachingLM.__getattr__` caches a fixed list of method names; we wrap it so our name gets the
+    same treatment (same key: `hash_args(name, req.args)`) and every other name is passed on to
+    the original untouched.
+    """
+    from lm_eval.api.model import CachingLM
+
+    original = CachingLM.__getattr__
+    if getattr(original, MARK, False):
+        return
+
+    @functools.wraps(original)
+    def __getattr__(self: CachingLM, attr: str) -> Any:
+        if attr != name:
+            return original(self, attr)
+        compute = getattr(self.lm, attr)
+        return functools.partial(cached_call, self, name, compute)
+
+    setattr(__getattr__, MARK, True)
+    CachingLM.__getattr__ = __getattr__
+
+
+def cached_call(caching_lm: Any, name: str, compute: Any, requests: list) -> list:
+    """Answers to `name` requests from the cache where present; the rest computed in one call and stored."""
+    from lm_eval.api.model import hash_args
+
+    keys = [hash_args(name, req.args) for req in requests]
+    answers = [caching_lm.dbdict.get(key) for key in keys]
+    missing = [i for i, answer in enumerate(answers) if answer is None]
+    log.info("%s: %d cached responses, %d to compute", name, len(requests) - len(missing), len(missing))
+    if missing:
+        for i, answer in zip(missing, compute([requests[i] for i in missing]), strict=True):
+            answers[i] = answer
+            caching_lm.dbdict[keys[i]] = answer
+        caching_lm.dbdict.commit()
+    return answers
+
+
+# ---------------------------------------------------------------- the harness's --batch_size auto probe (R14)
+
+
+def install_batch_probe_cap(cap: Callable[[Any, int], tuple[int, bool]]) -> None:
+    """Bound the harness's own `--batch_size auto` probe (`HFLM._detect_batch_size`) by `cap` (idempotent).
+
+    The harness probes its request types (`loglikelihood`, hence `multiple_choice`, and
+    `generate_until`) by running full-logits forwards of `max_batch_size` (64) copies of the longest
+    request, or of `max_length` positions, halving on out-of-memory. `cap(lm, positions)` gets the
+    positions that probe runs (cut to the window as the harness cuts them) and returns (largest size
+    to try, whether that size is the answer without a trial): the probe then starts from that size,
+    or does not run at all (every data-parallel rank still takes the smallest size any rank chose).
+    """
+    from lm_eval.models.huggingface import HFLM
+
+    original = inspect.getattr_static(HFLM, "_detect_batch_size")
+    if getattr(original, MARK, False):
+        return
+
+    @functools.wraps(original)
+    def _detect_batch_size(self: Any, requests: Any = None, pos: int = 0) -> int:
+        if requests:
+            _, context_enc, continuation_enc = requests[pos]
+            positions = len((context_enc + continuation_enc)[-(self.max_length + 1) :][:-1])
+        else:
+            positions = self.max_length
+        size, decided = cap(self, positions)
+        if decided:
+            if self.world_size > 1:
+                import torch
+
+                size = int(min(self.all_gather(torch.tensor([size], device=self.device)).cpu().tolist()))
+            return size
+        start = self.max_batch_size
+        self.max_batch_size = min(start, size)
+        try:
+            return original(self, requests, pos)
+        finally:
+            self.max_batch_size = start
+
+    setattr(_detect_batch_size, MARK, True)
+    HFLM._detect_batch_size = _detect_batch_size
+
+
+# ---------------------------------------------------------------- text pairs as loglikelihood encodes them (R19)
+
+
+def encode_text_pair(lm: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """(context tokens, continuation tokens) of two strings, as `TemplateLM.loglikelihood` encodes them (R19).
+
+    An empty context becomes the model's prefix token (BOS/EOS), or the continuation's first token when
+    that is the prefix; a continuation that encodes to nothing comes back empty (the caller says so).
+    """
+    if context == "":
+        cont = lm.tok_encode(continuation, add_special_tokens=False)
+        if not cont:
+            return [lm.prefix_token_id], []
+        return ([lm.prefix_token_id], cont) if lm.prefix_token_id != cont[0] else (cont[:1], cont[1:])
+    return lm._encode_pair(context, continuation)
+
+
+# ---------------------------------------------------------------- the HF backend's window (R21)
+
+
+def default_window(config: Any, tokenizer: Any) -> int:
+    """The window `HFLM` runs a model with when no `max_length` is given (R21)."""
+    from lm_eval.models.utils import DEFAULT_MAX_LENGTH, resolve_max_length
+
+    return resolve_max_length(config, tokenizer, default=DEFAULT_MAX_LENGTH)
+
+
+def tokenizer_window(tokenizer: Any) -> int | None:
+    """The tokenizer's `model_max_length` when it states one (not transformers' "unset" value), else None (R21)."""
+    from lm_eval.models.utils import TOKENIZER_INFINITY
+
+    limit = getattr(tokenizer, "model_max_length", None)
+    return int(limit) if isinstance(limit, int) and 0 < limit < TOKENIZER_INFINITY else None
+
+
+# ---------------------------------------------------------------- vLLM's engine (R23)
+
+
+def vllm_generate(lm: Any, prompts: list[list[int]], sampling_params: Any) -> list[Any]:
+    """vLLM's `RequestOutput` of every token-id prompt, in order, through the harness's VLLM (R23)."""
+    return lm._model_generate(requests=prompts, generate=True, sampling_params=sampling_params)
+
+
+# ---------------------------------------------------------------- a model as the harness builds it (R24)
+
+
+def create_model(model: str, model_args: dict[str, Any], *, batch_size: Any, device: str | None) -> Any:
+    """The LM `--model model --model_args ...` gives, built as `simple_evaluate` builds it (R24, R4)."""
+    from lm_eval.api.registry import get_model
+
+    return get_model(model).create_from_arg_obj(model_args, {"batch_size": batch_size, "device": device})
