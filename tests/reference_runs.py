@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import re
 import shutil
@@ -56,8 +57,8 @@ import yaml
 from kit import REPO_ROOT, SHARED_DATA, build_booksort, read_samples, run_lm_eval
 from tolerances import ARITHMETIC_RTOL, close, logprob_tol, metric_rtol, near_tie, perplexity_rtol
 
-from lm_eval_longmem.common import evaluations
 from lm_eval_longmem.common.metric_names import CONFIG_KEY, score_spec
+from lm_eval_longmem.common.task import LongmemTask
 from lm_eval_longmem.readers.results import condition_facts, evaluation_of, facts
 
 REFERENCE_DIR = Path(__file__).parent / "reference"
@@ -268,8 +269,14 @@ def perplexity_scores(name: str, task: dict[str, Any]) -> frozenset[str]:
     found = evaluation_of({"configs": {name: {CONFIG_KEY: task["longmem"]}}, "results": {name: task["metrics"]}}, name)
     if found is None:
         return frozenset()
-    specs = map(score_spec, evaluations.load(evaluations.evaluation(found).task_class).SCORES)
+    importlib.import_module(f"lm_eval_longmem.{found}.task")
+    classes = [cls for cls in _subclasses(LongmemTask) if cls.EVALUATION == found]
+    specs = [score_spec(s) for cls in classes for s in cls.SCORES]
     return frozenset(spec.name for spec in specs if spec.family == "perplexity")
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
 
 
 def tolerance(metric: str, task: dict[str, Any], perplexities: frozenset[str]) -> float:
