@@ -15,11 +15,17 @@ inputs (doc and request arguments), the model's outputs and the doc's scores.
 
 * inputs exactly: docs are a pure function of the books, the tokenizer and the seed, the same on
   any machine;
-* model outputs within floating-point noise (`LOGPROB_TOL`): another CPU sums in another order;
+* model outputs within floating-point noise: greedy bits and generated text exactly, each summed
+  log-probability within `tolerances.logprob_tol` of its scored tokens (another CPU sums in another
+  order; every tolerance follows from the one per-token `tolerances.LOGPROB_TOL`);
 * an argmax near-tie may flip on another CPU: at most `NEAR_TIES` doc per reference may differ by
   one such flip (one token's greedy bit; Book-SORT's choice where the two log-likelihoods were
-  within `LOGPROB_TOL`; one generated answer), and that task's metrics are then not compared;
-* scores and every metric otherwise within `METRIC_TOL` (exact up to summation order).
+  within their tolerances, `tolerances.near_tie`; one generated answer), and that task's metrics
+  are then not compared;
+* scores and metrics otherwise as their inputs allow (`tolerance`): a perplexity and the statistics
+  of perplexities (a cell's geometric mean and its interval) within what `LOGPROB_TOL` moves them by,
+  everything else (accuracies, counts, intervals of counts, memory lengths, summaries) exactly, up
+  to `tolerances.ARITHMETIC_RTOL`.
 
 Refresh (after a change that moves numbers, in the same commit as the task's version bump and its
 CHANGELOG.md entry), from the repository root:
@@ -37,8 +43,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
-import math
 import re
 import shutil
 import sys
@@ -49,21 +55,16 @@ from typing import Any
 
 import yaml
 from kit import REPO_ROOT, SHARED_DATA, build_booksort, read_samples, run_lm_eval
+from tolerances import ARITHMETIC_RTOL, close, logprob_tol, metric_rtol, near_tie, perplexity_rtol
 
-from lm_eval_longmem.common.metric_names import CONFIG_KEY
-from lm_eval_longmem.readers.results import condition_facts, facts
+from lm_eval_longmem.common.metric_names import CONFIG_KEY, score_spec
+from lm_eval_longmem.common.task import LongmemTask
+from lm_eval_longmem.readers.results import condition_facts, evaluation_of, facts
 
 REFERENCE_DIR = Path(__file__).parent / "reference"
 TASK_CONFIGS = REPO_ROOT / "task_configs"
 REFRESH = "python tests/reference_runs.py"
 
-LOGPROB_TOL = 1e-3
-"""Absolute tolerance of a log-probability (summed over a request's tokens) between two machines.
-fp32 sums in another order differ by about 1e-6 per token; the reference requests are at most a
-few hundred tokens."""
-METRIC_TOL = (1e-6, 1e-5)
-"""(absolute, relative) tolerance of a score or metric computed from the same model outputs: the
-only differences are summation order and the log-probability noise above, in perplexities."""
 NEAR_TIES = 1
 """Docs per reference that may differ by one argmax near-tie; see the module docstring."""
 
@@ -225,14 +226,20 @@ def record(run: ReferenceRun, out: Path) -> dict[str, Any]:
 
 
 def doc_record(sample: dict[str, Any], output_type: str) -> dict[str, Any]:
-    """One doc: its id, a digest of its inputs, the model's outputs (compact) and its scores."""
+    """One doc: its id, a digest of its inputs, the model's outputs (compact) and its scores; for multiple choice
+    also the length in bytes of each choice's continuation (at least its token count: `scored_tokens`)."""
     scores = {key: sample[key] for key in sample["metrics"] if key not in ("cells", "summary")}
-    return {
+    record = {
         "doc_id": sample["doc_id"],
         "inputs": _digest([sample["doc"], sample["arguments"], sample.get("target")]),
         "outputs": outputs(sample["filtered_resps"], output_type),
         "scores": scores,
     }
+    if output_type == "multiple_choice":
+        arguments = sample["arguments"]
+        requests = [list(a.values()) for a in arguments.values()] if isinstance(arguments, dict) else arguments
+        record["continuation_bytes"] = [len(str(request[1]).encode("utf-8")) for request in requests]
+    return record
 
 
 def outputs(filtered: list[Any], output_type: str) -> list[Any]:
@@ -248,44 +255,74 @@ def outputs(filtered: list[Any], output_type: str) -> list[Any]:
 # --- comparing ------------------------------------------------------------------------------------
 
 
-def close(old: Any, new: Any, tol: tuple[float, float] = METRIC_TOL) -> bool:
-    """Equal, numbers within `tol` (absolute, relative), None/NaN only with themselves."""
-    if (
-        isinstance(old, bool)
-        or isinstance(new, bool)
-        or not isinstance(old, (int, float))
-        or not isinstance(new, (int, float))
-    ):
-        if isinstance(old, dict) and isinstance(new, dict):
-            return old.keys() == new.keys() and all(close(old[k], new[k], tol) for k in old)
-        if isinstance(old, list) and isinstance(new, list):
-            return len(old) == len(new) and all(close(a, b, tol) for a, b in zip(old, new))
-        return old == new
-    if math.isnan(old) or math.isnan(new):
-        return math.isnan(old) and math.isnan(new)
-    return math.isclose(old, new, abs_tol=tol[0], rel_tol=tol[1])
+def scored_tokens(doc: dict[str, Any], output_type: str) -> list[int]:
+    """The tokens each of a doc's log-probabilities sums over, at most: the greedy bits' count (the forgetting
+    curve's request type), a continuation's bytes (multiple choice: a token holds at least one byte)."""
+    if output_type == "loglikelihood_accuracy":
+        return [len(bits) for bits, _ in doc["outputs"]]
+    return list(doc.get("continuation_bytes") or [1] * len(doc["outputs"]))
 
 
-def near_tie(old: list[Any], new: list[Any], output_type: str) -> bool:
+def perplexity_scores(name: str, task: dict[str, Any]) -> frozenset[str]:
+    """The scores of recorded task `name` that are perplexities (`ScoreSpec.family`), by its evaluation (recorded,
+    or for a reference recorded before it was, read by the readers' one fallback, `readers.results.evaluation_of`)."""
+    found = evaluation_of({"configs": {name: {CONFIG_KEY: task["longmem"]}}, "results": {name: task["metrics"]}}, name)
+    if found is None:
+        return frozenset()
+    importlib.import_module(f"lm_eval_longmem.{found}.task")
+    classes = [cls for cls in _subclasses(LongmemTask) if cls.EVALUATION == found]
+    specs = [score_spec(s) for cls in classes for s in cls.SCORES]
+    return frozenset(spec.name for spec in specs if spec.family == "perplexity")
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [sub for direct in cls.__subclasses__() for sub in (direct, *_subclasses(direct))]
+
+
+def tolerance(metric: str, task: dict[str, Any], perplexities: frozenset[str]) -> float:
+    """The relative tolerance of one of a recorded task's metrics (`tolerances.metric_rtol`)."""
+    return metric_rtol(metric, perplexities, task["longmem"].get("docs_per_cell", {}), len(task["docs"]))
+
+
+def close_scores(old: dict[str, Any], new: dict[str, Any], perplexities: frozenset[str]) -> bool:
+    """A doc's scores: perplexities within `perplexity_rtol`, the others exactly (up to `ARITHMETIC_RTOL`)."""
+    return old.keys() == new.keys() and all(
+        close(old[k], new[k], perplexity_rtol() if k in perplexities else ARITHMETIC_RTOL) for k in old
+    )
+
+
+def is_near_tie(old: dict[str, Any], new: dict[str, Any], output_type: str) -> bool:
     """Whether two outputs of one doc differ by one argmax near-tie only (see the module docstring)."""
-    if len(old) != len(new):
+    a, b = old["outputs"], new["outputs"]
+    if len(a) != len(b):
         return False
     if output_type == "loglikelihood_accuracy":
-        flips = sum(a != b for (bits_a, _), (bits_b, _) in zip(old, new) for a, b in zip(bits_a, bits_b))
-        same_shape = all(len(a[0]) == len(b[0]) and abs(a[1] - b[1]) <= LOGPROB_TOL for a, b in zip(old, new))
-        return same_shape and flips == 1
+        flips = sum(x != y for (bits_a, _), (bits_b, _) in zip(a, b) for x, y in zip(bits_a, bits_b))
+        return same_shape(old, new, output_type) and flips == 1
     if output_type == "multiple_choice":
-        within = all(abs(a - b) <= LOGPROB_TOL for a, b in zip(old, new))
-        return within and len(old) == 2 and abs(old[0] - old[1]) <= 2 * LOGPROB_TOL
+        tokens = scored_tokens(new, output_type)
+        return same_shape(old, new, output_type) and len(a) == 2 and near_tie(a[0], a[1], (tokens[0], tokens[1]))
     return True  # a generated text: one argmax that flipped changes the rest of the answer
 
 
-def same_outputs(old: list[Any], new: list[Any], output_type: str) -> bool:
+def same_shape(old: dict[str, Any], new: dict[str, Any], output_type: str) -> bool:
+    """The same number of outputs, each log-probability within `logprob_tol` of its tokens (bits not compared)."""
+    a, b = old["outputs"], new["outputs"]
     if output_type == "loglikelihood_accuracy":
-        return len(old) == len(new) and all(a[0] == b[0] and abs(a[1] - b[1]) <= LOGPROB_TOL for a, b in zip(old, new))
+        return len(a) == len(b) and all(
+            len(x[0]) == len(y[0]) and abs(x[1] - y[1]) <= logprob_tol(len(x[0])) for x, y in zip(a, b)
+        )
+    tokens = scored_tokens(new, output_type)
+    return len(a) == len(b) and all(abs(x - y) <= logprob_tol(n) for x, y, n in zip(a, b, tokens))
+
+
+def same_outputs(old: dict[str, Any], new: dict[str, Any], output_type: str) -> bool:
+    """The model's outputs of one doc agree: bits and texts exactly, log-probabilities within their tolerance."""
+    if output_type == "loglikelihood_accuracy":
+        return same_shape(old, new, output_type) and all(x[0] == y[0] for x, y in zip(old["outputs"], new["outputs"]))
     if output_type == "multiple_choice":
-        return len(old) == len(new) and all(abs(a - b) <= LOGPROB_TOL for a, b in zip(old, new))
-    return old == new
+        return same_shape(old, new, output_type)
+    return old["outputs"] == new["outputs"]
 
 
 @dataclass
@@ -357,16 +394,17 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Difference:
             lines.append(
                 f"{len(changed_inputs)} of {len(docs_a)} docs have other inputs (data or prompt), first doc {changed_inputs[0]}"
             )
+        perplexities = perplexity_scores(task, b)
         for i in sorted(docs_a.keys() & docs_b.keys()):
             if i in changed_inputs:
                 continue
             da, db = docs_a[i], docs_b[i]
-            same = same_outputs(da["outputs"], db["outputs"], kind)
-            if same and close(da["scores"], db["scores"]):
+            same = same_outputs(da, db, kind)
+            if same and close_scores(da["scores"], db["scores"], perplexities):
                 continue
             # a Book-SORT choice can flip with both log-likelihoods inside the tolerance; any other
             # near-tie shows in the outputs themselves (a greedy bit, the generated text)
-            tie = near_tie(da["outputs"], db["outputs"], kind) and (kind == "multiple_choice" or not same)
+            tie = is_near_tie(da, db, kind) and (kind == "multiple_choice" or not same)
             if tie and len(diff.ties) < NEAR_TIES:
                 diff.ties.append(f"{task} doc {i}: {json.dumps(da['outputs'])} -> {json.dumps(db['outputs'])}")
                 tied_tasks.add(task)
@@ -384,7 +422,9 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Difference:
         if missing:
             lines.append(f"metrics gone: {', '.join(missing[:6])}{' ...' if len(missing) > 6 else ''}")
         moved = [
-            k for k in sorted(a["metrics"].keys() & b["metrics"].keys()) if not close(a["metrics"][k], b["metrics"][k])
+            k
+            for k in sorted(a["metrics"].keys() & b["metrics"].keys())
+            if not close(a["metrics"][k], b["metrics"][k], tolerance(k, b, perplexities))
         ]
         if moved:
             shown = ", ".join(f"{k}: {a['metrics'][k]} -> {b['metrics'][k]}" for k in moved[:6])

@@ -18,6 +18,7 @@ import math
 import pytest
 import reference_runs
 from reference_runs import RUNS, compare, explain, load, reference_path
+from tolerances import ARITHMETIC_RTOL, log_statistic_rtol, logprob_tol, perplexity_rtol
 
 pytestmark = pytest.mark.reference
 
@@ -167,9 +168,17 @@ def test_a_condition_is_accepted_when_the_reference_predates_it_and_compared_onc
 def test_floating_point_noise_passes_and_one_near_tie_is_tolerated(stored):
     def noise(task):
         for doc in task["docs"]:
-            doc["outputs"] = [[bits, logprob + 4e-4] for bits, logprob in doc["outputs"]]
+            doc["outputs"] = [[bits, logprob + 0.9 * logprob_tol(len(bits))] for bits, logprob in doc["outputs"]]
 
     assert not compare(stored, edited(stored, "forgetting_curve", noise))
+
+    def too_much(task):
+        bits, logprob = task["docs"][0]["outputs"][0]
+        task["docs"][0]["outputs"][0] = [bits, logprob + 1.1 * logprob_tol(len(bits))]
+
+    assert "model outputs" in " ".join(
+        compare(stored, edited(stored, "forgetting_curve", too_much)).moved["forgetting_curve"]
+    )
 
     def flip(position):
         def change(task):
@@ -189,7 +198,8 @@ def test_floating_point_noise_passes_and_one_near_tie_is_tolerated(stored):
 def test_a_booksort_choice_flips_as_a_near_tie_only_where_its_log_likelihoods_were_within_tolerance(stored):
     def tie_at(doc):
         def change(task):
-            task["docs"][doc]["outputs"] = [-1.0, -1.0005]
+            tokens = reference_runs.scored_tokens(task["docs"][doc], "multiple_choice")
+            task["docs"][doc]["outputs"] = [-1.0, -1.0 - logprob_tol(tokens[0])]
             task["docs"][doc]["scores"]["acc"] = 1 - task["docs"][doc]["scores"]["acc"]
 
         return change
@@ -267,3 +277,46 @@ def test_task_versions_are_read_from_the_yamls_and_their_includes():
     assert versions["booksort_in_context"] == versions["booksort_memoryless"]  # from _booksort_common_yaml
     for name in RUNS:
         assert set(json.loads(reference_path(name).read_text())["versions"]) <= set(versions)
+
+
+def scale(factor):
+    """A relative change of `factor` times a tolerance, as a multiplier."""
+    return lambda rtol: 1 + factor * rtol
+
+
+def test_a_perplexity_moves_within_what_its_log_probabilities_allow_and_no_further(stored):
+    """A doc's perplexity may move by `perplexity_rtol` (its log by LOGPROB_TOL); its accuracies not at all."""
+
+    def ppl(factor):
+        return lambda task: task["docs"][1]["scores"].__setitem__(
+            "lm_ppl", task["docs"][1]["scores"]["lm_ppl"] * factor
+        )
+
+    assert not compare(stored, edited(stored, "forgetting_curve", ppl(scale(0.9)(perplexity_rtol()))))
+    moved = compare(stored, edited(stored, "forgetting_curve", ppl(scale(1.1)(perplexity_rtol())))).moved
+    assert "from the same outputs" in " ".join(moved["forgetting_curve"])
+    acc = lambda task: task["docs"][1]["scores"].__setitem__("lm_acc", task["docs"][1]["scores"]["lm_acc"] + 1e-9)  # noqa: E731
+    assert "forgetting_curve" in compare(stored, edited(stored, "forgetting_curve", acc)).moved
+
+
+def test_a_perplexity_cells_statistics_move_within_their_derived_tolerance_and_no_further(stored):
+    """A cell's geometric mean moves by what one log-probability tolerance allows; an interval bound by that times
+    1 + t / sqrt(k - 1) for the cell's k docs; a count's interval not at all (up to arithmetic)."""
+    task = stored["tasks"]["forgetting_curve"]
+    cell = next(iter(task["longmem"]["docs_per_cell"]))
+    docs = task["longmem"]["docs_per_cell"][cell]
+    for key, rtol in (
+        (f"lm_ppl@{cell},none", log_statistic_rtol(docs, bound=False)),
+        (f"lm_ppl@{cell}_ci_high,none", log_statistic_rtol(docs, bound=True)),
+        (f"copy_acc@{cell}_ci_low,none", ARITHMETIC_RTOL),
+    ):
+        assert reference_runs.tolerance(key, task, frozenset({"copy_ppl", "lm_ppl"})) == rtol, key
+
+        def change(factor, key=key):
+            return lambda t: t["metrics"].__setitem__(key, t["metrics"][key] * factor)
+
+        assert not compare(stored, edited(stored, "forgetting_curve", change(scale(0.9)(rtol)))), key
+        assert "metrics moved" in " ".join(
+            compare(stored, edited(stored, "forgetting_curve", change(scale(1.1)(rtol)))).moved["forgetting_curve"]
+        ), key
+    assert log_statistic_rtol(2, bound=True) > 13 * log_statistic_rtol(2, bound=False)  # t = 12.7 for two docs

@@ -196,7 +196,10 @@ rules changes `normalize`.
 _ALL_RULES = frozenset(RULES)
 
 ABSTENTIONS: dict[str, str] = {
-    "options": 'the output lists answer options ("A. kitchen B. hallway", "Options:", a numbered list of different items)',
+    "options": "the output lists several candidates instead of choosing one: items labelled with consecutive letters or "
+    'numbers ("Option A:" / "Option B:", "b)", "(ii)", in any language), "Options:"/"Choices:", a bullet or numbered '
+    "list of different items, or the answer's frame repeated with other labels of its kind (\"Option: The bathroom\\n"
+    '\\nOption: The bedroom", "kitchen\\nhallway")',
     "statement": 'the answer is a qa5 statement that answers another question ("Jeff gave the milk to Fred" for '
     '"What did Fred give to Jeff?": giver and receiver swapped), or one the `role` rule does not read ("Fred picked '
     'up the milk there"; added after the held-out rows were frozen, see the card)',
@@ -258,7 +261,6 @@ _ANSWER_LINE = re.compile(
     rf"^{_BULLET}(final[ \t]+)?(?:answer|response|a)[ \t]*:[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE
 )
 _HEADER = re.compile(r"^\W*(?:(?:answer|response|solution|output|result|reply)\W*\d*\W*|.*:\s*)$", re.IGNORECASE)
-_OPTION = re.compile(r"^[ \t]*\(?([A-E])[.):][ \t]+\S", re.MULTILINE)
 _OPTIONS_HEADER = re.compile(r"\b(?:options|choices)[ \t]*:", re.IGNORECASE)
 _LIST_LINE = re.compile(r"^[ \t]*(?:[-*\u2022]|\d+[.)])[ \t]*([^:\n]*\w[^:\n]*)$", re.MULTILINE)
 _EXPLANATION = re.compile(r"\b(?:explanation|reasoning|rationale|justification|support)[ \t]*:", re.IGNORECASE)
@@ -326,13 +328,14 @@ def find_answer(output: str) -> Candidates:
     """The part of `output` that answers the question, and the other candidates (rule `answer`, see `RULES`).
 
     The output is cut where the model starts to imitate the prompt (`<context>`, `<example>`, a
-    "Question:"/"Context:" line). An option list (lettered lines with two letters, "A." and "B)",
-    "Options:"/"Choices:", a bullet or numbered list of different items) is no answer: `options`.
+    "Question:"/"Context:" line). A list of options whatever its content (items labelled with two
+    consecutive letters or numbers, `_labelled_list`; "Options:"/"Choices:"; a bullet or numbered list
+    of different items) is no answer: `options` (`read` adds the repeated frame, `parallel_candidates`).
     """
     text = _TAG.split(output, maxsplit=1)[0]
     items = {normalize_answer(item) for item in _LIST_LINE.findall(text)}
     text = _EMPHASIS.sub("", text)
-    if len(set(_OPTION.findall(text))) > 1 or _OPTIONS_HEADER.search(text) or len(items) > 1:
+    if _labelled_list(text) or _OPTIONS_HEADER.search(text) or len(items) > 1:
         return Candidates("", abstained="options")
     prompt = _PROMPT_LINE.search(text)
     if prompt:
@@ -370,6 +373,140 @@ def _trimmed(sentence: str) -> tuple[str, str]:
         return (without if _HAS_WORD.search(without) else text).strip()
 
     return clean(_CONCLUSION_MARKER.split(sentence)[-1]), clean(sentence)
+
+
+# ---------------------------------------------------------------- option lists (abstention `options`)
+
+ENUMERATIONS: tuple[tuple[str, ...], ...] = (
+    ("i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"),
+    ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+    ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
+)
+"""The sequences of words a list may number its items with; letters (of any alphabet) and numbers follow on
+from one another by themselves ("b" after "a", "\u0411" after "\u0410", "3" after "2")."""
+_ENUMERATOR = "|".join(
+    [
+        *sorted({value for sequence in ENUMERATIONS for value in sequence}, key=len, reverse=True),
+        r"\d{1,2}",
+        r"[^\W\d_]",
+    ]
+)
+_MARKER = re.compile(
+    # where an item starts: a line (after a bullet), a sentence (its end may close the item before: "A. Yes B. No"),
+    # or anywhere for "b)" and "(b)"
+    rf"(?:^[ \t]*(?:[-*\u2022>]+[ \t]*)?|(?<=[.;!?])[ \t]+|(?<=\s)(?=\(?(?:{_ENUMERATOR})\)))"
+    # at most one word labelling it, whatever the language ("Option", "Choice", "Opcion"); joined in a non-Latin script
+    r"(?:[^\W\d_]+[ \t]+|[^\W\d_a-z]+)?"
+    # the item's letter or number and the mark closing it: "A.", "(b)", "2)", "C :", "iii -", "First:", "A\uff1a"
+    rf"\(?({_ENUMERATOR})[ \t]*(?:[.):\]\uff1a\uff09]|[-\u2013\u2014](?=[ \t]))",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""An item's label in a list: (a word and) a letter or number closed by a mark; group 1 is the letter or number."""
+
+
+def _places(value: str) -> set[tuple[str, int]]:
+    """Where an item's letter or number stands in the enumerations it may belong to ("i": a letter and a numeral)."""
+    value = value.lower()
+    places = {(str(k), sequence.index(value)) for k, sequence in enumerate(ENUMERATIONS) if value in sequence}
+    if value.isdigit():
+        places.add(("number", int(value)))
+    elif len(value) == 1:
+        places.add(("letter", ord(value)))
+    return places
+
+
+def _labelled_list(text: str) -> bool:
+    """Whether `text` labels items with two consecutive values of one enumeration ("Option A:" and "Option B:",
+    "1." and "2.", "(i)" and "(ii)", "First:" and "Second:"): a list of options, whatever its items say."""
+    places = {place for m in _MARKER.finditer(text) for place in _places(m[1])}
+    return any((kind, index + 1) in places for kind, index in places)
+
+
+_ENUMERATED = "enumerated"
+"""The word an item's letter or number becomes in a frame, so "Option A:" and "Option B:" have one frame."""
+_FILLER = "\0"
+"""Marks a frame's filler: a word of the answer's kind."""
+_STATEMENT_WORDS = frozenset(
+    word
+    for phrase in (*words.ROOMS, *words.PLACES, *words.WIDE_ROOMS, *words.WIDE_PLACES, *words.SHAPES, *words.CONTAINERS)
+    for word in normalize_answer(phrase).split()
+    if word != "of"
+) | {"left", "right", "above", "below"}
+"""What a yes/no question's candidates differ in: "Option A: Mary is in the kitchen" / "Option B: ... the garden"."""
+
+
+def _frame_tokens(text: str, fillers: frozenset[str], labels: tuple[str, ...]) -> list[str]:
+    """`text` as a sequence of words and commas (one closing each line), every word of `fillers` (or a form of one
+    of `labels`) marked as a filler, and every item label's letter or number (and any other bare number or single
+    letter) one word, `_ENUMERATED`: "Option A:" and "Option B:", "Variant 1 ->" and "Variant 2 ->" are one frame."""
+    tokens: list[str] = []
+    for line in text.splitlines():
+        line = _MARKER.sub(
+            lambda m: f"{m[0][: m.start(1) - m.start()]} {_ENUMERATED} {m[0][m.end(1) - m.start() :]}", line
+        )
+        words_of_line = re.findall(r"\w+|,", _apply_forms(normalize_answer(line), labels))
+        while words_of_line and words_of_line[-1] == ",":
+            words_of_line.pop()
+        if words_of_line:
+            tokens += [_frame_word(word, fillers) for word in words_of_line] + [","]
+    return tokens
+
+
+def _frame_word(word: str, fillers: frozenset[str]) -> str:
+    """A word of a frame: a filler marked, a bare number or single letter `_ENUMERATED`, any other word itself."""
+    if word in fillers:
+        return _FILLER + word
+    return _ENUMERATED if word.isdigit() or (len(word) == 1 and word.isalpha()) else word
+
+
+def _repeated_frame(tokens: list[str], start: int) -> bool:
+    """Whether the run of `tokens` from `start` to the end of an item (a comma), fillers and frame (a word or a
+    comma), is repeated right after itself with other fillers in the same places (two fillers side by side are one
+    phrase, "red square", not a frame)."""
+    for size in range(1, (len(tokens) - start) // 2 + 1):
+        first, second = tokens[start : start + size], tokens[start + size : start + 2 * size]
+        fillers = [word.startswith(_FILLER) for word in first]
+        if (
+            first != second
+            and first[-1] == ","
+            and any(fillers)
+            and not all(fillers)
+            and all(a == b or (a.startswith(_FILLER) and b.startswith(_FILLER)) for a, b in zip(first, second))
+        ):
+            return True
+    return False
+
+
+def parallel_candidates(output: str, answer: str, question: str, labels: tuple[str, ...]) -> bool:
+    """Whether the `answer` found in `output` is one of several candidates of the answer's kind in parallel form:
+    its frame repeated right after it with other fillers ("Option: The bathroom\n\nOption: The bedroom",
+    "kitchen\nhallway", "Mary is in the kitchen. Mary is in the garden."), before an explanation or an invented
+    prompt. Facts narrated after an answer ("Answer: garden\n\nThe garden is west of the bedroom. The bedroom is
+    west of the kitchen.") are no candidates.
+
+    `labels`: the asked kind (`asked_labels`, lower case); the fillers are those labels, and for a yes/no question
+    also the places, shapes and containers its statements name. A list question (qa8) and a path (qa19) are
+    answered by several labels, so only a labelled list (`_labelled_list`, `find_answer`) is a list of options there.
+    """
+    if _LIST_QUESTION.fullmatch(question) or all("," in label for label in labels):
+        return False
+    text = _EMPHASIS.sub("", _TAG.split(output, maxsplit=1)[0])
+    if prompt := _PROMPT_LINE.search(text):
+        text = text[: prompt.start()]
+    text = _EXPLANATION.split(text, maxsplit=1)[0]
+    fillers = frozenset(labels) | (_STATEMENT_WORDS if {"yes", "no"} <= set(labels) else frozenset())
+    tokens = _frame_tokens(text, fillers, labels)
+    words_at = [i for i, word in enumerate(tokens) if word != ","]  # the answer may join lines: match its words
+    head = [word for word in _frame_tokens(answer, fillers, labels) if word != ","][:3]
+    start = next(
+        (
+            words_at[k]
+            for k in range(len(words_at))
+            if head and [tokens[i] for i in words_at[k : k + len(head)]] == head
+        ),
+        None,
+    )
+    return start is not None and _repeated_frame(tokens, start)
 
 
 # ---------------------------------------------------------------- finding labels
@@ -706,6 +843,8 @@ def read(output: str, question: str, labels: tuple[str, ...], rules: frozenset[s
     found = Candidates(first_sentence(output)) if "answer" not in rules else find_answer(output)
     if found.abstained:
         return Reading(found.answer, None, found.abstained)
+    if "answer" in rules and parallel_candidates(output, found.answer, question, tuple(sorted(asked))):
+        return Reading(found.answer, None, "options")
 
     def labels_of(candidate: str) -> tuple[frozenset[str] | None, bool]:
         tail, whole = _trimmed(candidate) if "answer" in rules else (candidate, candidate)

@@ -10,6 +10,7 @@ from lm_eval_longmem.babilong.corrected_check import (
     check,
     corrected_correct,
     deciding_rule,
+    find_answer,
     normalize_answer,
     read,
 )
@@ -480,3 +481,126 @@ def test_official_and_corrected_are_separate_functions():
     labels = TASK_LABELS["qa7"]
     assert not official_correct("none", "none", "How many?", labels)
     assert corrected_correct("none", "none", "How many?", labels)
+
+
+# Issue 33: an answer that lists several candidates of the answer's kind in parallel form has made no choice, so
+# the reader abstains (`options`) and `acc_corrected` keeps `acc`'s verdict. The issue's shapes, each an invented
+# enumeration a base model answered with (the first credited "garden" before):
+ISSUE_33_SHAPES = [
+    ("qa1", "garden", "Option A: In the garden\n\nOption B: In the bedroom\n\nOption C: In the kitchen", Q_MARY),
+    ("qa1", "kitchen", "Option A: the kitchen\n\nOption B: the bathroom\n\nOption C: the", Q_MARY),
+    (
+        "qa1",
+        "bathroom",
+        "Option: The bathroom\n\nOption: The bedroom\n\nOption: The kitchen\n\nOption: The hallway",
+        Q_MARY,
+    ),
+]
+
+# The kinds the issue names, as the rule was written from them: labelled with letters or words (in other alphabets
+# and languages too), bulleted, numbered, one line frame repeated with different fillers, inline.
+PARALLEL_FORMS = [
+    ("qa1", "garden", "Option A: In the garden\n\nOption B: In the", Q_MARY),  # cut off: labelled all the same
+    ("qa1", "garden", "Choice 1 - garden\nChoice 2 - kitchen", Q_MARY),
+    ("qa1", "garden", "Opci\u00f3n A: garden\nOpci\u00f3n B: kitchen", Q_MARY),
+    ("qa1", "garden", "M\u00f6glichkeit 1: garden\nM\u00f6glichkeit 2: kitchen", Q_MARY),
+    ("qa1", "garden", "\u9009\u9879A\uff1agarden\n\u9009\u9879B\uff1akitchen", Q_MARY),
+    (
+        "qa1",
+        "garden",
+        "\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0410: garden\n\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0411: kitchen",
+        Q_MARY,
+    ),
+    ("qa1", "garden", "\u03b1) garden \u03b2) kitchen", Q_MARY),
+    ("qa1", "garden", "A) garden B) kitchen C) office", Q_MARY),
+    ("qa1", "garden", "(i) garden (ii) kitchen", Q_MARY),
+    ("qa1", "garden", "First: garden\nSecond: kitchen", Q_MARY),
+    ("qa1", "garden", "Option A: garden. Option B: kitchen.", Q_MARY),
+    ("qa1", "garden", "Possible answer: garden\nPossible answer: kitchen", Q_MARY),
+    ("qa1", "garden", "garden\nkitchen\noffice", Q_MARY),
+    ("qa1", "garden", "Mary is in the garden. Mary is in the kitchen.", Q_MARY),
+    ("qa4", "garden", "The garden\n\nThe hallway\n\nThe hallway", "What is west of the bedroom?"),
+    ("qa5", "Mary", "Option A: Mary\nOption B: Fred", "Who gave the apple?"),
+    ("qa5", "Bill", "Answer:\n\nBill\n\nJeff\n\nMary", "Who received the milk?"),
+    ("qa6", "yes", "Option A: Mary is in the kitchen.\nOption B: Mary is in the garden.", Q_KITCHEN),
+    ("qa6", "yes", "Option A: yes\nOption B: no", Q_KITCHEN),
+]
+
+# Shapes written after the rule was frozen, never used to write it: other label words, languages, closing marks,
+# frames and tasks. Each must abstain.
+UNSEEN_PARALLEL_FORMS = [
+    ("qa1", "garden", "Alternative 1 \u2192 the garden\nAlternative 2 \u2192 the office", Q_MARY),
+    ("qa1", "kitchen", "R\u00e9ponse A : kitchen\nR\u00e9ponse B : garden", Q_MARY),
+    ("qa1", "office", "Opzione 1) office\nOpzione 2) hallway\nOpzione 3) garden", Q_MARY),
+    ("qa1", "hallway", "Antwort A \u2013 hallway\nAntwort B \u2013 kitchen", Q_MARY),
+    ("qa1", "bedroom", "* Choice: bedroom\n* Choice: bathroom", Q_MARY),
+    (
+        "qa1",
+        "garden",
+        "Mary could be in the garden.\nMary could be in the kitchen.\nMary could be in the office.",
+        Q_MARY,
+    ),
+    ("qa1", "garden", "Candidate answer #1: garden\nCandidate answer #2: kitchen", Q_MARY),
+    ("qa2", "kitchen", "(a) the kitchen; (b) the garden; (c) the hallway", "Where is the milk?"),
+    (
+        "qa4",
+        "office",
+        "The office is north of the garden.\nThe kitchen is north of the garden.",
+        "What is north of the garden?",
+    ),
+    ("qa5", "Fred", "Option A - Fred\nOption B - Jeff", "Who received the apple?"),
+    ("qa6", "yes", "Answer option 1: Yes\nAnswer option 2: No", Q_KITCHEN),
+    ("qa14", "cinema", "Possibility one: cinema\nPossibility two: park", "Where was Mary before the school?"),
+    ("qa15", "cat", "Choice A) cats\nChoice B) wolves", Q_AFRAID),
+    ("qa16", "white", "1 - white\n2 - gray\n3 - green", "What color is Lily?"),
+    ("qa1", "kitchen", "\u9078\u629e\u80a2A\uff1akitchen\n\u9078\u629e\u80a2B\uff1agarden", Q_MARY),
+    ("qa1", "garden", "Option I: garden\nOption II: kitchen", Q_MARY),
+    ("qa10", "maybe", "A. Yes B. No C. Maybe", Q_PARK),
+    ("qa1", "garden", "She is in the garden!\nShe is in the bedroom!", Q_MARY),
+]
+
+# Not lists of candidates: an answer and facts narrated after it, one answer said twice, a list question's list.
+NOT_PARALLEL = [
+    ("qa1", "garden", "Answer: garden\n\nMary went to the office. Mary went to the garden.", Q_MARY, True),
+    (
+        "qa4",
+        "garden",
+        "Answer: garden\n\nThe garden is west of the bedroom. The bedroom is west of the kitchen.",
+        "What is west of the bedroom?",
+        True,
+    ),  # fmt: skip
+    ("qa1", "garden", "In the garden. In the garden.", Q_MARY, True),
+    ("qa2", "kitchen", "The milk is in the kitchen. The apple is in the garden.", "Where is the milk?", True),
+    ("qa8", "apple,football", "apple\nfootball", Q_CARRY, True),
+    ("qa1", "garden", "1. In the garden.", Q_MARY, True),
+    ("qa1", "garden", "Option: garden", Q_MARY, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("qa", "target", "output", "question"), ISSUE_33_SHAPES + PARALLEL_FORMS + UNSEEN_PARALLEL_FORMS
+)
+def test_parallel_candidates_are_no_choice(qa, target, output, question):
+    verdict = check(qa, target, output, question)
+    assert read(output, question, TASK_LABELS[qa]).abstained == "options"
+    assert verdict.abstained and verdict.acc_corrected == verdict.acc
+
+
+@pytest.mark.parametrize(("qa", "target", "output", "question"), ISSUE_33_SHAPES)
+def test_the_issue_shapes_would_be_wrong_credits(qa, target, output, question):
+    """`acc` fails each and its first item names the target: a reader taking the first item (2.6's) credits it."""
+    assert not official_correct(target, output, question, TASK_LABELS[qa])
+    assert target in output.splitlines()[0].lower()
+
+
+def test_a_repeated_frame_without_letters_is_seen_by_the_frame_alone():
+    """The third shape has no letter or number: the labelled-list test does not see it, the repeated frame does."""
+    qa, _, output, question = ISSUE_33_SHAPES[2]
+    assert not find_answer(output).abstained
+    assert read(output, question, TASK_LABELS[qa]).abstained == "options"
+
+
+@pytest.mark.parametrize(("qa", "target", "output", "question", "credited"), NOT_PARALLEL)
+def test_an_answer_with_other_text_in_parallel_form_is_still_read(qa, target, output, question, credited):
+    reading = read(output, question, TASK_LABELS[qa])
+    assert reading.abstained == "" and check(qa, target, output, question).acc_corrected is credited

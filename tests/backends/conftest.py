@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from tolerances import logprob_tol
 
 from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import TokenAccuracy
@@ -48,17 +49,15 @@ def reference_fn() -> Callable[..., TokenAccuracy]:
     return reference
 
 
-LOGPROB_TOLERANCE = 1e-4
-"""How far one request's summed log-probability may move with the batch size (or code path): fp32
-rounding only. The batch size changes the shapes of the model's matrix products, and BLAS libraries
-pick their blocking, and so the order of each sum, by shape and CPU; measured differences are
-~2e-5 on SmolLM2-135M. The accuracy decisions (bits) must not move at all."""
-
-
 def assert_same_answers(got: list[TokenAccuracy], want: list[TokenAccuracy]) -> None:
-    """Identical bits; log-probabilities within `LOGPROB_TOLERANCE`."""
+    """Identical bits; each summed log-probability within the tolerance of its tokens (`tolerances.logprob_tol`).
+
+    Another batch size or code path changes the shapes of the model's matrix products, and BLAS libraries pick
+    their blocking, and so the order of each sum, by shape and CPU: fp32 rounding only. The accuracy decisions
+    (bits) must not move at all."""
     assert [r.bits for r in got] == [r.bits for r in want]
-    assert [r.logprob for r in got] == pytest.approx([r.logprob for r in want], abs=LOGPROB_TOLERANCE)
+    for a, b in zip(got, want, strict=True):
+        assert a.logprob == pytest.approx(b.logprob, abs=logprob_tol(len(b.bits)))
 
 
 @pytest.fixture(scope="session")

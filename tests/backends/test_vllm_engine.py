@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from kit import build_booksort, read_results, run_lm_eval
 from lm_eval.api.instance import Instance
+from tolerances import LOGPROB_TOL, logprob_tol
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, encode_request
 from lm_eval_longmem.readers.results import skip_reasons
@@ -44,13 +45,11 @@ AGREEMENT = 0.99
 """Share of scored positions where vLLM's and HF's greedy bits must agree (different fp32 kernels may
 flip a near-tie; anything beyond a few flips per thousand would be a real difference)."""
 
-LOGPROB_TOLERANCE_PER_TOKEN = 1e-4
-"""Allowed |vLLM - HF| of a summed log-probability, per scored token (nats). Both run fp32, but with
-different kernels (vLLM's CPU attention and fused ops against PyTorch's SDPA), which add in other
-orders: each token's log-probability then differs by rounding grown through 30 layers. Measured on
-SmolLM2: at most 1.0e-6 per token (3e-4 on a 300-token sum). 1e-4 per token leaves a 100x margin,
-while a real error (a shifted position, a wrong token, a missing logit transform) moves a sum by
-whole nats."""
+# |vLLM - HF| of a summed log-probability is held to `tolerances.logprob_tol` of its scored tokens. Both run fp32,
+# but with different kernels (vLLM's CPU attention and fused ops against PyTorch's SDPA), which add in other orders:
+# each token's log-probability then differs by rounding grown through 30 layers. Measured on SmolLM2: at most
+# 1.0e-6 per token (3e-4 on a 300-token sum), a 100x margin under `tolerances.LOGPROB_TOL`, while a real error (a
+# shifted position, a wrong token, a missing logit transform) moves a sum by whole nats.
 
 
 def shakespeare_texts() -> Path:
@@ -125,7 +124,7 @@ def test_vllm_agrees_with_hf_on_the_same_requests(vllm_lm, hf_lm, play):
               f"  |diff| {abs(got.logprob - want.logprob):.2e} ({abs(got.logprob - want.logprob) / len(cont):.2e}/token)")  # fmt: skip
     assert all(len(got.bits) == len(cont) for got, (_, cont) in zip(ours, pairs, strict=True))
     assert same / positions >= AGREEMENT
-    assert max(gaps) <= LOGPROB_TOLERANCE_PER_TOKEN
+    assert max(gaps) <= LOGPROB_TOL
     assert ours[2].bits.count("1") / len(ours[2].bits) > 0.8, "SmolLM2 copies a repeated passage on vLLM too"
 
 
@@ -134,7 +133,7 @@ def test_string_requests_are_encoded_as_on_hf(vllm_lm, hf_lm):
     assert encode_request(vllm_lm, pair) == encode_request(hf_lm, pair)
     (got,) = vllm_lm.loglikelihood_accuracy([Instance(OUTPUT_TYPE, {}, pair, 0)], disable_tqdm=True)
     ((logprob, _),) = vllm_lm.loglikelihood([Instance("loglikelihood", {}, pair, 0)], disable_tqdm=True)
-    assert got.logprob == pytest.approx(logprob, abs=1e-3)  # the harness's own vLLM loglikelihood
+    assert got.logprob == pytest.approx(logprob, abs=logprob_tol(len(got.bits)))  # the harness's own vLLM loglikelihood
 
 
 def test_a_request_beyond_max_model_len_is_a_clear_error_before_the_engine(vllm_lm):
