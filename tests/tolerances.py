@@ -3,11 +3,10 @@
 `LOGPROB_TOL` is how far **one token's log-probability** may move between two computations of the
 same fp32 model on the same tokens: on another CPU (AVX-512, AVX2 or no vector unit: PyTorch's
 `ATEN_CPU_CAPABILITY`, MKL's and oneDNN's code paths), with another batch shape or another chunking
-of the head. These sum in another order, and the rounding grows through the layers. Measured on
-SmolLM2-135M in fp32, the reference runs (`reference_runs.py`) on an AVX-512 CPU against the same runs
-with AVX2 kernels and with the reduced set of `.ci/reduced-kernels`: at most 2.0e-5 per token over a
-request (6e-4 on a 64-token sum; Book-SORT's one-token choices 2e-5), and 2e-5 on a 64-token sum
-between batch sizes on one CPU. `LOGPROB_TOL` leaves a margin of five over the worst of them.
+of the head. These sum in another order, and the rounding grows through the layers. The reference runs
+under AVX2 kernels and under `.ci/reduced-kernels` move by at most 2.0e-5 per token
+(`benchmarks/reference_drift.py`; the figures in docs/benchmarks.md, "Reference runs under other CPU
+kernels"): `LOGPROB_TOL` leaves a margin of five over it.
 
 What follows from it, derived here and nowhere else:
 
