@@ -480,3 +480,13 @@ def test_shared_prefix_scoring_with_a_subset_of_the_requests(tiny_lm, same_answe
     whole = run(tiny_lm, pairs, batch_size=2)
     for keep in ([0, 1, 2], [0, 9], [3], list(range(0, len(pairs), 2))):
         same_answers(run(tiny_lm, [pairs[i] for i in keep], batch_size=2), [whole[i] for i in keep])
+
+
+@pytest.mark.parametrize("context", ["Which came first?\nAnswer: Segment", "trailing space ", "x"])
+def test_string_pairs_are_encoded_as_the_harness_encodes_loglikelihood(tiny_lm, context):
+    """Book-SORT's label requests (`(prompt, " A")`) score the very tokens `HFLM.loglikelihood` scores."""
+    from lm_eval_longmem.backends.request_type import encode_request
+
+    for label in (" A", " B"):
+        encoded = encode_request(tiny_lm, (context, label))
+        assert (encoded.context, encoded.continuation) == tuple(tiny_lm._encode_pair(context, label))
