@@ -40,6 +40,13 @@ full-logits one), never tries a size whose estimated peak (`common.cost`) exceed
 available, decides from that estimate alone on CPU (`_auto_batch_size`), and under data
 parallelism every rank takes the smallest size any rank found.
 
+Shared prefixes. Requests whose inputs share a long common prefix (`prefix_groups`: Book-SORT's trials of one
+excerpt, the labels of one trial) are scored as a group when the model's cache allows it (`shares_prefixes`):
+the body runs the prefix once with its KV cache, then each distinct suffix against that cache, cropped back
+after each (`score_group`), so memory is one sequence's cache plus one suffix. The results agree with scoring
+each request alone to fp32 rounding (other matrix shapes), whatever the batch size or which requests share the
+list; which requests group depends on the request list alone.
+
 Several devices. With `parallelize=True`, a `device_map` (GPU + CPU with `max_memory`, or offload)
 or transformers' tensor parallelism (`tp_plan`), the inputs go to `self.device`, the hidden states
 come out where the last layer runs, and the logits where the head runs. Positions are moved to the
@@ -60,10 +67,12 @@ position embeddings, and `max_length` for architectures we cannot classify.
 from __future__ import annotations
 
 import gc
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
 import torch
 from accelerate.utils import find_executable_batch_size
 from tqdm import tqdm
@@ -88,6 +97,11 @@ log = logging.getLogger(f"lm_eval.{__name__}")
 
 PAD_MULTIPLE = 64
 """Every request runs at its length rounded up to a multiple of this (see `padded_width`)."""
+
+MIN_SHARED_PREFIX = 256
+"""Fewest leading input tokens requests must share to be scored as a group (`prefix_groups`)."""
+SHARED_PREFIX_SHARE = 0.5
+"""...and the least share of the group's longest input that prefix must be: below it a group saves little."""
 
 
 def final_logit_transform(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -292,6 +306,33 @@ def plain_head(head: torch.nn.Module, device: torch.device) -> bool:
     )
 
 
+def head_logits(
+    self: HFLM, rows: torch.Tensor
+) -> tuple[Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor], int, torch.dtype | None, torch.dtype]:
+    """The LM head over hidden-state `rows` as `_score_positions` reads it: `(logits_at, vocabulary, logits dtype or
+    None, the head's output dtype for the chunk budget)`."""
+    model = self.model
+    head, transform = model.get_output_embeddings(), final_logit_transform(model)
+    # F.linear's own matmul, written into the chunk buffer: only for a plain Linear head whose
+    # weight is an ordinary tensor beside the hidden states and which no hook wraps. Otherwise
+    # the head runs as a module, so accelerate's offload hooks and tensor-parallel hooks apply.
+    into_buffer = plain_head(head, rows.device) and self.mixed_precision_dtype is None
+    # The head's output dtype (autocast: the autocast dtype), for the chunk budget.
+    head_dtype = self.mixed_precision_dtype or getattr(head, "weight", rows).dtype
+    logits_dtype = head.weight.dtype if into_buffer else None
+    # A tensor-parallel shard holds part of the rows: the logits have the config's vocabulary.
+    vocab_size = head.weight.shape[0] if into_buffer else model.config.get_text_config().vocab_size
+
+    def logits_at(index: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if out is None:
+            return transform(head(rows[index]))
+        if head.bias is None:
+            return transform(torch.mm(rows[index], head.weight.t(), out=out))
+        return transform(torch.addmm(head.bias, rows[index], head.weight.t(), out=out))
+
+    return logits_at, vocab_size, logits_dtype, head_dtype
+
+
 def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked: bool) -> list[TokenAccuracy]:
     """One forward over `batch`, right-padded to `width`; scores every continuation token."""
     inputs = [req.context + req.continuation[:-1] for req in batch]
@@ -311,23 +352,7 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
         if chunked:
             hidden = model.base_model(input_ids=ids, use_cache=False).last_hidden_state
             rows = hidden.reshape(-1, hidden.shape[-1])
-            head, transform = model.get_output_embeddings(), final_logit_transform(model)
-            # F.linear's own matmul, written into the chunk buffer: only for a plain Linear head whose
-            # weight is an ordinary tensor beside the hidden states and which no hook wraps. Otherwise
-            # the head runs as a module, so accelerate's offload hooks and tensor-parallel hooks apply.
-            into_buffer = plain_head(head, rows.device) and self.mixed_precision_dtype is None
-            # The head's output dtype (autocast: the autocast dtype), for the chunk budget.
-            head_dtype = self.mixed_precision_dtype or getattr(head, "weight", rows).dtype
-            logits_dtype = head.weight.dtype if into_buffer else None
-            # A tensor-parallel shard holds part of the rows: the logits have the config's vocabulary.
-            vocab_size = head.weight.shape[0] if into_buffer else model.config.get_text_config().vocab_size
-
-            def logits_at(index: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-                if out is None:
-                    return transform(head(rows[index]))
-                if head.bias is None:
-                    return transform(torch.mm(rows[index], head.weight.t(), out=out))
-                return transform(torch.addmm(head.bias, rows[index], head.weight.t(), out=out))
+            logits_at, vocab_size, logits_dtype, head_dtype = head_logits(self, rows)
         else:
             logits = model(input_ids=ids, use_cache=False).logits
             rows = logits.reshape(-1, logits.shape[-1])
@@ -347,6 +372,117 @@ def score_batch(self: HFLM, batch: Sequence[EncodedRequest], width: int, chunked
         results.append(TokenAccuracy(bits, float(logprobs[start:end].double().sum())))
         start = end
     return results
+
+
+def model_input(req: EncodedRequest) -> list[int]:
+    """The tokens the model reads for `req`: its context and all but the last continuation token."""
+    return req.context + req.continuation[:-1]
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading tokens `a` and `b` share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def prefix_groups(encoded: Sequence[EncodedRequest]) -> list[tuple[int, list[int]]]:
+    """`(shared, members)` for every set of at least two requests whose inputs share their first `shared` tokens.
+
+    Requests are sorted by their input tokens, so inputs with long common prefixes sit side by side, and a run
+    of them forms a group while the prefix all share is at least `MIN_SHARED_PREFIX` tokens and
+    `SHARED_PREFIX_SHARE` of the longest input. The prefix ends before every member's last context token, so
+    each member's scored positions all lie in its own suffix. Which requests group depends on the request list
+    only (not on the batch size); `members` are indices into `encoded`.
+    """
+    inputs = [np.asarray(model_input(req), dtype=np.int64) for req in encoded]
+    order = sorted(range(len(encoded)), key=lambda i: tuple(inputs[i].tolist()))
+    groups: list[tuple[int, list[int]]] = []
+    members: list[int] = []
+    shared = longest = 0
+    for i in order:
+        if members:
+            joined = min(shared, common_prefix(inputs[members[-1]], inputs[i]), len(encoded[i].context) - 1)
+            widest = max(longest, len(inputs[i]))
+            if joined >= MIN_SHARED_PREFIX and joined >= SHARED_PREFIX_SHARE * widest:
+                members.append(i)
+                shared, longest = joined, widest
+                continue
+            if len(members) > 1:
+                groups.append((shared, members))
+        members, shared, longest = [i], len(encoded[i].context) - 1, len(inputs[i])
+    if len(members) > 1:
+        groups.append((shared, members))
+    return groups
+
+
+def shares_prefixes(self: HFLM, probe: Sequence[int]) -> bool:
+    """Whether this model's body can run a prefix once and each suffix against its KV cache (decided once per model).
+
+    Needs a cache of plain `DynamicLayer`s, which `crop` takes back to the prefix exactly; sliding-window or
+    other layer kinds, or a body that takes no cache, score every request alone.
+    """
+    decided = getattr(self, "_longmem_shares_prefixes", None)
+    if decided is not None:
+        return decided
+    ids = torch.tensor([list(probe[:2])], dtype=torch.long, device=self.device)
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer  # DynamicLayer: transformers >= 4.56
+
+        with torch.no_grad(), _autocast(self):
+            cache = self.model.base_model(input_ids=ids, use_cache=True).past_key_values
+    except (ImportError, TypeError, ValueError) as err:
+        log.info("%s: no shared-prefix scoring for %s (%s)", OUTPUT_TYPE, type(self.model).__name__, err)
+        cache = None
+    usable = (
+        cache is not None
+        and isinstance(cache, DynamicCache)
+        and all(type(layer) is DynamicLayer for layer in cache.layers)
+    )
+    self._longmem_shares_prefixes = usable
+    return usable
+
+
+def score_group(self: HFLM, group: Sequence[EncodedRequest], shared: int) -> list[TokenAccuracy]:
+    """Score requests whose inputs share their first `shared` tokens: the prefix once, each distinct suffix after it.
+
+    The body runs the prefix once and keeps its KV cache; each distinct remainder (requests with the same model
+    input, e.g. the labels of one trial, share one) runs against that cache, the chunked head reads its scored
+    positions, and the cache is cropped back to the prefix. Memory: one prefix's cache plus one suffix.
+    """
+    by_suffix: dict[tuple[int, ...], list[int]] = {}
+    for k, req in enumerate(group):
+        by_suffix.setdefault(tuple(model_input(req)[shared:]), []).append(k)
+    prefix = torch.tensor([group[0].context[:shared]], dtype=torch.long, device=self.device)
+    dtype = self.softmax_dtype or torch.float32
+    body = self.model.base_model
+    # transformers 5 names the forward's cache argument `cache` (`past_key_values` deprecated); earlier ones the latter
+    cache_arg = "cache" if "cache" in inspect.signature(body.forward).parameters else "past_key_values"
+    results: list[TokenAccuracy | None] = [None] * len(group)
+    with torch.no_grad(), _autocast(self):
+        cache = body(input_ids=prefix, use_cache=True).past_key_values
+        for suffix, members in by_suffix.items():
+            ids = torch.tensor([suffix], dtype=torch.long, device=self.device)
+            rows = body(input_ids=ids, use_cache=True, **{cache_arg: cache}).last_hidden_state[0]
+            spans, targets = [], []
+            for k in members:
+                first = len(group[k].context) - 1 - shared
+                spans.append(torch.arange(first, first + len(group[k].continuation)))
+                targets.extend(group[k].continuation)
+            logits_at, vocab_size, logits_dtype, head_dtype = head_logits(self, rows)
+            step = head_chunk_rows(self, shared + len(suffix), vocab_size, dtype, rows.device, head_dtype)
+            positions = torch.cat(spans).to(rows.device)
+            hits, logprobs = _score_positions(
+                logits_at, positions, torch.tensor(targets, dtype=torch.long), step, vocab_size, logits_dtype, dtype
+            )
+            cache.crop(-len(suffix))
+            start = 0
+            for k in members:
+                end = start + len(group[k].continuation)
+                bits = "".join("1" if hit else "0" for hit in hits[start:end].tolist())
+                results[k] = TokenAccuracy(bits, float(logprobs[start:end].double().sum()))
+                start = end
+    return cast("list[TokenAccuracy]", results)
 
 
 def check_lengths(self: HFLM, encoded: Sequence[EncodedRequest]) -> None:
@@ -568,7 +704,10 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
     chunked = uses_chunked_head(self, longest.context + longest.continuation)
     physical = physical_max_length(self.model, self.max_length).tokens
     widths = [padded_width(req.n_inputs, self.max_length, physical) for req in encoded]
-    order = sorted(range(len(encoded)), key=lambda i: -encoded[i].n_inputs)
+    probe = longest.context + longest.continuation
+    groups = prefix_groups(encoded) if chunked and shares_prefixes(self, probe) else []
+    grouped = {i for _, members in groups for i in members}
+    order = sorted((i for i in range(len(encoded)) if i not in grouped), key=lambda i: -encoded[i].n_inputs)
 
     results: list[TokenAccuracy | None] = [None] * len(encoded)
     # Counted in input positions, not requests: the longest requests run first, so a count of requests
@@ -577,6 +716,11 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
         total=sum(req.n_inputs for req in encoded), unit="tok", unit_scale=True,
         disable=disable_tqdm or self.rank != 0, desc=f"Running {OUTPUT_TYPE} requests",
     )  # fmt: skip
+    for shared, members in groups:
+        for i, answer in zip(members, score_group(self, [encoded[i] for i in members], shared), strict=True):
+            results[i] = answer
+            self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
+        pbar.update(sum(encoded[i].n_inputs for i in members))
     for batch in _batches(self, order, widths, encoded, chunked):
         answers = score_batch(self, [encoded[i] for i in batch], widths[batch[0]], chunked)
         for i, answer in zip(batch, answers, strict=True):

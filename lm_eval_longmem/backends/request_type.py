@@ -103,6 +103,16 @@ class EncodedRequest(NamedTuple):
         return len(self.context) + len(self.continuation) - 1
 
 
+def as_loglikelihood(answer: Sequence) -> tuple[float, bool]:
+    """A `TokenAccuracy` as the harness's `loglikelihood` answers the same pair: ``(logprob, all_greedy)``.
+
+    A task that sends its `multiple_choice` requests as `loglikelihood_accuracy` (Book-SORT's
+    protocol) stores these in `resps`, so its metrics and logged samples keep the stock shape.
+    """
+    bits, logprob = answer
+    return float(logprob), set(bits) == {"1"}
+
+
 def compact_ids(ids: object) -> object:
     """A short stand-in for a token-id argument in the logged samples: its length and a digest (strings pass).
 

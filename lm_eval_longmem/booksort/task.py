@@ -4,9 +4,14 @@ Scoring (log-prob tasks, ``output_type: multiple_choice``): the prompt ends with
 "Answer: Segment" (lm-eval's ``gen_prefix``), and the choices are " A" and " B". lm-eval encodes
 context + choice together and splits off the choice tokens, so a tokenizer that merges the space
 into the label (``ĠA``) or not gives the same comparison: log P(" A" | prompt) vs
-log P(" B" | prompt), i.e. the next-token probabilities of the two labels. With a one-token label
-HF's ``_loglikelihood_tokens`` groups both requests by context and runs the model once per trial
-(``tests/booksort/test_task.py`` counts the forward calls). Generation task: `parse_label`.
+log P(" B" | prompt), i.e. the next-token probabilities of the two labels. The two requests of a
+trial go out as `loglikelihood_accuracy` requests with the same string pairs (`construct_requests`),
+which the request type encodes exactly as the harness encodes `loglikelihood` ones, so the same
+tokens are scored; the backends then apply the LM head only where the labels are read, never the
+full-vocabulary `log_softmax` at every prompt position, and HF scores the shared prompt of a
+trial's choices, and the shared excerpt of its trials, once (`backends.hf`). The answers are stored
+as the harness's `(logprob, is_greedy)` (`apply_filters`), so metrics and logged samples keep the
+stock `multiple_choice` shape. Generation task: `parse_label`.
 
 The authors' readout (``booksort_protocol=authors``, log-prob tasks): their HF path reads the
 next-token log-probabilities after their prompt, tokenized by a plain ``tokenizer(prompt)`` call,
@@ -53,7 +58,7 @@ from lm_eval.api.instance import Instance
 
 from lm_eval_longmem.backends import plugin
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE as TOKEN_REQUEST
-from lm_eval_longmem.backends.request_type import as_token_ids, compact_ids
+from lm_eval_longmem.backends.request_type import as_loglikelihood, as_token_ids, compact_ids
 from lm_eval_longmem.booksort.data import Excerpts, fine_tuned_checkpoint, prompt_work, user_text
 from lm_eval_longmem.booksort.options import AUTHORS, NAME, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
@@ -297,8 +302,15 @@ class BooksortTask(LongmemTask):
         return super().answer_tokens(doc, prompt)
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> Any:
-        """Ours: the harness's two `loglikelihood` requests. The authors' readout: one `loglikelihood_accuracy`
-        request per label, the prompt's tokens (`authors_context`) and the label's token (`authors_label_ids`)."""
+        """Ours: the harness's two `multiple_choice` requests (prompt, " A"/" B"), sent as `loglikelihood_accuracy`
+        (same strings, same tokens; the head only where the label is read). The authors' readout: one
+        `loglikelihood_accuracy` request per label, the prompt's tokens (`authors_context`) and the label's token
+        (`authors_label_ids`). Generation: the harness's request."""
+        if self.OUTPUT_TYPE == "multiple_choice":
+            requests = super().construct_requests(doc, ctx, **kwargs)
+            for instance in requests:
+                instance.request_type = TOKEN_REQUEST
+            return requests
         if self.OUTPUT_TYPE != TOKEN_REQUEST:
             return super().construct_requests(doc, ctx, **kwargs)
         kwargs.pop("apply_chat_template", None)
@@ -310,7 +322,13 @@ class BooksortTask(LongmemTask):
         ]
 
     def apply_filters(self) -> None:
-        """After the model has answered: log the authors' token-id prompts as a length and a digest (the doc has the text)."""
+        """After the model has answered: our protocol's answers as the harness's `(logprob, is_greedy)`
+        (`as_loglikelihood`), before the filters copy them; the authors' token-id prompts logged as a length and a
+        digest (the doc has the text)."""
+        if self.OUTPUT_TYPE == "multiple_choice":
+            for instance in self.instances:
+                if instance.request_type == TOKEN_REQUEST:
+                    instance.resps = [as_loglikelihood(answer) for answer in instance.resps]
         super().apply_filters()
         for instance in self.instances:
             if instance.request_type == TOKEN_REQUEST:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import pytest
@@ -422,3 +423,73 @@ def test_padded_width(n_inputs, max_length, physical, width):
 
 def test_physical_limit_of_a_rotary_model(tiny_lm):
     assert hf.physical_max_length(tiny_lm.model, tiny_lm.max_length).tokens is None
+
+
+def shared_prefix_pairs(model, seed=1):
+    """Book-SORT-shaped requests: two 'excerpts' of 400 tokens, each followed by several 'trials' (own suffixes),
+    each trial asked with two one-token labels (same model input), plus one unrelated short request."""
+    import random
+
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(2):
+        excerpt = [1] + [rng.choice(VOCAB) for _ in range(399)]
+        for n_suffix in (30, 45, 45, 60):
+            context = excerpt + [rng.choice(VOCAB) for _ in range(n_suffix)]
+            pairs += [(context, [label]) for label in (10, 11)]
+        context = excerpt + [rng.choice(VOCAB) for _ in range(20)]
+        with torch.no_grad():
+            greedy = int(model(input_ids=torch.tensor([context])).logits[0, -1].argmax())
+        pairs.append((context, [greedy, rng.choice(VOCAB), greedy]))  # a multi-token continuation in a group
+    return pairs + [([1, 5, 6, 7], [8, 9])]
+
+
+def test_shared_prefix_groups_each_prefix_once(tiny_lm):
+    pairs = shared_prefix_pairs(tiny_lm.model)
+    encoded = [hf.EncodedRequest(ctx, cont, False) for ctx, cont in pairs]
+    groups = hf.prefix_groups(encoded)
+    assert sorted(len(members) for _, members in groups) == [9, 9]
+    assert all(shared >= 400 for shared, _ in groups)
+    assert hf.shares_prefixes(tiny_lm, [1, 2, 3])
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 4])
+def test_shared_prefix_scoring_matches_scoring_each_request_alone(
+    tiny_lm, reference_fn, same_answers, batch_size, monkeypatch
+):
+    """Grouped (the prefix once, each suffix on its KV cache) vs each request alone: identical bits, log-probabilities
+    within rounding, for every batch size; and the body runs each excerpt once plus each distinct suffix once."""
+    pairs = shared_prefix_pairs(tiny_lm.model)
+    assert hf.shares_prefixes(tiny_lm, [1, 2, 3]) and hf.uses_chunked_head(tiny_lm, pairs[0][0])  # before counting
+    calls = []
+    body = tiny_lm.model.base_model
+    original = body.forward
+    counted = functools.wraps(original)(lambda *a, **k: calls.append(k["input_ids"].shape[-1]) or original(*a, **k))
+    monkeypatch.setattr(body, "forward", counted)
+    grouped = run(tiny_lm, pairs, batch_size=batch_size)
+    # each excerpt's prefix once, each of its 5 distinct suffixes once (the two labels share one), the lone request
+    assert len([n for n in calls if n >= 400]) == 2 and len(calls) == 2 + 2 * 5 + 1
+    monkeypatch.setattr(hf, "prefix_groups", lambda encoded: [])
+    alone = run(tiny_lm, pairs, batch_size=batch_size)
+    same_answers(grouped, alone)
+    for (ctx, cont), got in zip(pairs, grouped, strict=True):
+        want = reference_fn(tiny_lm.model, ctx, cont)
+        assert got.bits == want.bits and got.logprob == pytest.approx(want.logprob, abs=1e-4)
+
+
+def test_shared_prefix_scoring_with_a_subset_of_the_requests(tiny_lm, same_answers):
+    """`--limit`-like subsets (a group missing members, a group of one) score as the whole list does."""
+    pairs = shared_prefix_pairs(tiny_lm.model)
+    whole = run(tiny_lm, pairs, batch_size=2)
+    for keep in ([0, 1, 2], [0, 9], [3], list(range(0, len(pairs), 2))):
+        same_answers(run(tiny_lm, [pairs[i] for i in keep], batch_size=2), [whole[i] for i in keep])
+
+
+@pytest.mark.parametrize("context", ["Which came first?\nAnswer: Segment", "trailing space ", "x"])
+def test_string_pairs_are_encoded_as_the_harness_encodes_loglikelihood(tiny_lm, context):
+    """Book-SORT's label requests (`(prompt, " A")`) score the very tokens `HFLM.loglikelihood` scores."""
+    from lm_eval_longmem.backends.request_type import encode_request
+
+    for label in (" A", " B"):
+        encoded = encode_request(tiny_lm, (context, label))
+        assert (encoded.context, encoded.continuation) == tuple(tiny_lm._encode_pair(context, label))

@@ -19,6 +19,9 @@ from lm_eval_longmem.common.task import cell_interval, read_item
 from lm_eval_longmem.paths import task_configs_dir
 from lm_eval_longmem.readers.results import skip_reasons
 
+LOGPROB_TOLERANCE = 1e-4
+"""fp32 rounding between two code paths over the same tokens (`tests/backends/conftest.py` states why)."""
+
 OUR_TASKS = {"booksort_in_context", "booksort_memoryless", "booksort_in_context_gen"}
 
 
@@ -175,18 +178,16 @@ def test_prompt_rendering_and_one_token_labels(smollm2_task, chat, system_instru
 
 
 @pytest.mark.slow
-def test_context_runs_once_per_trial_not_per_label(tiny_llama_dir, built_dir):
-    """HF groups the two label requests of a trial by context: one forward pass per trial.
-
-    The tiny model's character tokenizer makes " A" two tokens (" ", "A"); the harness groups by
-    context + all but the last label token, so this holds for merged and split spaces alike."""
-    import lm_eval
+def test_our_protocol_scores_as_the_stock_path(tiny_llama_dir, built_dir):
+    """Our protocol's label requests go out as `loglikelihood_accuracy` with the harness's string pairs: same
+    log-likelihoods as the harness's `loglikelihood` (within `LOGPROB_TOLERANCE`), same is_greedy, and the logged
+    `resps`/`filtered_resps` keep the stock shape, one `[logprob, is_greedy]` per label."""
+    from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", batch_size=1)
-    calls = []
-    original = lm._model_call
-    lm._model_call = lambda inps, *a, **k: calls.append(inps.shape) or original(inps, *a, **k)
+    from lm_eval_longmem.backends.request_type import OUTPUT_TYPE
+
+    lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", batch_size=2)
     meta = {
         "pretrained": str(tiny_llama_dir),
         "booksort_data": str(built_dir),
@@ -194,11 +195,22 @@ def test_context_runs_once_per_trial_not_per_label(tiny_llama_dir, built_dir):
         "booksort_segment_lengths": 20,
     }
     out = lm_eval.simple_evaluate(
-        model=lm, tasks=["booksort_memoryless"], task_manager=_task_manager(meta), limit=6, log_samples=True
+        model=lm, tasks=["booksort_in_context"], task_manager=_task_manager(meta), limit=6, log_samples=True
     )
-    samples = out["samples"]["booksort_memoryless"]
-    assert len(samples) == 6 and all(len(s["arguments"]) == 2 for s in samples)  # 12 loglikelihood requests
-    assert len(calls) == 6
+    samples = out["samples"]["booksort_in_context"]
+    assert len(samples) == 6
+    pairs = [tuple(args) for s in samples for args in s["arguments"]]
+    stock = lm.loglikelihood([Instance("loglikelihood", {}, pair, 0) for pair in pairs], disable_tqdm=True)
+    ours = [resp[0] for s in samples for resp in s["resps"]]
+    assert all(len(s["resps"]) == 2 and len(s["filtered_resps"]) == 2 for s in samples)
+    assert all(len(r) == 2 and isinstance(r[0], float) and isinstance(r[1], bool) for r in ours)
+    assert [r[1] for r in ours] == [greedy for _, greedy in stock]
+    assert max(abs(r[0] - ll) for r, (ll, _) in zip(ours, stock, strict=True)) <= LOGPROB_TOLERANCE
+    assert [s["filtered_resps"] for s in samples] == [[resp[0] for resp in s["resps"]] for s in samples]
+    task = _load("booksort_in_context", meta)
+    doc = task.test_docs()[0]
+    requests = task.construct_requests(doc, task.doc_to_text(doc))
+    assert {r.request_type for r in requests} == {OUTPUT_TYPE} and task.OUTPUT_TYPE == "multiple_choice"
 
 
 def _plain_prompt_tokens(doc, tokenizer, excerpts) -> int:
