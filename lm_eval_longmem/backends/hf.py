@@ -705,9 +705,17 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
     physical = physical_max_length(self.model, self.max_length).tokens
     widths = [padded_width(req.n_inputs, self.max_length, physical) for req in encoded]
     probe = longest.context + longest.continuation
-    groups = prefix_groups(encoded) if chunked and shares_prefixes(self, probe) else []
+    # `--batch_size auto` under data parallelism probes the batch size in collective calls, one per segment of the
+    # batched requests, so every rank must batch as many requests: no groups (a rank's share of grouped requests
+    # differs), and the ranks' lists padded to the longest (the harness pads a multiple-choice task's requests
+    # under `loglikelihood`, not under the type Book-SORT sends).
+    collective = self.world_size > 1 and self.batch_size == "auto"
+    groups = prefix_groups(encoded) if chunked and not collective and shares_prefixes(self, probe) else []
     grouped = {i for _, members in groups for i in members}
     order = sorted((i for i in range(len(encoded)) if i not in grouped), key=lambda i: -encoded[i].n_inputs)
+    if collective:
+        most = int(self.all_gather(torch.tensor([len(order)], device=self.device)).max())
+        order += [order[-1]] * (most - len(order))  # scored again, the same answer written twice
 
     results: list[TokenAccuracy | None] = [None] * len(encoded)
     # Counted in input positions, not requests: the longest requests run first, so a count of requests
