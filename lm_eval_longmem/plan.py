@@ -249,7 +249,9 @@ class Plan:
     def costs(self, row: Row) -> dict[str, Any]:
         """The row's costs (`common.cost`), as its `--json` row has them."""
         shape = self.shape
-        if row.groups:  # each group's prefix once, then every forward's suffix against its cached keys
+        # each group's prefix once, then every forward's suffix against its cached keys: on HF; our vLLM requests
+        # read no prefix cache (order-independent scores, `backends.vllm`), so there every forward is whole
+        if row.groups and self.settings.model != "vllm":
             suffix = row.forward_positions - row.shared_positions
             prefill = row.groups * cost.forward_flops(
                 shape, row.shared_positions, 0

@@ -118,3 +118,25 @@ def test_fewer_docs_than_ranks_is_one_clear_line(guessing_model, embedded_books_
     assert proc.returncode != 0
     assert "forgetting_curve: 1 doc(s) to run for 2 data-parallel processes" in proc.stderr
     assert "did not find any docs" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_auto_batch_size_on_two_ranks_with_unequal_shares_finishes_with_the_one_process_choices(
+    guessing_model, embedded_books_dir, booksort_data, tmp_path
+):
+    """`--batch_size auto:2` probes the batch size in collective calls: Book-SORT's requests (which the harness does
+    not pad, as they are not `loglikelihood`) must reach every rank's probes equally often, with 5 trials split
+    3 and 2; the choices are the one-process ones."""
+    args = lm_eval_args(guessing_model, embedded_books_dir / "macbeth.txt", booksort_data, "booksort_in_context", 5)
+    args[args.index("--batch_size") + 1] = "auto:2"
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    run_lm_eval(args, one, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache-one"), "OMP_NUM_THREADS": "1"})
+    proc = two_ranks(args, two, tmp_path / "cache-two")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    choices = {
+        out: {s["doc_id"]: max((float(lp), i) for i, (lp, _) in enumerate(s["filtered_resps"]))[1] for s in samples}
+        for out in (one, two)
+        for samples in [read_samples(out, "booksort_in_context")]
+    }
+    assert len(choices[one]) == 5 and choices[one] == choices[two]

@@ -9,7 +9,7 @@ from kit import build_booksort, build_llama3_8b_shape
 
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.harness import models
-from lm_eval_longmem.plan import make_plan
+from lm_eval_longmem.plan import RunSettings, make_plan
 
 
 @pytest.fixture(autouse=True)
@@ -84,3 +84,7 @@ def test_the_default_sweep_shares_each_excerpt_on_the_llama3_8b_shape(tiny_llama
     assert once < plan.costs(longest)["prefill_flops"] < alone / 3
     memoryless = make_plan(["booksort_memoryless"], {"pretrained": str(folder)}).rows
     assert all(r.groups == 0 and r.head_positions == 1 for r in memoryless)
+    # on vLLM our requests read no prefix cache (order-independent scores): every trial computes its whole prompt
+    on_vllm = make_plan(["booksort"], {"pretrained": str(folder)}, gpu="h100", settings=RunSettings(model="vllm"))
+    whole = on_vllm.costs(on_vllm.rows[-1])["prefill_flops"]
+    assert whole == longest.forwards * cost.forward_flops(plan.shape, longest.forward_positions, 1)
