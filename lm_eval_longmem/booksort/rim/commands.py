@@ -90,6 +90,9 @@ def score_variants(
 
     from lm_eval_longmem import task_manager
 
+    if not {"max_length", "max_model_len"} & metadata.keys() and getattr(lm, "max_length", None):
+        # the fit check's window is the window of `lm` (an LM built by the caller is not the harness's live one)
+        metadata = {**metadata, "max_length": lm.max_length}
     scores = []
     for variant in variants:
         tm = task_manager(metadata={**metadata, "booksort_prompt": variant}, include_defaults=False)
