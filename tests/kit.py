@@ -317,3 +317,15 @@ class FakeHub:
         self._server.close()
         for conn in self._open:
             conn.close()
+
+
+def hflm_chat_template(tokenizer):
+    """A task's `chat_template` callable as `HFLM.apply_chat_template` calls the tokenizer (what a run renders)."""
+
+    def render(history, add_generation_prompt=True):
+        return tokenizer.apply_chat_template(
+            history, tokenize=False, add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )  # fmt: skip
+
+    return render

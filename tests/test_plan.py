@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import build_llama3_8b_shape
+from kit import build_llama3_8b_shape, hflm_chat_template
 from transformers import AutoConfig
 
 from lm_eval_longmem import plan as plan_module
@@ -269,11 +269,7 @@ def test_with_the_chat_template_plan_counts_the_demos_run_within_two_percent(nam
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
 
-    def hflm_chat(history, add_generation_prompt=True):  # HFLM.apply_chat_template's call
-        return tokenizer.apply_chat_template(
-            history, tokenize=False, add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt,
-        )  # fmt: skip
+    hflm_chat = hflm_chat_template(tokenizer)
 
     task = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata=metadata).load([name])[
         "tasks"

@@ -256,7 +256,7 @@ def test_r28_harness_prompt_is_the_tasks_rendered_prompt(chat, smollm2_dir, embe
     """`harness_prompt` gives, character for character, the prompt a task of ours renders through lm_eval's
     `fewshot_context` (a Book-SORT trial: description, text and gen_prefix), with a system instruction, with and
     without the chat template (rendered as HFLM renders it)."""
-    from kit import build_booksort
+    from kit import build_booksort, hflm_chat_template
     from lm_eval.tasks import TaskManager
     from transformers import AutoTokenizer
 
@@ -264,11 +264,7 @@ def test_r28_harness_prompt_is_the_tasks_rendered_prompt(chat, smollm2_dir, embe
 
     tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
 
-    def hflm_chat(history, add_generation_prompt=True):  # HFLM.apply_chat_template's call
-        return tokenizer.apply_chat_template(
-            history, tokenize=False, add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt,
-        )  # fmt: skip
+    hflm_chat = hflm_chat_template(tokenizer)
 
     data = build_booksort(embedded_books_dir / "macbeth.txt", tmp_path / "bs")
     metadata = {"pretrained": str(smollm2_dir), "booksort_data": str(data)}
