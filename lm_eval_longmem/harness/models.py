@@ -11,11 +11,12 @@ three installed by `harness.install`). The rest are plain functions the backends
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -55,6 +56,23 @@ def live_backend() -> LiveBackend | None:
     harness loads our tasks sees the model of this run.
     """
     return _live
+
+
+@contextlib.contextmanager
+def evaluating(lm: Any, pretrained: str | None) -> Iterator[None]:
+    """Treat `lm`, built by the caller and handed to `simple_evaluate` as an object, as the live model meanwhile.
+
+    `simple_evaluate(model=<LM instance>)` creates no model, so the record would otherwise still name the
+    last one the factories built: for the same `pretrained` with another window, the fit checks would
+    read that window and let through requests this `lm` refuses.
+    """
+    global _live
+    before = _live
+    _live = describe_lm(lm, pretrained)
+    try:
+        yield
+    finally:
+        _live = before
 
 
 def describe_lm(lm: Any, pretrained: str | None = None) -> LiveBackend:

@@ -89,26 +89,25 @@ def score_variants(
     import lm_eval
 
     from lm_eval_longmem import task_manager
+    from lm_eval_longmem.harness.models import evaluating
 
-    if not {"max_length", "max_model_len"} & metadata.keys() and getattr(lm, "max_length", None):
-        # the fit check's window is the window of `lm` (an LM built by the caller is not the harness's live one)
-        metadata = {**metadata, "max_length": lm.max_length}
     scores = []
-    for variant in variants:
-        tm = task_manager(metadata={**metadata, "booksort_prompt": variant}, include_defaults=False)
-        task = tm.load(["booksort_in_context"])["tasks"]["booksort_in_context"]
-        task.config.test_split = "validation"  # the paper selects prompts on the held-out validation split
-        results = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=[task],
-            task_manager=tm,
-            limit=limit,
-            apply_chat_template=apply_chat_template,
-            system_instruction=system_instruction,
-            bootstrap_iters=0,
-        )
-        row = results["results"]["booksort_in_context"]
-        scores.append(VariantScore(variant, row["acc,none"], int(row["sample_len"]), int(row["skipped,none"])))
+    with evaluating(lm, metadata.get("pretrained")):  # the fit checks' window is this lm's
+        for variant in variants:
+            tm = task_manager(metadata={**metadata, "booksort_prompt": variant}, include_defaults=False)
+            task = tm.load(["booksort_in_context"])["tasks"]["booksort_in_context"]
+            task.config.test_split = "validation"  # the paper selects prompts on the held-out validation split
+            results = lm_eval.simple_evaluate(
+                model=lm,
+                tasks=[task],
+                task_manager=tm,
+                limit=limit,
+                apply_chat_template=apply_chat_template,
+                system_instruction=system_instruction,
+                bootstrap_iters=0,
+            )
+            row = results["results"]["booksort_in_context"]
+            scores.append(VariantScore(variant, row["acc,none"], int(row["sample_len"]), int(row["skipped,none"])))
     return scores
 
 

@@ -36,10 +36,16 @@ def test_build_command(book_files, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_dir):
+def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_dir, monkeypatch):
     from lm_eval.models.huggingface import HFLM
 
     from lm_eval_longmem.booksort.rim.commands import score_variants
+    from lm_eval_longmem.harness import models
+
+    # an earlier model of the same name with a wider window (as another test or run leaves it) must not
+    # decide the fit checks for the lm handed in: its requests beyond 2048 tokens are skipped, not refused
+    stale = models.LiveBackend(kind="hf", max_length=100_000, pretrained=str(tiny_llama_dir))
+    monkeypatch.setattr(models, "_live", stale)
 
     lm = HFLM(pretrained=str(tiny_llama_dir), device="cpu", batch_size=1)
     meta = {
@@ -54,6 +60,8 @@ def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_d
     assert [s.variant for s in scores] == ["default", "brief"]
     # 10 validation excerpts x 1 bin (the test split would hold 100); any beyond the tiny model's 2k window is skipped
     assert all(s.n + s.skipped == 10 and s.n > 0 and 0.0 <= s.acc <= 1.0 for s in scores)
+    assert any(s.skipped for s in scores)  # some prompts are longer than the window: the check above is not idle
+    assert models.live_backend() == stale  # the record is restored afterwards
 
 
 @pytest.mark.slow
