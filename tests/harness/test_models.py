@@ -49,6 +49,23 @@ def test_the_window_comes_from_the_live_model_only_for_the_model_named(tiny_llam
     assert (other.tokens, other.backend) == (512, "hf")
 
 
+def test_an_lm_handed_in_is_the_live_model_while_it_is_evaluated(monkeypatch):
+    """`simple_evaluate(model=<LM instance>)` creates no model: `evaluating` records the one handed in meanwhile
+    and puts the earlier record back afterwards, also when the evaluation fails."""
+
+    class HFLM:
+        max_length = 2048
+
+    earlier = models.LiveBackend(kind="hf", max_length=100_000, pretrained="m")
+    monkeypatch.setattr(models, "_live", earlier)
+    with models.evaluating(HFLM(), "m"):
+        assert models.live_backend() == models.LiveBackend(kind="hf", max_length=2048, pretrained="m")
+    assert models.live_backend() == earlier
+    with pytest.raises(RuntimeError), models.evaluating(HFLM(), "m"):
+        raise RuntimeError("the evaluation failed")
+    assert models.live_backend() == earlier
+
+
 def test_describe_lm_reads_the_window_safely():
     class VLLM:  # stands in for a vLLM backend whose engine cannot be asked
         @property
