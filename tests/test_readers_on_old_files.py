@@ -129,6 +129,9 @@ def without_additions(markdown: str) -> str:
     markdown = markdown.replace(
         ", each beside the n it rests on (the memory lengths' samples per length are in their section); ", "; "
     )
+    # a memory length below the shortest length tested reads "<S" in tables, not 0 (and the headline note says so)
+    markdown = markdown.replace("; `<S`: below the shortest length tested.", ".")
+    markdown = re.sub(r"(?<=[ \[])<\d+(?=[ \],])", "0", markdown)
     lines = markdown.split("\n")
     for i, line in enumerate(lines):
         if line.startswith("| model | forgetting_curve fine_memory_length |"):
@@ -159,17 +162,23 @@ def without_additions(markdown: str) -> str:
     return "\n".join(lines)
 
 
+TRIALS = re.compile(r" \(n=\d+\)$")
+"""The trials a Book-SORT line's legend entry names (`booksort.rim.figures.line_label`)."""
+
+
 def figure_without_additions(data: list[dict]) -> list[dict]:
     """A figure's data without what issue 20 added: the dotted share-answered-"A" lines of Book-SORT
     panel (a), and the perplexity panel under a forgetting curve (whose x label and tick labels moved
-    down to it: the panels share the x axis)."""
+    down to it: the panels share the x axis); and without the trials a Book-SORT line's label names
+    since (" (n=48)")."""
     out = []
     for axis in data:
         if any(line[0] in ("copy perplexity", "LM perplexity") for line in axis["lines"]):
             out[-1] = out[-1] | {"xlabel": axis["xlabel"], "xticklabels": axis["xticklabels"]}
             continue
-        lines = [line for line in axis["lines"] if not line[0].endswith('share answered "A"')]
-        legend = [text for text in axis["legend"] if not text.endswith('share answered "A"')]
+        lines = [[TRIALS.sub("", line[0]), *line[1:]] for line in axis["lines"]
+                 if not line[0].endswith('share answered "A"')]  # fmt: skip
+        legend = [TRIALS.sub("", text) for text in axis["legend"] if not text.endswith('share answered "A"')]
         out.append(axis | {"lines": lines, "legend": legend})
     return out
 

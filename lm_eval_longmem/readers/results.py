@@ -161,10 +161,8 @@ class Run:
         return str(found.get("retrieval") or found.get("condition") or "-")
 
     def n_samples(self, task: str) -> int | None:
-        """Docs the run evaluated for `task` (after `--limit`), when lm_eval recorded it."""
-        counts = (self.data.get("n-samples") or {}).get(task) or {}
-        value = counts.get("effective")
-        return int(value) if isinstance(value, (int, float)) else None
+        """Docs the run evaluated for `task` (`n_samples`)."""
+        return n_samples(self.data, task)
 
     def samples_file(self, task: str) -> Path | None:
         """The `samples_<task>_<date>.jsonl` of this run (same folder, same date stamp), if it was written."""
@@ -188,6 +186,14 @@ def task_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
     table = results.get("results")
     row = table.get(task) if isinstance(table, dict) else None
     return metric_names.canonical_row(row) if isinstance(row, dict) else {}
+
+
+def n_samples(results: dict[str, Any], task: str) -> int | None:
+    """Docs an lm_eval results dict says the run evaluated for `task` (after `--limit`), or None when it does not say."""
+    table = results.get("n-samples")
+    counts = table.get(task) if isinstance(table, dict) else None
+    value = counts.get("effective") if isinstance(counts, dict) else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def facts(results: dict[str, Any], task: str) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def _headline_section(
         + "; ".join(f"`{e.name}` -> `{e.headline.metric}` ({e.headline.meaning})" for e, _ in sections)
         + ". Brackets: 95% intervals (bootstrap for memory lengths, Wilson/score for accuracies), each beside the "
         "n it rests on (the memory lengths' samples per length are in their section); "
-        "`>L`: still holding at the longest length tested (censored)."
+        "`>L`: still holding at the longest length tested (censored); `<S`: below the shortest length tested."
     )
     header = ["model"] + [name for _, own in sections for name in own.headline_header] + ["rests on"]
     rows = [[label] + [cell for _, own in sections for cell in own.headline_cells(run)] + [_rests_on(run)]

@@ -85,14 +85,19 @@ def estimate(value: Any, low: Any, high: Any, n: int | None, scale: float = 1.0,
     )
 
 
-def tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None) -> str:
-    """`512 [256, 1024]`, `>2048` when censored, `-` when absent."""
+def tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None, *, shortest: int | None = None) -> str:
+    """`512 [256, 1024]`, `>2048` when censored, `-` when absent; with `shortest` (the shortest length
+    tested), a length of 0 (none tested met the criterion) reads `<shortest`, in the value and its bounds."""
+
+    def length(v: float) -> str:
+        return f"<{shortest}" if v == 0 and shortest else str(int(v))
+
     v = number(value)
     if v is None:
         return "-"
-    text = (">" if censored is True or number(censored) == 1 else "") + str(int(v))
+    text = (">" if censored is True or number(censored) == 1 else "") + length(v)
     lo, hi = number(low), number(high)
-    return text + (f" [{int(lo)}, {int(hi)}]" if lo is not None and hi is not None else "")
+    return text + (f" [{length(lo)}, {length(hi)}]" if lo is not None and hi is not None else "")
 
 
 def slug(text: str) -> str:

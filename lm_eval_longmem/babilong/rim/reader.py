@@ -103,31 +103,41 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     lengths = sorted({c.length for c in cells})
     tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
     table = {(c.qa, c.length): c for c in cells}
-    lines = [f"BABILong {metric} (%), 95% Wilson interval"]
-    lines.append("task   " + "".join(f"{format_length(ln):>18}" for ln in lengths))
+    counts = {c.n for c in cells}
+    uniform = len(counts) == 1 and 0 not in counts  # else each cell says its n (0: the file does not say)
+    title = f"BABILong {metric} (%), 95% Wilson interval"
+    lines = [title + (f", n = {cells[0].n} questions per cell" if uniform else "")]
+
+    def shown(cell: Cell) -> str:
+        value = getattr(cell, metric)
+        text = f"{100 * value.estimate:.1f} [{100 * value.low:.0f},{100 * value.high:.0f}]"
+        return text if uniform or not cell.n else f"{text} n={cell.n}"
+
+    width = max(18, *(len(shown(c)) + 2 for c in cells))
+    lines.append("task   " + "".join(f"{format_length(ln):>{width}}" for ln in lengths))
     for qa in tasks:
         row = f"{qa:<7}"
         for ln in lengths:
             cell = table.get((qa, ln))
-            if cell is None:
-                row += f"{'-':>18}"
-            else:
-                value = getattr(cell, metric)
-                row += f"{f'{100 * value.estimate:.1f} [{100 * value.low:.0f},{100 * value.high:.0f}]':>18}"
+            row += f"{'-' if cell is None else shown(cell):>{width}}"
         lines.append(row)
     means = read_length_means(results, metric)
     which = "qa1-qa5, the paper's headline" if tuple(tasks) == DEFAULT_TASKS else f"{', '.join(tasks)}"
     lines.append("")
     lines.append(f"mean over tasks per length ({which}), 95% interval:")
     for length, value in means.items():
+        at_length = [c.n for c in cells if c.length == length]
+        questions = f", n={sum(at_length)}" if all(at_length) else ""
         lines.append(
             f"  {format_length(length):>5}: {100 * value.estimate:.1f} [{100 * value.low:.1f}, {100 * value.high:.1f}]"
+            + questions
         )
     task = babilong_task(results)
     assert task is not None  # read_cells found its cells
     overall = _interval(task_metrics(results, task), metric)
+    questions = f", n={sum(c.n for c in cells)}" if 0 not in counts else ""
     lines.append(
-        f"overall (mean of all {len(cells)} task x length cells): "
+        f"overall (mean of all {len(cells)} task x length cells{questions}): "
         f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
     )
     abstained = _interval(task_metrics(results, task), ABSTAINED.name)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lm_eval_longmem.booksort.rim.reader import booksort_tasks, distance_bins, excerpt_lengths
 from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.readers.results import n_samples
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -106,9 +107,14 @@ def _draw_answer_bias(ax: Any, x: list[float], row: dict[str, Any], cells: list[
     ax.plot(left, values, linestyle=":", marker="x", color=color, label=f'{label}: share answered "A"')
 
 
+def line_label(name: str, trials: int | None) -> str:
+    """A line's legend entry: its name and the trials behind it, when the results say."""
+    return f"{name} (n={trials})" if trials else name
+
+
 def plot(results: dict[str, Any], out_prefix: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
     """Write ``<out_prefix>_booksort.<fmt>`` for each format; returns the paths."""
-    fig = figure(booksort_tasks(results))
+    fig = figure({line_label(name, n_samples(results, name)): row for name, row in booksort_tasks(results).items()})
     import matplotlib.pyplot as plt
 
     written = []

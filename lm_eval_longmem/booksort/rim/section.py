@@ -126,7 +126,7 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
         tasks = booksort_rows(run)
         for task, row in tasks.items():
             name = label if len(tasks) == 1 else f"{label} / {task}"
-            lines[name] = row
+            lines[booksort_plot.line_label(name, run.n_samples(task))] = row
             metrics = run.metrics(task)
             rows.append(
                 [name, pct(*interval_of(metrics, ACC.name))]

@@ -31,6 +31,8 @@ from lm_eval_longmem.report.blocks import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from lm_eval_longmem.forgetting_curve.analysis import Summary
+
 
 class ForgettingCurveSection(ReportSection):
     """The forgetting curve's part of the report."""
@@ -42,8 +44,10 @@ class ForgettingCurveSection(ReportSection):
     def headline_cells(self, run: Run) -> list[str]:
         """Fine and coarse memory lengths with their intervals."""
         task = forgetting_curve_task(run.data)
-        fc = run.metrics(task) if task else {}
-        return [tokens(*memory_of(fc, "fine")), tokens(*memory_of(fc, "coarse"))]
+        if task is None:
+            return ["-", "-"]
+        summary = stored_summary(run.data, task, path=run.path)
+        return [memory_cell(run.metrics(task), criterion, summary) for criterion in ("fine", "coarse")]
 
     def headline_line(self, cells: list[str]) -> str:
         return f"{NAME} fine_memory_length {cells[0]} (coarse {cells[1]})"
@@ -57,12 +61,15 @@ class ForgettingCurveSection(ReportSection):
 SECTION = ForgettingCurveSection()
 
 
-def memory_of(metrics: dict[str, Any], criterion: str) -> tuple[Any, ...]:
-    """(length, censored, low, high) of the forgetting curve's memory length under `criterion`, for `tokens`."""
+def memory_cell(metrics: dict[str, Any], criterion: str, summary: Summary) -> str:
+    """The memory length under `criterion` with its interval as a table shows it (`report.blocks.tokens`):
+    `>L` when censored, `<S` when no tested length met it (S the shortest length `summary` tested)."""
     length, low, high = (
         metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL
     )
-    return length, metrics.get(metric_names.memory_censored(criterion)), low, high
+    censored = metrics.get(metric_names.memory_censored(criterion))
+    shortest = summary.per_length[0].length if summary.per_length else None
+    return tokens(length, censored, low, high, shortest=shortest)
 
 
 def copy_overlay_figure(curves: Sequence[tuple[str, Any]]) -> Figure:
@@ -152,8 +159,8 @@ def _forgetting_curve_section(runs: Sequence[Run], labels: Sequence[str]) -> Sec
         metrics = run.metrics(task)
         rows.append([
             label,
-            tokens(*memory_of(metrics, "fine")),
-            tokens(*memory_of(metrics, "coarse")),
+            memory_cell(metrics, "fine", summary),
+            memory_cell(metrics, "coarse", summary),
             format_length(summary.claimed) if summary.claimed else "-",
             _lengths_tested(run, task, [s.length for s in summary.per_length]),
             str(summary.per_length[0].n) if summary.per_length and summary.per_length[0].n else "-",
@@ -267,11 +274,12 @@ def _forgetting_curve_sources_section(runs: Sequence[Run], labels: Sequence[str]
             copy, prefix = fc_plot.run_sources(_fc_metadata(run))
             task = forgetting_curve_task(run.data)
             metrics = run.metrics(task) if task else {}
-            curves.append(fc_plot.SourcedCurve(copy, prefix, stored_summary(run.data, path=run.path)))
+            summary = stored_summary(run.data, path=run.path)
+            curves.append(fc_plot.SourcedCurve(copy, prefix, summary))
             rows.append([
                 label, copy, prefix,
-                tokens(*memory_of(metrics, "fine")),
-                tokens(*memory_of(metrics, "coarse")),
+                memory_cell(metrics, "fine", summary),
+                memory_cell(metrics, "coarse", summary),
             ])  # fmt: skip
         model = members[0][1].model
         section.blocks.append(Table(["run", "S from", "I from", "fine_memory_length", "coarse_memory_length"], rows))

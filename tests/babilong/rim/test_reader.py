@@ -162,3 +162,24 @@ def test_score_command_on_a_corrected_case(tmp_path, capsys):
     csv_file.write_text("target,output,question\nnone,none,How many objects is Mary carrying?\none,one,How many?\n")
     main(["babilong", "score", str(csv_file), "--task", "qa7"])
     assert "n=2  acc=50.00  acc_corrected=100.00" in capsys.readouterr().out
+
+
+def test_text_report_says_the_questions_behind_each_number():
+    """The questions each cell, length mean and the overall mean rest on, from the run's `docs_per_cell`."""
+    from lm_eval_longmem.common import metric_names
+
+    results = _results()
+    cells = {metric_names.cell(c.qa, c.length): 20 for c in read_cells(results)}
+    results["configs"]["babilong"]["longmem"]["docs_per_cell"] = cells
+    text = format_report(results)
+    assert text.splitlines()[0] == "BABILong acc (%), 95% Wilson interval, n = 20 questions per cell"
+    tasks_at_4k = sum(1 for (_, length) in ACC if length == "4k")
+    [line_4k] = [line for line in text.splitlines() if line.strip().startswith("4k:")]
+    assert line_4k.endswith(f"], n={20 * tasks_at_4k}")
+    assert f"cells, n={20 * len(ACC)})" in text
+    cells[metric_names.cell("qa1", 4096)] = 7  # one cell scored fewer questions: each cell says its own n
+    text = format_report(results)
+    assert "questions per cell" not in text.splitlines()[0]
+    assert "n=7" in text and "n=20" in text
+    header, qa1 = text.splitlines()[1], text.splitlines()[2]
+    assert len(header) == len(qa1)  # the columns stay aligned

@@ -106,3 +106,25 @@ def test_one_excerpt_length_draws_every_point_beside_its_tick_and_stars_follow_t
             assert x in list(accuracy.get_xdata()) and y == pytest.approx(high)
     assert "interval lies above chance" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_each_line_of_the_plot_names_the_trials_behind_it(tmp_path, monkeypatch):
+    """A legend entry says its n when the results file records it (`n-samples`), and only then."""
+    import matplotlib.figure
+
+    results = {
+        "results": {"booksort_in_context": _one_length_row(0.8, 0.652, 0.895, 0.0001),
+                    "booksort_memoryless": _one_length_row(0.5, 0.35, 0.65, 0.5)},
+        "n-samples": {"booksort_in_context": {"original": 100, "effective": 40}},
+    }  # fmt: skip
+    legends = []
+    savefig = matplotlib.figure.Figure.savefig
+
+    def keep_legend(fig, *args, **kwargs):
+        legends.append([text.get_text() for text in fig.axes[0].get_legend().get_texts()])
+        return savefig(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_legend)
+    booksort.plot(results, tmp_path / "run", formats=("png",))
+    assert "booksort_in_context (n=40)" in legends[0]
+    assert "booksort_memoryless" in legends[0]  # the file does not say its n

@@ -34,10 +34,10 @@ def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two
     ax_a, ax_b = figure(report, "booksort").axes
     assert ax_a.get_xlabel() == "excerpt length L_E (words)" and ax_b.get_xlabel() == "distance bin (d0 nearest)"
     assert [t.get_text() for t in ax_a.get_xticklabels()] == ["250", "500"]
-    assert {t.get_text() for t in ax_a.get_legend().get_texts()} == {"big-model", "small-model", "chance"}
-    small = next(c for c in ax_a.containers if c.get_label() == "small-model")
+    assert {t.get_text() for t in ax_a.get_legend().get_texts()} == {"big-model (n=48)", "small-model (n=48)", "chance"}
+    small = next(c for c in ax_a.containers if c.get_label() == "small-model (n=48)")
     assert list(small.lines[0].get_ydata()) == pytest.approx([0.9, 0.6])
-    by_bin = next(c for c in ax_b.containers if c.get_label() == "big-model")
+    by_bin = next(c for c in ax_b.containers if c.get_label() == "big-model (n=48)")
     assert list(by_bin.lines[0].get_xdata()) == [0, 1, 2, 3]
     table = blocks(report, Table, "Book-SORT")[0]
     assert table.header == ["model", "acc", "answered A", "L_E=250 words", "L_E=500 words", "trials"]
@@ -56,7 +56,10 @@ def test_a_model_answering_one_label_always_is_flagged_in_the_headline(tmp_path)
     assert [row[2] for row in table.rows] == ["100.0 [90.0, 100.0]", "55.0 [45.0, 65.0]"]
     ax_a = figure(report, "booksort").axes[0]
     dotted = {line.get_label(): list(line.get_ydata()) for line in ax_a.get_lines() if line.get_linestyle() == ":"}
-    assert dotted == {'stuck-model: share answered "A"': [1.0, 1.0], 'mixed-model: share answered "A"': [0.5, 0.6]}
+    assert dotted == {
+        'stuck-model (n=48): share answered "A"': [1.0, 1.0],
+        'mixed-model (n=48): share answered "A"': [0.5, 0.6],
+    }
     proc = subprocess.run(
         [CLI, "report", str(stuck), "--output_path", str(tmp_path / "r")], capture_output=True, text=True
     )

@@ -67,6 +67,17 @@ def test_overlay_names_only_the_memory_lines_it_draws(tmp_path):
     assert "coarse-grained memory (256)" in labels and not any(label.startswith("fine-grained") for label in labels)
 
 
+def test_tables_write_a_memory_length_below_the_shortest_length_tested_as_such(tmp_path):
+    """A stored memory length of 0 (no tested length met the criterion) reads "<64" in the headline and the
+    section's table, as the figures say it, not "0 [0, 0]"; a length that was met reads as the number."""
+    report = build_report(load_runs([write_run(tmp_path / "a", "forgetful", fine=0, coarse=256)]))
+    tables = {block.header[1]: block for block in blocks(report, Table)}
+    headline = tables["forgetting_curve fine_memory_length"]
+    assert headline.rows[0][1:3] == ["<64 [<64, <64]", "256 [128, 256]"]
+    section = tables["fine_memory_length"]
+    assert section.rows[0][1:3] == ["<64 [<64, <64]", "256 [128, 256]"]
+
+
 def test_each_model_gets_its_own_forgetting_curve(two_runs):
     report = build_report(two_runs)
     names = [b.name for b in blocks(report, FigureBlock, "Forgetting curve")]
