@@ -110,6 +110,7 @@ def test_r12_dict_flags_parse_as_the_harness_parses_them(words, monkeypatch):
     assert isinstance(parsed.model_args, dict) and parsed.model_args
 
 
+@pytest.mark.slow  # indexes every task of the harness (seconds)
 def test_hook_says_lm_evals_unknown_task_error_in_one_line_with_the_closest_name(monkeypatch, capsys):
     """Issue 36 item 2: `lm_eval --tasks forgeting_curve` (R26's ValueError, wrapped or not) is one line naming
     `forgetting_curve`; any other ValueError still reaches the previous hook."""
@@ -131,6 +132,7 @@ def test_hook_says_lm_evals_unknown_task_error_in_one_line_with_the_closest_name
     assert passed_on == [other] and err == ""
 
 
+@pytest.mark.slow  # indexes every task of the harness (seconds)
 def test_unknown_tasks_are_matched_against_the_include_path_given(tmp_path):
     """The closest name comes from the index the run built: with `--include_path`, the user's tasks too."""
     folder = tmp_path / "mine"

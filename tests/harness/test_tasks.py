@@ -383,6 +383,7 @@ def test_r22_metric_list_dicts():
     assert declared.aggregation()["plain"] is mean and declared.higher_is_better()["plain"] is True
 
 
+@pytest.mark.slow  # indexes every task of the harness (seconds)
 def test_r26_unknown_task_names_error_shape():
     """`lm_eval run`'s own error for unknown `--tasks` names, as `tasks_not_found` reads it; other errors read as none."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
