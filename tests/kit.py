@@ -329,3 +329,16 @@ def hflm_chat_template(tokenizer):
         )  # fmt: skip
 
     return render
+
+
+def leave_process_group() -> None:
+    """End a torchrun launcher's rank: meet the other ranks (rank 0 may still be writing), then leave the group.
+
+    Why: a gloo group left to interpreter exit now and then aborts a rank ("terminate called without an
+    active exception") as its worker threads are torn down; PyTorch asks every process to leave it itself.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
