@@ -152,9 +152,16 @@ R28 ``ConfigurableTask.fewshot_context`` builds a zero-shot prompt from ``lm_eva
    (``tokenizer.apply_chat_template(..., add_generation_prompt=not gen_prefix, continue_final_message=...)``).
    ``harness_prompt`` builds it so, for ``plan`` to count what a run sends.
    -> models: test_r28_harness_prompt_is_the_tasks_rendered_prompt
+R29 The harness's VLLM (one replica) holds vLLM's ``LLM`` as ``model``; in vLLM's V1 multiprocess mode its
+   ``llm_engine.engine_core`` is a client with an idempotent ``shutdown()`` and a daemon ``output_queue_thread``,
+   which vLLM's exit hook (a ``weakref.finalize``) stops with a message but never joins. ``shut_down_vllm_at_exit``
+   (registered as the factories create a VLLM) shuts the client down and joins that thread before the interpreter
+   finalizes, which otherwise now and then aborts the process after its results are written.
+   -> models: test_r29_vllm_engine_shut_down_and_output_thread_joined (the real engine, in ``.ci/vllm``)
 
 lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1-R3 (our
-tasks indexed, when asked, from the folders handed), R4 and R17 (the LM factories and the check before the model), R5, R6 and R14 (a
+tasks indexed, when asked, from the folders handed), R4, R17 and R29 (the LM factories, the check before the
+model, a vLLM engine shut down at exit), R5, R6 and R14 (a
 request type and the batch-probe cap, when handed), R9 (when a usage error is handed) and R11 (the
 aggregation hook). It is called when the plugin activates (``lm_eval_longmem._autoload.activate``: the ``.pth``
 hook, ``lm-eval-longmem run``), by ``lm_eval_longmem.task_manager()``, and whenever a task of ours is built

@@ -1,21 +1,25 @@
 """lm_eval's models as ours meet them: how the harness creates an LM, and what our request type and
-our code ask of HFLM, VLLM and CachingLM (R4-R6, R14, R19, R21, R23, R24), and a zero-shot prompt as the harness
-builds and HFLM renders it (R28).
+our code ask of HFLM, VLLM and CachingLM (R4-R6, R14, R19, R21, R23, R24, R29), and a zero-shot prompt as the
+harness builds and HFLM renders it (R28).
 
-`patch_lm_factories` records the LM the harness creates (`live_backend`) and runs a hook before each
-(the check of a run, `evaluator.install_before_model`); `install_request_type` and `install_batch_probe_cap`
-add the `loglikelihood_accuracy` request type and bound the harness's own `--batch_size auto` probe (all
-three installed by `harness.install`). The rest are plain functions the backends call: text pairs encoded as
-`loglikelihood` encodes them, the HF window rule, vLLM's engine, a model built as the harness builds it.
+`patch_lm_factories` records the LM the harness creates (`live_backend`), runs a hook before each
+(the check of a run, `evaluator.install_before_model`) and has a VLLM's engine shut down at exit (R29);
+`install_request_type` and `install_batch_probe_cap` add the `loglikelihood_accuracy` request type and bound
+the harness's own `--batch_size auto` probe (all three installed by `harness.install`). The rest are plain
+functions the backends call: text pairs encoded as `loglikelihood` encodes them, the HF window rule, vLLM's
+engine, a model built as the harness builds it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import inspect
 import logging
 import re
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -127,6 +131,8 @@ def _recording(factory: Any) -> Any:
             _before_each_model()
         lm = factory(cls, *args, **kwargs)
         _live = describe_lm(lm, _pretrained(args[0] if args else kwargs.get("arg_string", kwargs.get("arg_dict"))))
+        if _live.kind == "vllm":
+            shut_down_vllm_at_exit(lm)
         return lm
 
     setattr(create, MARK, True)
@@ -300,6 +306,60 @@ def tokenizer_window(tokenizer: Any) -> int | None:
 def vllm_generate(lm: Any, prompts: list[list[int]], sampling_params: Any) -> list[Any]:
     """vLLM's `RequestOutput` of every token-id prompt, in order, through the harness's VLLM (R23)."""
     return lm._model_generate(requests=prompts, generate=True, sampling_params=sampling_params)
+
+
+# ---------------------------------------------------------------- vLLM's engine at exit (R29)
+
+VLLM_OUTPUT_THREAD_WAIT_S = 10.0
+"""How long the exit waits for vLLM's output thread once the engine is shut down (it ends within milliseconds)."""
+
+
+def shut_down_vllm(lm: Any) -> None:
+    """Shut the vLLM engine of the harness's VLLM `lm` down and wait for its output thread (R29).
+
+    A no-op for an LM without vLLM's multiprocess client (another backend, vLLM in-process, the harness's
+    data-parallel replicas, which live in Ray workers), and when the engine is already shut down.
+    """
+    client, thread = _vllm_client_and_output_thread(lm)
+    if client is not None and thread is not None:
+        _shut_down(weakref.ref(client), thread)
+
+
+def shut_down_vllm_at_exit(lm: Any) -> None:
+    """Run `shut_down_vllm` for `lm` at interpreter exit, before vLLM's own exit hook (R29).
+
+    Why: vLLM's sync client stops its daemon output thread at exit with a message and never waits for
+    it. The thread's last outputs hold prompt-logprob tensors, and releasing a tensor takes the GIL from
+    C++ code that must not unwind (pybind11). If the interpreter is finalizing by then, Python ends the
+    thread with `pthread_exit`, whose unwinding through that code aborts the whole process (SIGABRT,
+    "terminate called without an active exception"): a failed exit status after a run whose results
+    were written. Registered as the harness creates the LM, later than vLLM's hook, so it runs first
+    (`atexit` runs last-in, first-out) while the interpreter is whole. Holds only a weak reference to the
+    engine client, so the LM can be freed before exit.
+    """
+    client, thread = _vllm_client_and_output_thread(lm)
+    if client is None or thread is None:
+        log.debug("vLLM engine without a multiprocess client: nothing to shut down at exit")
+        return
+    atexit.register(_shut_down, weakref.ref(client), thread)
+
+
+def _vllm_client_and_output_thread(lm: Any) -> tuple[Any, threading.Thread | None]:
+    """vLLM's engine client of the harness's VLLM (`VLLM.model.llm_engine.engine_core`) and its output thread."""
+    client = getattr(getattr(getattr(lm, "model", None), "llm_engine", None), "engine_core", None)
+    thread = getattr(client, "output_queue_thread", None)
+    return client, thread if isinstance(thread, threading.Thread) else None
+
+
+def _shut_down(client_ref: weakref.ref, thread: threading.Thread) -> None:
+    client = client_ref()
+    if client is not None:  # a freed client was shut down by vLLM's finalizer: only the wait is left
+        client.shutdown()  # idempotent: vLLM's own exit hook then finds nothing to do
+    thread.join(timeout=VLLM_OUTPUT_THREAD_WAIT_S)
+    if thread.is_alive():
+        log.warning(
+            "vLLM's output thread did not end within %.0f s of the engine's shutdown", VLLM_OUTPUT_THREAD_WAIT_S
+        )
 
 
 # ---------------------------------------------------------------- a model as the harness builds it (R24)

@@ -73,12 +73,13 @@ def vllm_lm(smollm2_dir):
     from lm_eval.models.vllm_causallms import VLLM
 
     from lm_eval_longmem.backends import plugin
-    from lm_eval_longmem.harness import install
+    from lm_eval_longmem.harness import install, models
 
     install(plugin())
     lm = VLLM(pretrained=str(smollm2_dir), dtype="float32", max_model_len=MAX_MODEL_LEN, enforce_eager=True, seed=0,
               enable_prefix_caching=True)  # fmt: skip
     yield lm
+    models.shut_down_vllm(lm)  # built directly, not through the harness's factories: no exit callback (R29)
     del lm
 
 

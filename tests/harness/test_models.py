@@ -1,9 +1,12 @@
-"""`lm_eval_longmem.harness.models`: its reliances on lm_eval (R4-R6, R14, R19, R21, R23, R24 in the harness's
-R-list) and its behaviour."""
+"""`lm_eval_longmem.harness.models`: its reliances on lm_eval (R4-R6, R14, R19, R21, R23, R24, R28, R29 in the
+harness's R-list) and its behaviour."""
 
 from __future__ import annotations
 
+import gc
+import importlib.util
 import inspect
+import threading
 from pathlib import Path
 
 import pytest
@@ -297,3 +300,77 @@ def test_r28_harness_prompt_is_the_tasks_rendered_prompt(chat, smollm2_dir, embe
         system_instruction="Be brief.", apply_chat_template=chat,
     )  # fmt: skip
     assert ours == theirs and ("<|im_start|>" in ours) == chat
+
+
+# ---------------------------------------------------------------- R29: vLLM's engine at exit
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (CI's `.ci/vllm` stage runs it)")
+def test_r29_vllm_engine_shut_down_and_output_thread_joined(smollm2_dir, monkeypatch):
+    """On the real engine: a VLLM the harness's factory creates gets one exit callback, which shuts its engine
+    client down and ends the output thread after that thread has carried prompt-logprob tensors."""
+    import atexit
+
+    from vllm import SamplingParams
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
+    registered = []
+    register = atexit.register
+    monkeypatch.setattr(
+        atexit,
+        "register",
+        lambda f, *a, **k: registered.append((f, a)) if f is models._shut_down else register(f, *a, **k),
+    )
+    models.patch_lm_factories()
+    lm = models.create_model(
+        "vllm", {"pretrained": str(smollm2_dir), "dtype": "float32", "max_model_len": 256, "enforce_eager": True},
+        batch_size=1, device=None,
+    )  # fmt: skip
+    client, thread = lm.model.llm_engine.engine_core, lm.model.llm_engine.engine_core.output_queue_thread
+    (output,) = models.vllm_generate(lm, [[1, 2, 3, 4, 5]], SamplingParams(prompt_logprobs=0, max_tokens=1))
+    assert len(output.prompt_logprobs) == 5 and thread.is_alive()
+    assert len(registered) == 1
+    callback, args = registered[0]
+    callback(*args)
+    assert not thread.is_alive() and not client._finalizer.alive  # joined; vLLM's own exit hook has nothing left
+    models.shut_down_vllm(lm)  # again: a no-op
+
+
+class _Client:
+    """The shape R29 reads: `shutdown()` and a daemon output thread that ends once the client is shut down."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.output_queue_thread = threading.Thread(target=self.stop.wait, daemon=True)
+        self.output_queue_thread.start()
+
+    def shutdown(self) -> None:
+        self.stop.set()
+
+
+class _VLLM:
+    def __init__(self, client: object) -> None:
+        self.model = type("LLM", (), {"llm_engine": type("LLMEngine", (), {"engine_core": client})()})()
+
+
+def test_shut_down_vllm_ends_the_output_thread_and_at_exit_holds_no_strong_reference(monkeypatch):
+    import atexit
+
+    client = _Client()
+    models.shut_down_vllm(_VLLM(client))
+    assert client.stop.is_set() and not client.output_queue_thread.is_alive()
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda f, *a: registered.append((f, a)))
+    client = _Client()
+    thread, stop = client.output_queue_thread, client.stop
+    models.shut_down_vllm_at_exit(_VLLM(client))
+    models.shut_down_vllm_at_exit(object())  # not a vLLM engine: nothing registered
+    assert len(registered) == 1
+    stop.set()  # what vLLM's finalizer does when the client is freed before exit
+    del client
+    gc.collect()
+    callback, args = registered[0]
+    callback(*args)  # the client is gone: only the wait for its thread is left
+    assert not thread.is_alive()
