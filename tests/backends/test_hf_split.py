@@ -103,7 +103,7 @@ def test_head_budget_counts_the_weights_on_the_head_device(tiny_llama_dir, tiny_
 def test_tensor_parallel_over_two_cpu_processes(tiny_llama_dir, tiny_lm, pairs, tmp_path):
     """`tp_plan=auto` shards the head; today's direct matmul on the shard failed (DTensor mixed with Tensor)."""
     (tmp_path / "pairs.json").write_text(json.dumps(pairs))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            str(FIXTURES / "tp_score.py"), str(tiny_llama_dir), str(tmp_path / "pairs.json"), str(tmp_path / "out.json")]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
