@@ -8,7 +8,7 @@ qa8) is correct when exactly its items are left. It finds labels by substring, w
 defects: "none" also contains "one" (qa7's correct "none" scores 0), "not" contains "no" ("It is
 not known." is "no"), a target list written with spaces never matches. These defects are kept:
 `acc` must give the authors' published figures (`tests/babilong/test_official_check.py`); the
-corrected reading is `corrected_check.py`.
+corrected reading is `corrected/`.
 """
 
 from __future__ import annotations

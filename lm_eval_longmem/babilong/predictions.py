@@ -3,29 +3,23 @@
 A predictions CSV (columns `target`, `output`, `question`, as the authors' scripts write it) is
 read by `read_predictions`, refused when its content answers another task than the one it is
 scored as (`check_task_content`), scored by both checks (`score_file`) and audited
-(`audit_rows`: every answer on which `acc` and `acc_corrected` disagree, and which rule decided it).
+(`audit_rows`: every answer on which `acc` and `acc_corrected` disagree, and the shape the corrected check read).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from lm_eval_longmem.babilong.corrected_check import (
-    CONTAINER_WORDS,
-    POSITION_WORDS,
-    SHAPE_WORDS,
-    Check,
-    check,
-    corrected_answer,
-    deciding_rule,
-    normalize_answer,
-    read,
-)
+from lm_eval_longmem.babilong.corrected import Check, check, read
+from lm_eval_longmem.babilong.corrected.decision import ABSTAINED_PREFIX
+from lm_eval_longmem.babilong.corrected.labels import normalize
+from lm_eval_longmem.babilong.corrected.statements import CONTAINER, POSITION, SHAPE
 from lm_eval_longmem.babilong.official_check import TASK_LABELS, labels_for, task_name
 from lm_eval_longmem.common.errors import UsageError
 
@@ -126,13 +120,13 @@ QUESTION_FORMS: dict[str, re.Pattern[str]] = {
         "qa14": r"where was \w+ before \w+",
         "qa15": r"what is \w+ afraid of",
         "qa16": r"what colou?r is \w+",
-        "qa17": rf"is (?:{SHAPE_WORDS}) (?:{POSITION_WORDS}) (?:{SHAPE_WORDS})",
-        "qa18": rf"is (?:{CONTAINER_WORDS}) bigger than (?:{CONTAINER_WORDS})|does (?:{CONTAINER_WORDS}) fit in (?:{CONTAINER_WORDS})",
+        "qa17": rf"is (?:{SHAPE}) (?:{POSITION}) (?:{SHAPE})",
+        "qa18": rf"is (?:{CONTAINER}) bigger than (?:{CONTAINER})|does (?:{CONTAINER}) fit in (?:{CONTAINER})",
         "qa19": r"how do you go from \w+ to \w+",
         "qa20": r"where will \w+ go|why did \w+ (?:go to|get) \w+",
     }.items()
 }
-"""The form of each task's questions, as `normalize_answer` writes them (bAbI asks nothing else)."""
+"""The form of each task's questions, as `corrected.labels.normalize` writes them (bAbI asks nothing else)."""
 
 
 def _fit(rows: Sequence[Mapping[str, str]], qa: str) -> tuple[float, float]:
@@ -145,7 +139,7 @@ def _fit(rows: Sequence[Mapping[str, str]], qa: str) -> tuple[float, float]:
         else row["target"].strip().lower() in labels
         for row in rows
     )
-    in_form = sum(bool(QUESTION_FORMS[qa].fullmatch(normalize_answer(row["question"]).strip(" ,"))) for row in rows)
+    in_form = sum(bool(QUESTION_FORMS[qa].fullmatch(normalize(row["question"]))) for row in rows)
     return in_labels / len(rows), in_form / len(rows)
 
 
@@ -201,11 +195,12 @@ class Disagreement(NamedTuple):
     output: str
     """The model's whole output."""
     answer: str
-    """The part of the output `acc_corrected` reads (`corrected_answer`)."""
+    """The part of the output `acc_corrected` read as the answer (`corrected.Reading.answer`)."""
     acc: bool
     acc_corrected: bool
     rule: str
-    """What decided the corrected verdict (`deciding_rule`)."""
+    """The shape the corrected check read (`corrected.SHAPES`): why the verdict moved (a run's samples: the reason
+    it logged)."""
     question: str = ""
 
     @property
@@ -220,28 +215,28 @@ class Audit(NamedTuple):
     score: Score
     disagreements: list[Disagreement]
     by_rule: dict[str, int]
-    """Number of disagreements per deciding rule, most frequent first."""
+    """Number of disagreements per shape read, most frequent first."""
     by_direction: dict[str, dict[str, int]]
-    """Number of disagreements per direction (`CREDITED`, `FAILED`) and deciding rule."""
+    """Number of disagreements per direction (`CREDITED`, `FAILED`) and shape read."""
     both_fail: list[int]
     """Positions of the answers both checks fail (for a reader to judge a sample of them)."""
     abstentions: dict[str, int]
     """Number of answers on which the corrected reader abstained, per kind (`ABSTENTIONS`), most frequent first."""
 
 
-def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
+def audit_rows(rows: Sequence[Mapping[str, str]], qa: str) -> Audit:
     """Both accuracies over `rows` (fields `target`, `output`, `question`), and where they disagree, why."""
     labels = labels_for(qa)
-    verdicts, disagreements, both_fail = [], [], []
-    abstentions: Counter[str] = Counter()
-    for index, row in enumerate(rows):
-        verdict = check(qa, row["target"], row["output"], row["question"])
-        verdicts.append(verdict)
-        if verdict.abstained:
-            abstentions[read(row["output"], row["question"], labels).abstained] += 1
+    checks = [check(qa, row["target"], row["output"], row["question"]) for row in rows]
+    answers = [read(row["output"], row["question"], labels).answer for row in rows]
+    return _audit(rows, checks, answers)
+
+
+def _audit(rows: Sequence[Mapping[str, str]], checks: Sequence[Check], answers: Sequence[str]) -> Audit:
+    """The `Audit` of `rows` given each one's verdicts (`checks`) and the part read as its answer (`answers`)."""
+    disagreements, both_fail = [], []
+    for index, (row, verdict, answer) in enumerate(zip(rows, checks, answers)):
         if verdict.acc != verdict.acc_corrected:
-            rule = deciding_rule(row["target"], row["output"], row["question"], labels)
-            answer = corrected_answer(row["output"], row["question"], labels)
             disagreements.append(
                 Disagreement(
                     index,
@@ -250,22 +245,72 @@ def audit_rows(rows: Iterable[Mapping[str, str]], qa: str) -> Audit:
                     answer,
                     verdict.acc,
                     verdict.acc_corrected,
-                    rule,
+                    verdict.reason,
                     row["question"],
                 )
             )
         elif not verdict.acc:
             both_fail.append(index)
+    abstentions = Counter(c.reason.removeprefix(ABSTAINED_PREFIX) for c in checks if c.abstained)
     by_rule = Counter(d.rule for d in disagreements)
     by_direction = {
         direction: dict(Counter(d.rule for d in disagreements if d.direction == direction).most_common())
         for direction in (CREDITED, FAILED)
     }
     return Audit(
-        _score(verdicts),
+        _score(list(checks)),
         disagreements,
         dict(by_rule.most_common()),
         by_direction,
         both_fail,
         dict(abstentions.most_common()),
     )
+
+
+# ---------------------------------------------------------------- a run's logged samples
+
+NOT_LOGGED = "not logged"
+"""The reason a samples file written before answers logged theirs gives (`task.Answer.corrected_reason`)."""
+
+
+def read_samples(path: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """The answers of a `babilong` samples file (`lm_eval --log_samples`), by bAbI task: each one's `target`,
+    `question`, `output` and the verdicts and reason the run logged (`check`, a `Check`). A file that is not such
+    a samples file is a `UsageError` naming it and the line."""
+    path = Path(path)
+    expected = "pass a samples_babilong_*.jsonl file that lm_eval --log_samples wrote for the babilong task"
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"{path}: cannot be read ({err}): {expected}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+            doc, item = sample["doc"], sample["summary"]
+            responses = sample["filtered_resps"]
+            row = {
+                "target": str(doc["target"]),
+                "question": str(doc["question"]),
+                "output": str(responses[0] if isinstance(responses, list) else responses).strip(),
+            }
+            logged = Check(
+                bool(item["acc"]),
+                bool(item["acc_corrected"]),
+                bool(item.get("corrected_abstained") or 0.0),
+                item.get("corrected_reason") or NOT_LOGGED,
+            )
+        except (ValueError, KeyError, TypeError, IndexError) as err:
+            raise UsageError(f"{path}, line {number}: not a babilong sample ({err!r}): {expected}") from None
+        by_task.setdefault(str(doc["qa"]), []).append(row | {"check": logged})
+    if not by_task:
+        raise UsageError(f"{path} holds no samples: {expected}")
+    return by_task
+
+
+def audit_logged(rows: Sequence[Mapping[str, Any]]) -> Audit:
+    """The `Audit` of a run's logged answers (`read_samples`): the verdicts and reasons the run logged, so a row
+    that moved is shown with the reason it moved for."""
+    return _audit(rows, [row["check"] for row in rows], [""] * len(rows))

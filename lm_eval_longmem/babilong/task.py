@@ -1,7 +1,7 @@
 """The `babilong` task: one task over every selected (bAbI task, length) cell.
 
 Each doc carries its bAbI task (`qa`) and length; its prompt is the paper's layout (`prompts.py`)
-and its answer is checked twice (`corrected_check.check`): `acc` (the authors' check, reproduced exactly)
+and its answer is checked twice (`corrected.check`): `acc` (the authors' check, reproduced exactly)
 and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never truncating):
 
 * `acc@qaN_LEN`, `acc_corrected@qaN_LEN` with `_ci_low`/`_ci_high` (Wilson): one cell;
@@ -9,7 +9,7 @@ and `acc_corrected`. Results (the task base adds `skipped`/`skip_reasons`, never
   length (with the default tasks, the paper's qa1-qa5 headline, Table 2);
 * `acc`, `acc_corrected` with intervals: the unweighted mean over every cell (the headline number);
 * `corrected_abstained` (per cell, per length, overall, with intervals): the share of answers on
-  which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`corrected_check.ABSTENTIONS`);
+  which the corrected reader abstained, so `acc_corrected` kept `acc`'s verdict (`corrected.ABSTENTIONS`);
 * `effective_context@qaN` (and `effective_context_corrected@qaN`): the longest length (tokens) up
   to which the task's accuracy stays at or above 85% (the paper's "satisfactory"), null if not
   even the shortest; see `summary.effective_context`.
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lm_eval_longmem.babilong import data, retrieval, summary
-from lm_eval_longmem.babilong.corrected_check import check
+from lm_eval_longmem.babilong.corrected import check
 from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.options import NAME, PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
@@ -48,6 +48,9 @@ from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.common.metric_names import MEAN_AND_INTERVAL, ScoreSpec, cell, cell_parts
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval, proportion_interval
 from lm_eval_longmem.common.task import LongmemTask
+
+REASON = "corrected_reason"
+"""The key under which `score` hands `summary_item` the corrected check's reason (`Answer.corrected_reason`)."""
 
 
 def short_tasks(short: dict[str, tuple[int, int]]) -> dict[str, str]:
@@ -75,6 +78,9 @@ class Answer(NamedTuple):
     """None outside the retrieval condition, and for a doc whose supporting facts are unknown."""
     corrected_abstained: float | None = None
     """None in items logged before the abstention was recorded."""
+    corrected_reason: str | None = None
+    """The shape the corrected check read, or "abstained: <why>" (`corrected.Reading.reason`): why `acc_corrected`
+    moved, for `babilong audit` of the samples file. None in items logged before it was recorded."""
 
 
 def recall_mean(items: Sequence[Answer], length: int) -> Interval | None:
@@ -169,8 +175,9 @@ class BabilongTask(LongmemTask):
     def doc_work(self, doc: dict[str, Any]) -> int:
         return data.doc_work(doc)
 
-    def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, float]:
-        """Both checks on the answer (stripped first), and whether the corrected reader abstained."""
+    def score(self, doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+        """Both checks on the answer (stripped first), whether the corrected reader abstained, and why it read or
+        abstained (`REASON`, for the doc's summary item; not a score)."""
         options = self.options
         wide = options.source == "generate" and options.facts == "simulated" and options.wide_vocabulary
         labels = labels_for_simulated(doc["qa"], True) if wide else None
@@ -179,12 +186,13 @@ class BabilongTask(LongmemTask):
             ACC: float(verdict.acc),
             ACC_CORRECTED: float(verdict.acc_corrected),
             ABSTAINED.name: float(verdict.abstained),
+            REASON: verdict.reason,
         }
         if options.uses_retrieval:
             scores[RECALL.name] = doc["retrieval_recall"]  # None when the doc's facts are unknown
         return scores
 
-    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Answer:
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, Any]) -> Answer:
         return Answer(
             doc["qa"],
             int(doc["length"]),
@@ -192,6 +200,7 @@ class BabilongTask(LongmemTask):
             scores[ACC_CORRECTED],
             scores.get(RECALL.name),
             scores[ABSTAINED.name],
+            scores[REASON],
         )
 
     def summary_cells(self) -> tuple[list[int], list[str]]:

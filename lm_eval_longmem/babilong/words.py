@@ -3,7 +3,7 @@
 Three parts read these lists and nothing else of each other: the simulator writes stories with
 them (`simulate.py`, `simulate_world.py`), the verifier reads stories back with its own regular
 expressions built from them (`verify.py`), and the answer checks read model answers against the
-tasks' label sets (`official_check.py`, `corrected_check.py`). Only words live here; what a word
+tasks' label sets (`official_check.py`, `corrected/`). Only words live here; what a word
 means in a story (where a direction leads, which side of a shape is which) stays in the module that uses it, so the verifier remains an independent
 reading of the simulator's text.
 """

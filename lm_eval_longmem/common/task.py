@@ -496,11 +496,11 @@ class LongmemTask(ConfigurableTask):
         """The cells a doc counts in (the CELL of its `score@cell` metrics, `metric_names.cell`); default none."""
         return ()
 
-    def score(self, doc: dict[str, Any], results: list[Any]) -> dict[str, float]:
-        """The doc's scores, one per name in `SCORES`."""
+    def score(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        """The doc's scores, one per name in `SCORES` (a number, or None); other keys reach `summary_item` only."""
         raise NotImplementedError
 
-    def summary_item(self, doc: dict[str, Any], scores: dict[str, float]) -> Any:
+    def summary_item(self, doc: dict[str, Any], scores: dict[str, Any]) -> Any:
         """What this doc gives the whole-run summaries: an `ITEM` of short, JSON-able fields."""
         raise NotImplementedError
 

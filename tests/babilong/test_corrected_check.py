@@ -1,606 +1,277 @@
-"""The corrected answer check (`acc_corrected`): adversarial tables, the rules, the abstentions."""
+"""The corrected answer check: the listed shapes read as the rubric says, every other answer abstains.
+
+Rows are (task, target, question, output, expected): expected is the corrected verdict (True/False) for a
+shape the check reads, or ABSTAIN. The rubric is the first section of docs/babilong-corrected-check.md.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from lm_eval_longmem.babilong.corrected_check import (
-    ABSTENTIONS,
-    WORD_FORMS,
-    check,
-    corrected_correct,
-    deciding_rule,
-    find_answer,
-    normalize_answer,
-    read,
-)
-from lm_eval_longmem.babilong.official_check import TASK_LABELS, official_correct
+from lm_eval_longmem.babilong.corrected import ABSTENTIONS, SHAPES, check, read
+from lm_eval_longmem.babilong.corrected.forms import FORMS
+from lm_eval_longmem.babilong.corrected.labels import WORD_FORMS, bare_labels, normalize, vocabulary
+from lm_eval_longmem.babilong.official_check import TASK_LABELS, labels_for, official_correct
 
-# (task, target, output, question, acc, acc_corrected). `acc_corrected` is the verdict a careful
-# reader gives; `acc` is what the authors' check says, wrong where the reader disagrees with it.
+ABSTAIN = "abstain"
 Q_MARY = "Where is Mary?"
 Q_COUNT = "How many objects is Mary carrying?"
 Q_CARRY = "What is Mary carrying?"
-Q_OFFICE = "Is Mary in the office?"
+Q_KITCHEN = "Is Mary in the kitchen?"
+Q_BEDROOM = "Is Mary in the bedroom?"
 Q_PARK = "Is Bill in the park?"
-Q_AFRAID = "What is Gertrude afraid of?"
+Q_EMILY = "What is Emily afraid of?"
 Q_PATH = "How do you go from the kitchen to the garden?"
-CASES = [
-    # qa1: plain answers
-    ("qa1", "office", "The most recent location of Mary is office.", Q_MARY, True, True),
-    ("qa1", "office", "office", Q_MARY, True, True),
-    ("qa1", "office", "OFFICE", Q_MARY, True, True),
-    ("qa1", "kitchen", "The most recent location of \u2019Mary\u2019 is \u2019kitchen\u2019", Q_MARY, True, True),
-    # two labels named: wrong under both
-    ("qa1", "office", "Mary is in the office or the kitchen.", Q_MARY, False, False),
-    # only the first sentence counts
-    ("qa1", "office", "Office. Earlier she was in the kitchen.", Q_MARY, True, True),
-    ("qa1", "office", "She moved. Then to the office.", Q_MARY, False, False),
-    # imitating the prompt is cut off
-    ("qa1", "office", "office<example>kitchen", Q_MARY, True, True),
-    ("qa1", "office", "office <context> kitchen", Q_MARY, True, True),
-    ("qa1", "office", "", Q_MARY, False, False),
-    # a negated mention is not the answer
-    ("qa1", "office", "Mary is not in the kitchen, she is in the office.", Q_MARY, False, True),
-    ("qa1", "office", "Mary isn't in the office.", Q_MARY, True, False),
-    # qa2, qa3, qa4: labels named in the question are ignored
-    ("qa2", "garden", "The football is in the garden.", "Where is the football?", True, True),
-    ("qa2", "garden", "The football is in the hallway.", "Where is the football?", False, False),
-    (
-        "qa3",
-        "garden",
-        "Before the kitchen the apple was in the garden.",
-        "Where was the apple before the kitchen?",
-        True,
-        True,
-    ),
-    (
-        "qa3",
-        "garden",
-        "Before the kitchen the apple was in the hallway.",
-        "Where was the apple before the kitchen?",
-        False,
-        False,
-    ),
-    ("qa3", "bathroom", "In the bathroom, not in the garden.", "Where was the apple before the kitchen?", False, True),
-    ("qa4", "office", "The office is north of the kitchen.", "What is north of the kitchen?", True, True),
-    ("qa4", "garden", "The kitchen is north of the garden.", "What is the kitchen north of?", True, True),
-    ("qa4", "office", "The bedroom.", "What is north of the kitchen?", False, False),
-    # qa5
-    ("qa5", "Fred", "Fred", "Who gave the apple to Jeff?", True, True),
-    ("qa5", "apple", "Fred gave the apple.", "What did Fred give to Jeff?", True, True),
-    ("qa5", "apple", "Fred gave Jeff the apples.", "What did Fred give to Jeff?", True, True),
-    ("qa5", "Bill", "Bill gave the milk to Jeff, not Fred.", "Who gave the milk to Jeff?", False, True),
-    ("qa5", "Jeff", "Mary", "Who received the football?", False, False),
-    # qa6: "not" contains "no"; "No idea" and "no way to tell" are not the answer "no"
-    ("qa6", "no", "It is not known.", Q_OFFICE, True, False),
-    ("qa6", "yes", "yes, she is not elsewhere", Q_OFFICE, False, True),
-    ("qa6", "no", "No", Q_OFFICE, True, True),
-    ("qa6", "no", "No.", Q_OFFICE, True, True),
-    ("qa6", "no", "No, Mary is in the kitchen.", Q_OFFICE, True, True),
-    ("qa6", "no", "No! She left.", Q_OFFICE, True, True),
-    ("qa6", "no", "No Mary is not in the office", Q_OFFICE, True, True),
-    ("qa6", "no", "No it is not", Q_OFFICE, True, True),
-    ("qa6", "no", "The answer is no", Q_OFFICE, True, True),
-    ("qa6", "yes", "Yes, Mary is in the office.", Q_OFFICE, True, True),
-    ("qa6", "no", "No idea", Q_OFFICE, True, False),
-    ("qa6", "no", "There is no way to tell.", Q_OFFICE, True, False),
-    ("qa6", "no", "yes and no", Q_OFFICE, False, False),
-    # qa7: "none" contains "one"; digits, "zero", "nothing"; "no one" is not "one"
-    ("qa7", "none", "none", Q_COUNT, False, True),
-    ("qa7", "one", "none", Q_COUNT, False, False),
-    ("qa7", "one", "one", Q_COUNT, True, True),
-    ("qa7", "three", "Mary is carrying three objects.", Q_COUNT, True, True),
-    ("qa7", "two", "Mary is carrying two objects, not one.", Q_COUNT, False, True),
-    ("qa7", "none", "zero", Q_COUNT, False, True),
-    ("qa7", "none", "0", Q_COUNT, False, True),
-    ("qa7", "none", "nothing", Q_COUNT, False, True),
-    ("qa7", "none", "Mary is carrying no objects.", Q_COUNT, False, True),
-    ("qa7", "none", "Mary is not carrying anything.", Q_COUNT, False, True),
-    ("qa7", "one", "1", Q_COUNT, False, True),
-    ("qa7", "two", "2", Q_COUNT, False, True),
-    ("qa7", "one", "No one knows.", Q_COUNT, True, False),
-    ("qa7", "two", "3", Q_COUNT, False, False),
-    # qa8: comma lists with or without spaces, plurals, negation, ways to say "nothing"
-    ("qa8", "apple,football", "apple,football", Q_CARRY, True, True),
-    ("qa8", "apple,football", "football, apple", Q_CARRY, True, True),
-    ("qa8", "football, apple", "apple, football", Q_CARRY, False, True),
-    ("qa8", "apple,football", "apple", Q_CARRY, False, False),
-    ("qa8", "apple,football", "apple, football, milk", Q_CARRY, False, False),
-    ("qa8", "apple,milk", "apples and milk", Q_CARRY, True, True),
-    ("qa8", "nothing", "nothing", Q_CARRY, True, True),
-    ("qa8", "nothing", "none", Q_CARRY, False, True),
-    ("qa8", "nothing", "Mary is not carrying anything.", Q_CARRY, False, True),
-    ("qa8", "apple", "apples", Q_CARRY, True, True),
-    ("qa8", "apple", "not the apple", Q_CARRY, True, False),
-    ("qa8", "milk", "Mary is carrying the milk, not the apple.", Q_CARRY, False, True),
-    ("qa8", "milk", "Mary is carrying not only the milk but also the apple.", Q_CARRY, False, False),
-    # qa9
-    ("qa9", "no", "no", "Is Mary in the kitchen?", True, True),
-    ("qa9", "no", "No, Mary is not in the kitchen.", "Is Mary in the kitchen?", True, True),
-    ("qa9", "yes", "Yes.", "Is Mary in the kitchen?", True, True),
-    ("qa9", "no", "No idea.", "Is Mary in the kitchen?", True, False),
-    # qa10: the phrasings of "maybe"
-    ("qa10", "maybe", "maybe", Q_PARK, True, True),
-    ("qa10", "maybe", "It is not known.", Q_PARK, False, True),
-    ("qa10", "maybe", "unknown", Q_PARK, False, True),
-    ("qa10", "maybe", "It cannot be determined.", Q_PARK, False, True),
-    ("qa10", "maybe", "It can't be determined", Q_PARK, False, True),
-    ("qa10", "maybe", "There is no way to tell.", Q_PARK, False, True),
-    ("qa10", "maybe", "Bill may be in the park.", Q_PARK, False, True),
-    ("qa10", "no", "There is no way to tell.", Q_PARK, True, False),
-    ("qa10", "no", "It is not known.", Q_PARK, True, False),
-    ("qa10", "no", "nobody knows", Q_PARK, True, False),
-    ("qa10", "no", "No, Bill is in the office.", Q_PARK, True, True),
-    ("qa10", "yes", "Yes, Bill is in the park.", Q_PARK, True, True),
-    # qa11, qa12, qa13
-    ("qa11", "hallway", "Daniel is in the hallway.", "Where is Daniel?", True, True),
-    ("qa11", "hallway", "Daniel is in the garden.", "Where is Daniel?", False, False),
-    ("qa12", "kitchen", "John and Mary are in the kitchen.", "Where is John?", True, True),
-    ("qa12", "kitchen", "the Kitchen!", "Where is John?", True, True),
-    ("qa13", "bedroom", "Sandra is in the bedroom.", "Where is Sandra?", True, True),
-    ("qa13", "bedroom", "Sandra is neither in the garden nor in the bedroom.", "Where is Sandra?", False, False),
-    # qa14: whole words ("park" is not in "parking")
-    ("qa14", "park", "the parking lot", "Where was Mary before the school?", True, False),
-    ("qa14", "park", "Mary was in the park before the school.", "Where was Mary before the school?", True, True),
-    ("qa14", "cinema", "Before the school Mary was at the cinema.", "Where was Mary before the school?", True, True),
-    # qa15: plurals of the animals
-    ("qa15", "cat", "cats", Q_AFRAID, True, True),
-    ("qa15", "cat", "Gertrude is afraid of cats.", Q_AFRAID, True, True),
-    ("qa15", "mouse", "Gertrude is afraid of mice.", Q_AFRAID, False, True),
-    ("qa15", "mouse", "mice", Q_AFRAID, False, True),
-    ("qa15", "wolf", "wolves", Q_AFRAID, False, True),
-    ("qa15", "sheep", "sheep", Q_AFRAID, True, True),
-    ("qa15", "wolf", "Gertrude is not afraid of cats, she is afraid of wolves.", Q_AFRAID, False, True),
-    ("qa15", "mouse", "cat", Q_AFRAID, False, False),
-    # qa16: colours
-    ("qa16", "gray", "Greg is gray.", "What color is Greg?", True, True),
-    ("qa16", "gray", "grey", "What color is Greg?", False, True),
-    ("qa16", "white", "Greg is yellow.", "What color is Greg?", False, False),
-    ("qa16", "green", "green", "What color is Greg?", True, True),
-    # qa17, qa18: a plain "no" is still "no"
-    ("qa17", "no", "No.", "Is the triangle above the red square?", True, True),
-    ("qa17", "no", "no", "Is the triangle above the red square?", True, True),
-    ("qa17", "no", "No, the triangle is below the red square.", "Is the triangle above the red square?", True, True),
-    ("qa17", "yes", "Yes.", "Is the triangle above the red square?", True, True),
-    ("qa17", "no", "no way to tell", "Is the triangle above the red square?", True, False),
-    ("qa18", "no", "No, it does not fit.", "Does the box fit in the suitcase?", True, True),
-    ("qa18", "yes", "Yes", "Does the box fit in the suitcase?", True, True),
-    ("qa18", "no", "No idea", "Does the box fit in the suitcase?", True, False),
-    # qa19: paths, in order, as letters or compass words
-    ("qa19", "n,w", "n,w", Q_PATH, True, True),
-    ("qa19", "n,w", "n, w", Q_PATH, False, True),
-    ("qa19", "n,w", "w,n", Q_PATH, False, False),
-    ("qa19", "n,w", "north, west", Q_PATH, False, True),
-    ("qa19", "n,w", "north west", Q_PATH, False, True),
-    ("qa19", "n,w", "Go north, then west.", Q_PATH, False, True),
-    ("qa19", "s,s", "s,s", Q_PATH, True, True),
-    ("qa19", "s,s", "south", Q_PATH, False, False),
-    ("qa19", "e,n", "east, north, west", Q_PATH, False, False),
-    # qa20: motives, also as nouns; the place in the question is ignored
-    ("qa20", "hungry", "hungry", "Why did John go to the kitchen?", True, True),
-    (
-        "qa20",
-        "hungry",
-        "John went to the kitchen because he was hungry.",
-        "Why did John go to the kitchen?",
-        True,
-        True,
-    ),
-    ("qa20", "bored", "boredom", "Why did John go to the garden?", True, True),
-    ("qa20", "bored", "Out of boredom.", "Why did John get the football?", True, True),
-    ("qa20", "thirsty", "thirst", "Why did John go to the kitchen?", False, True),
-    ("qa20", "tired", "John was tired, not hungry.", "Why did John go to the bedroom?", False, True),
-    ("qa20", "kitchen", "John will go to the kitchen.", "Where will John go?", True, True),
+Q_GAVE = "Who gave the apple?"
+
+
+def verdict(qa: str, target: str, question: str, output: str) -> bool | str:
+    result = check(qa, target, output, question)
+    if result.abstained:
+        assert result.acc_corrected == result.acc  # an abstention keeps the authors' verdict
+        return ABSTAIN
+    return result.acc_corrected
+
+
+# The official check's matching defects: the answer says only labels, so its reading is exact (shape `label`).
+MECHANICAL = [
+    ("qa7", "none", Q_COUNT, "none", True),  # "none" also contains "one" for the authors' check
+    ("qa7", "none", Q_COUNT, "None.", True),
+    ("qa7", "none", Q_COUNT, "zero", True),
+    ("qa7", "none", Q_COUNT, "0", True),
+    ("qa7", "one", Q_COUNT, "none", False),
+    ("qa7", "two", Q_COUNT, "2 objects", True),
+    ("qa15", "mouse", Q_EMILY, "Mice", True),
+    ("qa15", "wolf", Q_EMILY, "wolves.", True),
+    ("qa15", "sheep", Q_EMILY, "Sheep", True),
+    ("qa8", "football,apple", Q_CARRY, "apple, football", True),
+    ("qa8", "football, apple", Q_CARRY, "football and apple", True),  # a target with spaces
+    ("qa8", "football,apple", Q_CARRY, "apple", False),
+    ("qa8", "nothing", Q_CARRY, "Nothing.", True),
+    ("qa19", "n,w", Q_PATH, "n, w", True),
+    ("qa19", "n,w", Q_PATH, "north, then west", True),
+    ("qa19", "n,w", Q_PATH, "w,n", False),
+    ("qa16", "gray", "What color is Lily?", "Grey", True),
+    ("qa20", "thirsty", "Why did jason go to the kitchen?", "thirst", True),
+    ("qa10", "maybe", Q_PARK, "Perhaps.", True),
+    ("qa6", "no", Q_KITCHEN, "No", True),
+    ("qa1", "office", Q_MARY, "**Office**", True),
+    ("qa1", "office", Q_MARY, "Answer: in the office", True),
+    ("qa3", "kitchen", "Where was the apple before the kitchen?", "kitchen", False),  # the question's own place
+    ("qa1", "kitchen", Q_MARY, "", False),  # empty
 ]
 
-# The answer reader of v3 (issue 18): the answer part, statements for yes/no, the asked part of a
-# statement, negation scope, plurals and emphasis. Outputs are as the issue quotes them.
-Q_KITCHEN = "Is Mary in the kitchen?"
-READER_CASES = [
-    # yes/no stated as a sentence
-    ("qa6", "no", "Based on the context provided, Mary is not in the kitchen.", Q_KITCHEN, True, True),
-    ("qa6", "yes", "Based on the context provided, Mary is not in the kitchen.", Q_KITCHEN, False, False),
-    ("qa6", "yes", "Mary is in the kitchen.", Q_KITCHEN, False, True),
-    ("qa6", "no", "Mary is in the garden.", Q_KITCHEN, False, True),
-    ("qa6", "no", "Mary is no longer in the kitchen.", Q_KITCHEN, True, True),
-    ("qa6", "no", "Mary is not in the office.", Q_OFFICE, True, True),
-    ("qa9", "no", "Daniel is no longer in the bathroom", "Is Daniel in the bathroom?", True, True),
-    ("qa10", "maybe", "Bill is either in the park or the school.", Q_PARK, False, True),
-    ("qa17", "no", "The triangle is below the red square.", "Is the triangle above the red square?", False, True),
-    ("qa17", "yes", "The red square is below the triangle.", "Is the triangle above the red square?", False, True),
-    ("qa18", "no", "the suitcase does not fit inside the box", "Does the suitcase fit in the box?", True, True),
-    ("qa18", "yes", "The box is bigger than the chocolate.", "Is the box bigger than the chocolate?", False, True),
-    (
-        "qa18",
-        "no",
-        "The box of chocolates is smaller than the chest.",
-        "Is the box of chocolates bigger than the chest?",
-        False,
-        True,
-    ),
-    # qa19: the path from the answer part only
-    (
-        "qa19",
-        "w,w",
-        "Answer: w, w\n\nExplanation: the office is west of the hallway, north of ...",
-        Q_PATH,
-        False,
-        True,
-    ),
-    ("qa19", "s,e", "s,e\n\nExplanation: from the kitchen move south, then east.", Q_PATH, True, True),
-    ("qa19", "n,w", "north, west (n, w)", Q_PATH, False, True),
-    # word forms inside an explanation add nothing
-    (
-        "qa20",
-        "kitchen",
-        "kitchen\n\nJohn is thirsty, so he goes to the kitchen to quench his thirst.",
-        "Where will john go?",
-        False,
-        True,
-    ),
-    (
-        "qa15",
-        "wolf",
-        "Wolf\n\nMice are afraid of wolves and Emily is a mouse.",
-        "What is emily afraid of?",
-        False,
-        True,
-    ),
-    # the conclusion of a reasoning sentence, and the asked part of a statement
-    (
-        "qa15",
-        "cat",
-        "Based on the given context, Gertrude is a sheep, and sheep are afraid of cats.",
-        Q_AFRAID,
-        False,
-        True,
-    ),
-    ("qa16", "white", "Lily is a swan, and swans are white, so Lily is white.", "What color is Lily?", True, True),
-    ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", False, True),
-    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who received the apple?", False, True),
-    ("qa5", "Fred", "Mary gave the apple to Fred.", "Who gave the apple to Mary?", True, True),
-    ("qa5", "milk", "Mary gave the milk to Bill.", "What did Fred give to Mary?", False, False),
-    ("qa5", "Fred", "Jeff handed the apple to Fred.", "Who gave the apple to Jeff?", True, True),
-    (
-        "qa5",
-        "Fred",
-        "Bill gave the apple to Fred, Mary, and then kept it.",
-        "Who did Bill give the apple to?",
-        False,
-        False,
-    ),
-    # negation scoped to the words it governs
-    ("qa16", "green", "Lions are not gray or green.", "What color is Greg?", False, False),
-    ("qa15", "wolf", "Emily is not afraid of wolves.", "What is emily afraid of?", False, False),
-    (
-        "qa2",
-        "office",
-        "The milk is no longer in the office, it was left there by Daniel",
-        "Where is the milk?",
-        True,
-        False,
-    ),
-    # plural rooms, markdown, an "Answer:" line, a list, narration before the answer
-    ("qa4", "garden", "The gardens are north of the bathroom.", "What is north of the bathroom?", True, True),
+
+@pytest.mark.parametrize(("qa", "target", "question", "output", "expected"), MECHANICAL)
+def test_mechanical_shapes_are_exact(qa, target, question, output, expected):
+    assert verdict(qa, target, question, output) == expected
+    assert read(output, question, labels_for(qa)).shape in ("label", "empty")
+
+
+# Every shape the issue quotes from models nobody here had read, as quoted, then mutated (other labels, tasks,
+# wording): each abstains or reads as the rubric says.
+QUOTED_SHAPES = [
+    # a hedge: the target with another candidate in parentheses or after "or"
+    ("qa1", "office", Q_MARY, "office (or garden, …)", ABSTAIN),
+    ("qa1", "bedroom", Q_MARY, "bedroom (or possibly bathroom …)", ABSTAIN),
+    ("qa16", "white", "What color is Lily?", "white (or possibly gray …)", ABSTAIN),
+    ("qa14", "school", "Where was Bill before the park?", "at the school or at home", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "kitchen (or perhaps the hallway)", ABSTAIN),
+    ("qa4", "garden", "What is north of the office?", "The garden, or the bathroom.", ABSTAIN),
+    ("qa15", "cat", Q_EMILY, "cats / wolves", ABSTAIN),
+    ("qa2", "hallway", "Where is the milk?", "hallway (possibly)", ABSTAIN),
+    # "cannot tell" is no answer outside qa10; "likely" commits to nothing
+    ("qa6", "no", Q_KITCHEN, "It cannot be determined whether Mary is in the kitchen.", False),
+    ("qa6", "yes", Q_KITCHEN, "It is not explicitly stated whether Mary is in the kitchen.", False),
+    ("qa6", "yes", Q_KITCHEN, "It is likely that Mary is in the kitchen.", ABSTAIN),
+    ("qa9", "no", "Is Daniel in the office?", "There is no information about Daniel being in the office.", False),
+    ("qa17", "no", "Is the triangle above the red square?", "The story does not say.", False),
+    ("qa18", "yes", "Does the box fit in the chest?", "It is not possible to tell from the text.", False),
+    ("qa10", "maybe", Q_PARK, "It cannot be determined whether Bill is in the park.", True),
+    ("qa10", "maybe", Q_PARK, "It is unknown.", True),
+    ("qa6", "yes", Q_KITCHEN, "Mary is probably in the kitchen.", ABSTAIN),
+    ("qa9", "yes", "Is John in the garden?", "John might be in the garden.", ABSTAIN),
+    # narration that reaches no conclusion
+    ("qa6", "no", Q_KITCHEN, "Mary went to the hallway. Then she picked up the milk.", ABSTAIN),
+    # the label from the explanation, or from a fact the answer only cites
+    ("qa1", "garden", Q_MARY, "Mary went to the garden after she left the kitchen.", ABSTAIN),
+    ("qa2", "office", "Where is the apple?", "Based on the fact that John took the apple to the office, ...", ABSTAIN),
+    # a bare label and its explanation: the label is the answer
+    ("qa15", "cat", Q_EMILY, "Cat, since Emily is a mouse and mice are afraid of cats.", True),
+    ("qa15", "wolf", Q_EMILY, "Wolf, because Emily is a sheep and sheep are afraid of wolves.", True),
+    ("qa15", "cat", Q_EMILY, "Wolf, since Emily is a sheep.", False),
+    ("qa5", "apple", "What did Fred give to Jeff?", "Apple, based on the following facts: Fred took the apple.", True),
+    ("qa5", "milk", "What did Bill give to Mary?", "Milk - based on the story, Bill handed it over.", True),
+    ("qa4", "bathroom", "What is east of the hallway?", "bathroom\n(The bathroom is east of the hallway.)", True),
+    ("qa4", "office", "What is west of the kitchen?", "office\n(The office is west of the kitchen.)", True),
+    ("qa4", "office", "What is west of the kitchen?", "office\n(The garden is west of the kitchen.)", ABSTAIN),
+    # a relation that states the answer, its restatement cut off
     (
         "qa4",
-        "garden",
-        "The hallway is north of the kitchen and the garden.",
-        "What is the hallway north of?",
-        False,
-        False,
-    ),
-    ("qa1", "bathroom", "_bathroom_", Q_MARY, True, True),
-    ("qa1", "office", "**Answer:** office", Q_MARY, True, True),
-    ("qa1", "office", "1. In the office.", Q_MARY, False, True),
-    ("qa1", "office", "1. In the office. 2. In the kitchen.", Q_MARY, False, False),
-    ("qa1", "garden", "Where is the garden?  Where is the bathroom?", Q_MARY, False, False),
-    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, False),
-    ("qa1", "garden", "I thought so.\n\nI am going to the garden.", Q_MARY, False, False),
-    ("qa1", "office", "The most recent location of John M. is office.", "Where is John?", False, True),
-    ("qa2", "bedroom", "Mary got it from the kitchen and took it to the bedroom.", "Where is the milk?", False, False),
-    (
-        "qa2",
         "bedroom",
-        "Based on the context, Daniel got the milk in the bedroom. Therefore the milk stayed.\n\nThe milk is in the bedroom.",
-        "Where is the milk?",
-        True,
+        "What is the hallway east of?",
+        "The bedroom is west of the hallway, so the hallway is east of the",
         True,
     ),
+    (
+        "qa4",
+        "kitchen",
+        "What is the garden north of?",
+        "The kitchen is south of the garden, so the garden is north of",
+        True,
+    ),
+    # a committed "no" phrased as a sentence
+    ("qa6", "no", Q_BEDROOM, "Mary is not in the bedroom.", True),
+    ("qa6", "no", Q_BEDROOM, "No, Mary is in the garden.", True),
+    ("qa9", "no", "Is Sandra in the office?", "Sandra is no longer in the office.", True),
+    ("qa6", "yes", Q_BEDROOM, "Mary is in the bedroom.", True),
+    ("qa6", "no", Q_BEDROOM, "Mary is in the hallway.", True),
+    ("qa6", "yes", Q_BEDROOM, "Yes, Mary is in the hallway.", ABSTAIN),  # contradicts itself
+    ("qa6", "yes", Q_BEDROOM, "Yes. No, she left.", ABSTAIN),
 ]
 
 
-@pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), READER_CASES)
-def test_answer_reader(qa, target, output, question, acc, acc_corrected):
-    assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
+@pytest.mark.parametrize(("qa", "target", "question", "output", "expected"), QUOTED_SHAPES)
+def test_quoted_shapes_and_their_mutations(qa, target, question, output, expected):
+    assert verdict(qa, target, question, output) == expected
 
 
-@pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected"), CASES)
-def test_checks(qa, target, output, question, acc, acc_corrected):
-    assert check(qa, target, output, question)[:2] == (acc, acc_corrected)
-
-
-# The failure kinds of issue 29, each in the shape the issue gives (written for the issue, not judged
-# rows): (task, target, output, question, acc, acc_corrected, the reader's abstention or "").
-FAILURE_KINDS = [
-    # 1. a complete answer, then a later line that is cut off: the cut-off line names nothing and is passed over
+READING = [
+    # statements of the asked fact about the question's own person or thing
+    ("qa1", "kitchen", Q_MARY, "The most recent location of Mary is kitchen.", True),
+    ("qa1", "kitchen", Q_MARY, "She is in the kitchen.", True),
+    ("qa1", "kitchen", Q_MARY, "John is in the kitchen.", False),  # another person: another question
+    ("qa2", "office", "Where is the milk?", "Mary moved to the office.", ABSTAIN),  # she may carry the milk
     (
-        "qa1",
-        "bathroom",
-        "The most recent location of John is the bathroom.\n\nAnswer: The most recent location",
-        "Where is John?",
+        "qa3",
+        "garden",
+        "Where was the apple before the kitchen?",
+        "Before the kitchen the apple was in the garden.",
         True,
-        True,
-        "",
     ),
-    # 2. the answer on the line after a header, or split by a line break
-    ("qa5", "milk", "A: The answer is:\n\nThe milk", "What did Mary give to Fred?", True, True, ""),
-    ("qa1", "office", "Daniel is in the\n\noffice", "Where is Daniel?", True, True, ""),
-    # 3. option lists the model invents: no answer to read, whatever the format
-    ("qa1", "kitchen", "Options: A. In the kitchen. B. In the hallway. C. ...", Q_MARY, False, False, "options"),
-    ("qa1", "kitchen", "A. In the kitchen.\nB. In the hallway.\nC. In the garden.", Q_MARY, False, False, "options"),
-    ("qa1", "hallway", "* In the kitchen\n* In the hallway", Q_MARY, False, False, "options"),
-    ("qa1", "kitchen", "1. In the kitchen. 2. In the hallway.", Q_MARY, False, False, "options"),
-    # 4. a label from quoted context or from narration, not from the answer given
-    ("qa1", "kitchen", "(Document[3]) Mary went to the kitchen.", Q_MARY, True, True, "quote"),
-    ("qa1", "kitchen", "(Document[3]) ... went to the kitchen", Q_MARY, False, False, "elsewhere"),
-    ("qa1", "kitchen", 'The context says: "Mary went to the kitchen."', Q_MARY, True, True, "quote"),
-    ("qa1", "garden", " Daniel asked.\n\nShe is in the garden, Sandra replied.", Q_MARY, False, False, "elsewhere"),
-    # 5. hedges: not "no" (qa6); "maybe" in qa10, where the honest reading is that the story does not tell
+    (
+        "qa3",
+        "garden",
+        "Where was the apple before the kitchen?",
+        "Before the bedroom the apple was in the garden.",
+        False,
+    ),
+    (
+        "qa3",
+        "garden",
+        "Where was the apple before the kitchen?",
+        "The apple was in the garden before it was dropped.",
+        ABSTAIN,
+    ),
+    ("qa5", "Mary", Q_GAVE, "Mary gave the apple to Fred.", True),
+    ("qa5", "Fred", "Who received the apple?", "Mary gave the apple to Fred.", True),
+    ("qa5", "Fred", "Who gave the apple to Mary?", "Mary gave the apple to Fred.", False),  # roles swapped
+    ("qa5", "football", "What did Fred give to Jeff?", "Jeff gave the football to Fred.", False),
+    ("qa5", "Bill", "Who received the milk?", "The milk was passed from Jeff to Bill.", True),
+    ("qa5", "Jeff", Q_GAVE, "Jeff gave the apple.", True),
+    ("qa7", "two", Q_COUNT, "Mary is carrying two objects.", True),
+    ("qa7", "none", Q_COUNT, "Mary is not carrying anything.", True),
+    ("qa8", "apple,milk", Q_CARRY, "Mary is carrying the milk and the apple.", True),
+    ("qa15", "wolf", Q_EMILY, "Emily is afraid of wolves.", True),
+    ("qa16", "white", "What color is Lily?", "Lily is white.", True),
+    (
+        "qa17",
+        "yes",
+        "Is the red square to the left of the triangle?",
+        "The triangle is to the right of the red square.",
+        True,
+    ),
+    (
+        "qa17",
+        "no",
+        "Is the red square to the left of the triangle?",
+        "The red square is not to the left of the triangle.",
+        True,
+    ),
+    ("qa18", "no", "Does the box fit in the chest?", "The box does not fit in the chest.", True),
+    ("qa18", "yes", "Is the chest bigger than the box?", "The box is smaller than the chest.", True),
+    ("qa19", "s,e", Q_PATH, "Go south, then east.", True),
+    ("qa20", "kitchen", "Where will jason go?", "Jason will go to the kitchen.", True),
+    # an answer, then an invented prompt: the invention changes nothing unless it asks this question again
+    (
+        "qa5",
+        "football",
+        "What did Fred give to Jeff?",
+        "Answer: football\n\nExample:\nFred gave the apple to Bill.",
+        True,
+    ),
     (
         "qa6",
         "no",
-        "There is no information about Daniel being in the kitchen",
-        "Is Daniel in the kitchen?",
-        True,
-        False,
-        "",
+        "Is Daniel in the bedroom?",
+        "Answer: no\n\nQuestion: Is Daniel in the bedroom?\n\nAnswer: yes",
+        ABSTAIN,
     ),
-    (
-        "qa10",
-        "maybe",
-        "The text does not provide information that Mary is in the park",
-        "Is Mary in the park?",
-        False,
-        True,
-        "",
-    ),
-    (
-        "qa10",
-        "no",
-        "The text does not provide information that Mary is in the park",
-        "Is Mary in the park?",
-        True,
-        False,
-        "",
-    ),
-    # 6. a cut-off reasoning ("Therefore," and nothing after) or an opening exclamation is not the answer
-    ("qa2", "bathroom", "John went to the bathroom with the milk. Therefore,", "Where is the milk?", True, True, ""),
-    ("qa6", "yes", "Oh no, Mary is in the kitchen.", Q_KITCHEN, False, False, "exclamation"),
-    # 7. qa19: one step and an explanation repeating a direction is one step
-    ("qa19", "s,s", "first go south, since the bathroom is south of", Q_PATH, False, False, ""),
-    # 8. qa15: the answer stated as the deduction, before a cut-off "Therefore,"
-    (
-        "qa15",
-        "cat",
-        "Emily is a mouse and mice are afraid of cats. Therefore,",
-        "What is emily afraid of?",
-        False,
-        True,
-        "",
-    ),
-    # 9. qa20: a motive word in the explanation is no second label for a "where" question
-    ("qa20", "kitchen", "He will go to the kitchen to quench his thirst", "Where will John go?", True, True, ""),
-    # and the other abstentions: several labels, two candidates, a qa5 statement of another question
-    (
-        "qa2",
-        "bedroom",
-        "Mary got it from the kitchen and took it to the bedroom.",
-        "Where is the milk?",
-        False,
-        False,
-        "several",
-    ),
-    (
-        "qa4",
-        "kitchen",
-        "Answer: bedroom\n\n- response: The kitchen is south of the hallway.",
-        "What is south of the hallway?",
-        False,
-        False,
-        "conflict",
-    ),
-    ("qa5", "football", "Jeff gave the football to Fred.", "What did Fred give to Jeff?", True, True, "statement"),
-    ("qa5", "milk", "Fred picked up the milk there.", "What did Jeff give to Mary?", False, False, "statement"),
+    ("qa6", "no", "Is Daniel in the bedroom?", "Answer: no\n\nQuestion: Is John in the garden?\n\nAnswer: yes", True),
+    # lists of options, several labels, corrections, prompt imitation before any answer
+    ("qa1", "kitchen", Q_MARY, "A: kitchen\nB: office", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "Options: kitchen, office", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "1) kitchen 2) office", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "kitchen office", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "Kitchen. Actually, the office.", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "Question: Where is Mary? Answer: kitchen", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "the parking lot", ABSTAIN),
+    ("qa1", "kitchen", Q_MARY, "1. The kitchen", True),  # a list of one
+    ("qa1", "kitchen", Q_MARY, "Based on the story, Mary is in the kitchen.", True),
 ]
 
 
-@pytest.mark.parametrize(("qa", "target", "output", "question", "acc", "acc_corrected", "abstained"), FAILURE_KINDS)
-def test_failure_kinds_are_handled_or_abstained_on(qa, target, output, question, acc, acc_corrected, abstained):
-    verdict = check(qa, target, output, question)
-    assert verdict == (acc, acc_corrected, bool(abstained))
-    assert read(output, question, TASK_LABELS[qa]).abstained == abstained
-    if abstained:
-        assert abstained in ABSTENTIONS and verdict.acc_corrected == verdict.acc
+@pytest.mark.parametrize(("qa", "target", "question", "output", "expected"), READING)
+def test_reading_shapes(qa, target, question, output, expected):
+    assert verdict(qa, target, question, output) == expected
 
 
-def test_table_covers_every_task_and_enough_rows():
-    assert len(CASES) >= 80
-    assert {case[0] for case in CASES} == set(TASK_LABELS)
+def test_an_answer_of_no_listed_shape_abstains_as_unlisted():
+    reading = read("The answer lies in the room where the milk is kept.", Q_MARY, labels_for("qa1"))
+    assert (
+        reading.labels is None
+        and reading.abstained == "unlisted shape"
+        and reading.reason == "abstained: unlisted shape"
+    )
 
 
-# Answers a reader might accept that the corrected check, by design, does not: it reads labels and
-# the listed forms only (see docs/babilong-corrected-check.md).
-LIMITS = [
-    ("qa1", "office", "I don't know. She went to the office.", Q_MARY),  # the answer is "I don't know"
-    ("qa6", "no", "John is not in the office.", Q_OFFICE),  # a statement about someone else
-    ("qa14", "cinema", "The movie theater.", "Where was Mary before the school?"),  # a synonym
-    ("qa10", "maybe", "I have no idea.", Q_PARK),  # about the speaker, not the story
-]
+def test_every_reading_names_a_listed_shape_or_abstention():
+    rows = MECHANICAL + QUOTED_SHAPES + READING
+    reasons = {read(output, question, labels_for(qa)) for qa, _, question, output, _ in rows}
+    assert {r.shape for r in reasons if r.labels is not None} <= SHAPES.keys()
+    assert {r.abstained for r in reasons if r.labels is None} <= ABSTENTIONS.keys()
+    assert {r.shape for r in reasons if r.labels is not None} == SHAPES.keys()  # every shape has a row here
 
 
-@pytest.mark.parametrize(("qa", "target", "output", "question"), LIMITS)
-def test_documented_limits(qa, target, output, question):
-    assert not check(qa, target, output, question).acc_corrected
+def test_abstaining_keeps_the_authors_verdict_bit_for_bit():
+    for qa, target, question, output, _ in MECHANICAL + QUOTED_SHAPES + READING:
+        result = check(qa, target, output, question)
+        assert result.acc == official_correct(target, output, question, labels_for(qa))
+        if result.abstained:
+            assert result.acc_corrected == result.acc
 
 
-@pytest.mark.parametrize(
-    ("qa", "target", "output", "question", "rule"),
-    [
-        ("qa7", "none", "none", Q_COUNT, "whole-word"),
-        ("qa15", "mouse", "mice", Q_AFRAID, "word-form"),
-        ("qa6", "no", "No idea", Q_OFFICE, "negation"),
-        ("qa8", "football, apple", "apple, football", Q_CARRY, "list"),
-        ("qa19", "n,w", "north, west", Q_PATH, "path"),
-        ("qa7", "none", "zero", Q_COUNT, "whole-word+word-form"),
-        ("qa10", "no", "There is no way to tell.", Q_PARK, "word-form"),
-        ("qa19", "n,w", "n-w", Q_PATH, "normalize"),
-        ("qa6", "no", "Mary is in the garden.", Q_KITCHEN, "polarity"),
-        ("qa5", "Mary", "Mary gave the apple to Fred.", "Who gave the apple?", "role"),
-        ("qa1", "office", "1. In the office.", Q_MARY, "answer"),
-    ],
-)
-def test_deciding_rule(qa, target, output, question, rule):
-    assert deciding_rule(target, output, question, TASK_LABELS[qa]) == rule
+def test_word_forms_are_forms_of_their_own_task_labels_only():
+    every_label = {label.lower() for labels in TASK_LABELS.values() for label in labels} | {"n", "s", "e", "w"}
+    assert set(WORD_FORMS) <= every_label
+    for form_label in WORD_FORMS:
+        for form in WORD_FORMS[form_label]:
+            assert form == normalize(form)
 
 
-def test_word_forms_are_sound():
-    """Forms are written normalised, belong to labels, and never name two labels in one task."""
-    all_labels = {label.lower() for labels in TASK_LABELS.values() for label in labels}
-    assert set(WORD_FORMS) <= all_labels
-    for label, forms in WORD_FORMS.items():
-        assert all(normalize_answer(form) == form for form in forms), label
-    for qa, labels in TASK_LABELS.items():
-        forms = [form for label in labels for form in WORD_FORMS.get(label.lower(), ())]
-        assert len(forms) == len(set(forms)), qa
-        assert not {label.lower() for label in labels} & set(forms), qa
+def test_a_bare_answer_says_nothing_but_labels():
+    vocab = vocabulary(labels_for("qa1"), normalize(Q_MARY))
+    assert bare_labels(normalize("In the kitchen."), vocab) == ("kitchen",)
+    assert bare_labels(normalize("not the kitchen"), vocab) is None
+    assert bare_labels(normalize("kitchenette"), vocab) is None
 
 
-def test_official_and_corrected_are_separate_functions():
-    labels = TASK_LABELS["qa7"]
-    assert not official_correct("none", "none", "How many?", labels)
-    assert corrected_correct("none", "none", "How many?", labels)
-
-
-# Issue 33: an answer that lists several candidates of the answer's kind in parallel form has made no choice, so
-# the reader abstains (`options`) and `acc_corrected` keeps `acc`'s verdict. The issue's shapes, each an invented
-# enumeration a base model answered with (the first credited "garden" before):
-ISSUE_33_SHAPES = [
-    ("qa1", "garden", "Option A: In the garden\n\nOption B: In the bedroom\n\nOption C: In the kitchen", Q_MARY),
-    ("qa1", "kitchen", "Option A: the kitchen\n\nOption B: the bathroom\n\nOption C: the", Q_MARY),
-    (
-        "qa1",
-        "bathroom",
-        "Option: The bathroom\n\nOption: The bedroom\n\nOption: The kitchen\n\nOption: The hallway",
-        Q_MARY,
-    ),
-]
-
-# The kinds the issue names, as the rule was written from them: labelled with letters or words (in other alphabets
-# and languages too), bulleted, numbered, one line frame repeated with different fillers, inline.
-PARALLEL_FORMS = [
-    ("qa1", "garden", "Option A: In the garden\n\nOption B: In the", Q_MARY),  # cut off: labelled all the same
-    ("qa1", "garden", "Choice 1 - garden\nChoice 2 - kitchen", Q_MARY),
-    ("qa1", "garden", "Opci\u00f3n A: garden\nOpci\u00f3n B: kitchen", Q_MARY),
-    ("qa1", "garden", "M\u00f6glichkeit 1: garden\nM\u00f6glichkeit 2: kitchen", Q_MARY),
-    ("qa1", "garden", "\u9009\u9879A\uff1agarden\n\u9009\u9879B\uff1akitchen", Q_MARY),
-    (
-        "qa1",
-        "garden",
-        "\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0410: garden\n\u0412\u0430\u0440\u0438\u0430\u043d\u0442 \u0411: kitchen",
-        Q_MARY,
-    ),
-    ("qa1", "garden", "\u03b1) garden \u03b2) kitchen", Q_MARY),
-    ("qa1", "garden", "A) garden B) kitchen C) office", Q_MARY),
-    ("qa1", "garden", "(i) garden (ii) kitchen", Q_MARY),
-    ("qa1", "garden", "First: garden\nSecond: kitchen", Q_MARY),
-    ("qa1", "garden", "Option A: garden. Option B: kitchen.", Q_MARY),
-    ("qa1", "garden", "Possible answer: garden\nPossible answer: kitchen", Q_MARY),
-    ("qa1", "garden", "garden\nkitchen\noffice", Q_MARY),
-    ("qa1", "garden", "Mary is in the garden. Mary is in the kitchen.", Q_MARY),
-    ("qa4", "garden", "The garden\n\nThe hallway\n\nThe hallway", "What is west of the bedroom?"),
-    ("qa5", "Mary", "Option A: Mary\nOption B: Fred", "Who gave the apple?"),
-    ("qa5", "Bill", "Answer:\n\nBill\n\nJeff\n\nMary", "Who received the milk?"),
-    ("qa6", "yes", "Option A: Mary is in the kitchen.\nOption B: Mary is in the garden.", Q_KITCHEN),
-    ("qa6", "yes", "Option A: yes\nOption B: no", Q_KITCHEN),
-]
-
-# Shapes written after the rule was frozen, never used to write it: other label words, languages, closing marks,
-# frames and tasks. Each must abstain.
-UNSEEN_PARALLEL_FORMS = [
-    ("qa1", "garden", "Alternative 1 \u2192 the garden\nAlternative 2 \u2192 the office", Q_MARY),
-    ("qa1", "kitchen", "R\u00e9ponse A : kitchen\nR\u00e9ponse B : garden", Q_MARY),
-    ("qa1", "office", "Opzione 1) office\nOpzione 2) hallway\nOpzione 3) garden", Q_MARY),
-    ("qa1", "hallway", "Antwort A \u2013 hallway\nAntwort B \u2013 kitchen", Q_MARY),
-    ("qa1", "bedroom", "* Choice: bedroom\n* Choice: bathroom", Q_MARY),
-    (
-        "qa1",
-        "garden",
-        "Mary could be in the garden.\nMary could be in the kitchen.\nMary could be in the office.",
-        Q_MARY,
-    ),
-    ("qa1", "garden", "Candidate answer #1: garden\nCandidate answer #2: kitchen", Q_MARY),
-    ("qa2", "kitchen", "(a) the kitchen; (b) the garden; (c) the hallway", "Where is the milk?"),
-    (
-        "qa4",
-        "office",
-        "The office is north of the garden.\nThe kitchen is north of the garden.",
-        "What is north of the garden?",
-    ),
-    ("qa5", "Fred", "Option A - Fred\nOption B - Jeff", "Who received the apple?"),
-    ("qa6", "yes", "Answer option 1: Yes\nAnswer option 2: No", Q_KITCHEN),
-    ("qa14", "cinema", "Possibility one: cinema\nPossibility two: park", "Where was Mary before the school?"),
-    ("qa15", "cat", "Choice A) cats\nChoice B) wolves", Q_AFRAID),
-    ("qa16", "white", "1 - white\n2 - gray\n3 - green", "What color is Lily?"),
-    ("qa1", "kitchen", "\u9078\u629e\u80a2A\uff1akitchen\n\u9078\u629e\u80a2B\uff1agarden", Q_MARY),
-    ("qa1", "garden", "Option I: garden\nOption II: kitchen", Q_MARY),
-    ("qa10", "maybe", "A. Yes B. No C. Maybe", Q_PARK),
-    ("qa1", "garden", "She is in the garden!\nShe is in the bedroom!", Q_MARY),
-]
-
-# Not lists of candidates: an answer and facts narrated after it, one answer said twice, a list question's list.
-NOT_PARALLEL = [
-    ("qa1", "garden", "Answer: garden\n\nMary went to the office. Mary went to the garden.", Q_MARY, True),
-    (
-        "qa4",
-        "garden",
-        "Answer: garden\n\nThe garden is west of the bedroom. The bedroom is west of the kitchen.",
-        "What is west of the bedroom?",
-        True,
-    ),  # fmt: skip
-    ("qa1", "garden", "In the garden. In the garden.", Q_MARY, True),
-    ("qa2", "kitchen", "The milk is in the kitchen. The apple is in the garden.", "Where is the milk?", True),
-    ("qa8", "apple,football", "apple\nfootball", Q_CARRY, True),
-    ("qa1", "garden", "1. In the garden.", Q_MARY, True),
-    ("qa1", "garden", "Option: garden", Q_MARY, True),
-]
-
-
-@pytest.mark.parametrize(
-    ("qa", "target", "output", "question"), ISSUE_33_SHAPES + PARALLEL_FORMS + UNSEEN_PARALLEL_FORMS
-)
-def test_parallel_candidates_are_no_choice(qa, target, output, question):
-    verdict = check(qa, target, output, question)
-    assert read(output, question, TASK_LABELS[qa]).abstained == "options"
-    assert verdict.abstained and verdict.acc_corrected == verdict.acc
-
-
-@pytest.mark.parametrize(("qa", "target", "output", "question"), ISSUE_33_SHAPES)
-def test_the_issue_shapes_would_be_wrong_credits(qa, target, output, question):
-    """`acc` fails each and its first item names the target: a reader taking the first item (2.6's) credits it."""
-    assert not official_correct(target, output, question, TASK_LABELS[qa])
-    assert target in output.splitlines()[0].lower()
-
-
-def test_a_repeated_frame_without_letters_is_seen_by_the_frame_alone():
-    """The third shape has no letter or number: the labelled-list test does not see it, the repeated frame does."""
-    qa, _, output, question = ISSUE_33_SHAPES[2]
-    assert not find_answer(output).abstained
-    assert read(output, question, TASK_LABELS[qa]).abstained == "options"
-
-
-@pytest.mark.parametrize(("qa", "target", "output", "question", "credited"), NOT_PARALLEL)
-def test_an_answer_with_other_text_in_parallel_form_is_still_read(qa, target, output, question, credited):
-    reading = read(output, question, TASK_LABELS[qa])
-    assert reading.abstained == "" and check(qa, target, output, question).acc_corrected is credited
+def test_every_question_form_of_babi_has_statement_forms():
+    questions = {
+        "qa1": Q_MARY, "qa3": "Where was the apple before the kitchen?", "qa4": "What is north of the garden?",
+        "qa5": Q_GAVE, "qa6": Q_KITCHEN, "qa7": Q_COUNT, "qa8": Q_CARRY, "qa15": Q_EMILY,
+        "qa16": "What color is Lily?", "qa17": "Is the red square to the left of the triangle?",
+        "qa18": "Does the box fit in the chest?", "qa19": Q_PATH, "qa20": "Where will jason go?",
+    }  # fmt: skip
+    for question in questions.values():
+        assert any(form.question.fullmatch(normalize(question)) for form in FORMS), question

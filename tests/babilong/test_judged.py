@@ -1,41 +1,23 @@
-"""`acc_corrected` against a reader's verdicts on real model outputs, split by model (issue 29).
+"""`acc_corrected` against verdicts judged blind on real outputs, split by model (`tests/judged_answers.py`).
 
-Two tables of answers judged by hand (`verdict`: does a careful reader credit the output for the
-target; `reason`/`why`: what decided it), each row naming its model, task, source file and row:
+Three tables, by what the rules were written from:
 
-* `fixtures/corrected_judged.csv`, the **development** part: 310 answers of Command-R,
-  GPT-3.5-Turbo-1106, the RAG Llama-3 runs and Gemini-3-Flash (the BABILong authors' published
-  files). The rules were written against these rows (and against Phi-3-mini, Jamba and LongChat
-  outputs read while writing them), so no figure is quoted from them; the test only checks that
-  the corrected check still agrees with the reader wherever it changes `acc`'s verdict there.
-* `fixtures/corrected_judged_heldout.csv`, the **held-out** part: models no rule was written from
-  (Yi-34B-200k, ChatGLM3-6B-128k, LongAlpaca-13B, GPT-2 from `../shared/data/babilong_predictions_dev`;
-  the embedded SmolLM2-135M-Instruct's own outputs, `benchmarks/babilong_smollm2_predictions.py`; and,
-  since issue 33, a base SmolLM2-360M and two Mistral-7B-Instruct-v0.2 runs from
-  `../shared/data/babilong_predictions_heldout`). Drawn per model with seeded `random.Random`
-  (`benchmarks/babilong_heldout_draw.py`) and judged blind (the reader saw question, target and output,
-  not the checks' verdicts), in three samples:
+* `fixtures/corrected_judged.csv`, **development** (310 answers of Command-R, GPT-3.5-Turbo-1106, the RAG
+  Llama-3 runs, Gemini-3-Flash, with outputs inline): the rules were written against these rows and the other
+  outputs of those models and of Phi-3-mini, Jamba-v0.1 and LongChat-7B. No figure is quoted from them.
+* `fixtures/judged/admission.csv`: six models' rows (Yi-34B-200k, ChatGLM3-6B-128k, LongAlpaca-13B, GPT-2,
+  SmolLM2-360M, Mistral-7B-Instruct-v0.2) drawn by stratum and judged blind against the rubric, on which the
+  reading shapes were admitted; the rules were then corrected from their errors, so no figure is quoted
+  from them either.
+* `fixtures/judged/final.csv`: twelve more models' rows from the authors' repository (`authors:` sources) and
+  outputs of the embedded SmolLM2 in styles that answer in sentences, hedge and explain (`fixture:` sources),
+  judged blind before the checks ran on them. One model, Yarn-Mistral-7b-128k, broke one shape on its first
+  measurement and the rules that abstain on it were written from its rows (`RULE_SOURCES_AFTER_DRAW`): the
+  figures the docs quote (`QUOTED`) are those of the other models.
 
-  - `changed` (seed "29-MODEL"): 40 rows per model, uniformly from the rows where `acc_corrected`
-    changed `acc`'s verdict when they were drawn (all of them where there were fewer: SmolLM2-135M's
-    16, SmolLM2-360M's 20; the Mistral runs answer with bare labels and have none), and for the four
-    file models of the first draw 40 more each (seed "33-MODEL", from the changes not drawn before):
-    **the share of changes that are wrong**;
-  - `acc_fails_naming_target` (seed "29b-MODEL"): 25 rows per model, uniformly from the rows `acc`
-    fails whose output names the target (the label or a form of it; qa19 a compass step; every
-    yes/no answer): an answer that names neither cannot be credited by a reader, so these hold every
-    answer `acc` fails wrongly. **The share of `acc`'s errors that `acc_corrected` fixes** is taken
-    over the rows of this sample the reader credits;
-  - `acc_fails` (seed "29-MODEL"): 30 rows per model, uniformly from every row `acc` fails (few of
-    them are `acc` errors: a cross-check of the sample above).
-
-  Rules changed after a draw may only make the reader abstain (keep `acc`'s verdict), which can only
-  remove rows from the set of changes, so the `changed` rows still changing remain a uniform sample of
-  it, and drawing more from the rest keeps it uniform.
-
-The figures docs/babilong-corrected-check.md quotes are `QUOTED`; the test fails when the wrong share rises
-above it or the fixed share falls below it. `python tests/babilong/test_judged.py` prints them, per model and
-in all, with their 95% Wilson intervals and sizes.
+A figure getting worse than quoted fails its test. Rows of `authors:` sources are read from a clone named by
+`$BABILONG_REPO` and are left out without it (the test then checks the rows it can read); `python
+tests/judged_answers.py figures final` prints the figures.
 """
 
 from __future__ import annotations
@@ -44,107 +26,106 @@ import csv
 from pathlib import Path
 
 import pytest
+from judged_answers import JUDGED, Judged, judged
 
-from lm_eval_longmem.babilong.corrected_check import check
+from lm_eval_longmem.babilong.corrected import check
 from lm_eval_longmem.common.stats import proportion_interval
 
-FIXTURES = Path(__file__).parent / "fixtures"
-DEVELOPMENT = FIXTURES / "corrected_judged.csv"
-HELD_OUT = FIXTURES / "corrected_judged_heldout.csv"
+DEVELOPMENT = Path(__file__).parent / "fixtures" / "corrected_judged.csv"
+DEVELOPMENT_MODELS = {
+    "command-r-v01", "gpt-3.5-turbo-1106", "rag-llama-3", "gemini-3-flash-preview",
+    "Phi-3-mini-128k-instruct", "Jamba-v0.1", "longchat-7b-v1.5-32k",
+}  # fmt: skip
+RULE_SOURCES_AFTER_DRAW = {"Yarn-Mistral-7b-128k"}
+"""Models of the final table from whose rows rules were written after it was judged (rules that only abstain)."""
 
-QUOTED = {"wrong_share_of_changes": (0, 353), "fixed_share_of_acc_errors": (42, 60)}
-"""(count, rows) of the held-out figures the card quotes: wrong changes of all changes, fixed errors of acc's errors."""
+QUOTED = {
+    "wrong changes": (1, 316),
+    "wrong changes, credited": (1, 174),
+    "wrong changes, failed": (0, 142),
+}
+"""(wrong, judged) changes of `acc`'s verdict on the final table's held-out models, as the docs quote them."""
+QUOTED_FIXED_SHARE = 0.40
+"""The share of `acc`'s errors fixed, estimated for every row of the held-out models, is at least this."""
 
 
-def _read(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as fh:
+KNOWN_WRONG_CHANGES = {
+    (
+        "authors:94a73a3654388649c5bf37d104eb4509308a1379:babilong_evals/namespace-Pt/activation-beacon-mistral-7b/"
+        "qa5_2k_instruction_no_examples_no_post_prompt_no.csv",
+        812,
+    )
+}
+"""The held-out rows whose change of `acc`'s verdict the judge found wrong when the figures were quoted (left as
+they are: looking at them would make their model a source of rules)."""
+
+
+@pytest.fixture(scope="module")
+def final() -> tuple[list[Judged], bool]:
+    """The final table's rows of held-out models that can be read here, and whether that is all of them."""
+    rows, unread = judged("final")
+    return [r for r in rows if r.answer.model not in RULE_SOURCES_AFTER_DRAW], not unread
+
+
+def _wrong(rows: list[Judged], direction: str = "") -> tuple[int, int]:
+    changes = [r for r in rows if r.change and (not direction or r.change == direction)]
+    return sum(r.acc_corrected != r.credited for r in changes), len(changes)
+
+
+def test_tables_are_split_by_model():
+    models = {}
+    for table in ("admission", "final"):
+        with open(JUDGED / f"{table}.csv", newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        assert all(r["verdict"] in ("correct", "wrong") and r["why"] for r in rows)
+        models[table] = {r["model"] for r in rows}
+    assert not models["admission"] & models["final"]
+    assert not (models["admission"] | models["final"]) & DEVELOPMENT_MODELS
+    assert len(models["final"] - RULE_SOURCES_AFTER_DRAW) >= 10
+
+
+def test_no_new_wrong_change_on_the_held_out_rows_read_here(final):
+    rows, _ = final
+    assert rows, "no held-out row can be read here"
+    wrong = {(r.answer.source, r.answer.row) for r in rows if r.change and r.acc_corrected != r.credited}
+    assert wrong <= KNOWN_WRONG_CHANGES
+
+
+@pytest.mark.parametrize(
+    ("name", "direction"),
+    [("wrong changes", ""), ("wrong changes, credited", "credited"), ("wrong changes, failed", "failed")],
+)
+def test_the_quoted_figures_are_the_measured_ones(final, name, direction):
+    rows, complete = final
+    if not complete:
+        pytest.skip("the authors' files are not here: set BABILONG_REPO to a clone of booydar/babilong")
+    assert _wrong(rows, direction) == QUOTED[name]
+    wrong, n = QUOTED[name]
+    assert wrong / n <= 0.02 and proportion_interval(wrong, n).high <= 0.05
+
+
+def test_held_out_rows_fix_the_quoted_share_of_acc_errors(final):
+    rows, complete = final
+    if not complete:
+        pytest.skip("the authors' files are not here: set BABILONG_REPO to a clone of booydar/babilong")
+    errors = sum(r.weight for r in rows if r.acc != r.credited)
+    fixed = sum(r.weight for r in rows if r.acc != r.credited and r.acc_corrected == r.credited)
+    assert fixed / errors >= QUOTED_FIXED_SHARE
+
+
+def test_no_change_on_the_admission_rows_is_wrong():
+    """No figure: the rules were corrected from these rows; a later rule that moves one of them wrongly fails."""
+    rows, _ = judged("admission")
+    assert [(r.answer.source, r.answer.row) for r in rows if r.change and r.acc_corrected != r.credited] == []
+
+
+def test_every_change_on_the_development_rows_agrees_with_the_reader():
+    with open(DEVELOPMENT, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    for row in rows:
-        row["check"] = check(row["task"], row["target"], row["output"], row["question"])
-        row["credited"] = row["verdict"] == "correct"
-    return rows
-
-
-@pytest.fixture(scope="module")
-def development():
-    return _read(DEVELOPMENT)
-
-
-@pytest.fixture(scope="module")
-def held_out():
-    return _read(HELD_OUT)
-
-
-def wrong_share_of_changes(rows: list[dict]) -> tuple[int, int]:
-    """(wrong, all) among the `changed` rows on which `acc_corrected` still differs from `acc`."""
-    changes = [r for r in rows if r["sample"] == "changed" and r["check"].acc != r["check"].acc_corrected]
-    return sum(r["check"].acc_corrected != r["credited"] for r in changes), len(changes)
-
-
-def fixed_share_of_acc_errors(rows: list[dict]) -> tuple[int, int]:
-    """(fixed, all) among the `acc_fails_naming_target` rows the reader credits (acc's errors)."""
-    errors = [r for r in rows if r["sample"] == "acc_fails_naming_target" and r["credited"]]
-    assert all(not r["check"].acc for r in errors)
-    return sum(r["check"].acc_corrected for r in errors), len(errors)
-
-
-def test_tables_are_judged_real_outputs_split_by_model(development, held_out):
-    for rows in (development, held_out):
-        assert all(r["verdict"] in ("correct", "wrong") and (r.get("reason") or r.get("why")) for r in rows)
-        assert all(r["source"].endswith(".csv") and r["row"].isdigit() for r in rows)
-    assert not {r["model"] for r in development} & {r["model"] for r in held_out}
-    assert {r["sample"] for r in held_out} == {"changed", "acc_fails_naming_target", "acc_fails"}
-    assert len({r["model"] for r in held_out}) >= 8 and len(held_out) >= 700
-
-
-def test_held_out_wrong_share_of_changes_stays_at_most_the_quoted_figure(held_out):
-    wrong, n = wrong_share_of_changes(held_out)
-    quoted_wrong, quoted_n = QUOTED["wrong_share_of_changes"]
-    assert n >= 300
-    assert wrong / n <= quoted_wrong / quoted_n <= 0.02
-    assert proportion_interval(quoted_wrong, quoted_n).high <= 0.02  # the interval the card quotes
-
-
-def test_held_out_fixed_share_of_acc_errors_stays_at_least_the_quoted_figure(held_out):
-    fixed, n = fixed_share_of_acc_errors(held_out)
-    quoted_fixed, quoted_n = QUOTED["fixed_share_of_acc_errors"]
-    assert n >= 40
-    assert fixed / n >= quoted_fixed / quoted_n >= 0.40
-    assert proportion_interval(quoted_fixed, quoted_n).low >= 0.40
-
-
-def test_every_change_on_the_development_rows_agrees_with_the_reader(development):
-    """No figure: the rules were written against these rows. A new rule that changes a verdict wrongly here fails."""
-    changes = [r for r in development if r["check"].acc != r["check"].acc_corrected]
-    assert len(changes) >= 60
-    assert [r["output"][:60] for r in changes if r["check"].acc_corrected != r["credited"]] == []
-
-
-def figures(rows: list[dict]) -> str:
-    """The held-out figures as the card quotes them: per model and in all, counts, shares and 95% Wilson intervals."""
-
-    def share(count: int, n: int) -> str:
-        if not n:
-            return "-"
-        iv = proportion_interval(count, n)
-        return f"{count}/{n} = {count / n:.1%} [{iv.low:.1%}, {iv.high:.1%}]"
-
-    lines = [f"{'model':<30} {'rows':>5}  {'wrong of acc_corrected changes':<32} acc errors fixed"]
-    for model in sorted({r["model"] for r in rows}, key=str.lower) + ["all"]:
-        part = rows if model == "all" else [r for r in rows if r["model"] == model]
-        name = f"all ({len({r['model'] for r in rows})} models)" if model == "all" else model
-        lines.append(
-            f"{name:<30} {len(part):>5}  {share(*wrong_share_of_changes(part)):<32} {share(*fixed_share_of_acc_errors(part))}"
-        )
-    return "\n".join(lines)
-
-
-def test_the_printed_figures_are_the_quoted_ones(held_out):
-    last = figures(held_out).splitlines()[-1]
-    for count, n in QUOTED.values():
-        assert f"{count}/{n} = " in last
-
-
-if __name__ == "__main__":
-    print(f"acc_corrected on the held-out judged answers ({HELD_OUT.name}), 95% Wilson intervals")
-    print(figures(_read(HELD_OUT)))
+    changes = []
+    for r in rows:
+        verdict = check(r["task"], r["target"], r["output"], r["question"])
+        if verdict.acc != verdict.acc_corrected:
+            changes.append((r["output"][:60], verdict.acc_corrected == (r["verdict"] == "correct")))
+    assert len(changes) >= 40
+    assert [output for output, agrees in changes if not agrees] == []

@@ -12,23 +12,22 @@ from lm_eval_longmem.common.errors import UsageError
 Q_COUNT = "How many objects is Mary carrying?"
 
 
-def test_audit_lists_disagreements_with_their_rule():
+def test_audit_lists_disagreements_with_their_shape():
     rows = [
         {"target": "none", "output": "None.", "question": Q_COUNT},
-        {"target": "one", "output": "No one knows", "question": Q_COUNT},
+        {"target": "two", "output": "John is carrying two objects.", "question": Q_COUNT},
         {"target": "one", "output": "one", "question": Q_COUNT},
         {"target": "none", "output": "zero. Or one", "question": Q_COUNT},
         {"target": "one", "output": "A. one\nB. two", "question": Q_COUNT},
     ]
     audit = audit_rows(rows, "qa7")
-    assert audit.score == (5, 40.0, 60.0, 20.0)
-    assert audit.abstentions == {"options": 1}
+    assert audit.score == (5, 40.0, 40.0, 40.0)
+    assert audit.abstentions == {"alternative": 1, "options": 1}
     assert [(d.row, d.answer, d.acc, d.acc_corrected, d.rule) for d in audit.disagreements] == [
-        (0, "None", False, True, "whole-word"),
-        (1, "No one knows", True, False, "negation"),
-        (3, "zero", False, True, "whole-word+word-form"),
+        (0, "None", False, True, "label"),
+        (1, "John is carrying two objects", True, False, "statement"),
     ]
-    assert audit.by_rule == {"whole-word": 1, "negation": 1, "whole-word+word-form": 1}
+    assert audit.by_rule == {"label": 1, "statement": 1}
 
 
 def test_read_predictions_names_missing_columns(tmp_path):
@@ -39,7 +38,7 @@ def test_read_predictions_names_missing_columns(tmp_path):
 
 
 def test_read_predictions_takes_long_outputs_and_names_the_real_cause(tmp_path):
-    """A UTF-8 CSV with an output longer than the csv module's default 128 KiB cell limit is read (issue 21, defect 10)."""
+    """A UTF-8 CSV with an output longer than the csv module's default 128 KiB cell limit is read."""
     long_output = "bathroom. " + "é" * 1_500_000
     good = tmp_path / "long.csv"
     good.write_text(f"target,output,question\nbathroom,{long_output},Where is Mary?\n", encoding="utf-8")

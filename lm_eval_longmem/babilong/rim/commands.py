@@ -13,7 +13,14 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from lm_eval_longmem.babilong.official_check import task_name
-from lm_eval_longmem.babilong.predictions import Audit, audit_rows, read_task_predictions, score_file
+from lm_eval_longmem.babilong.predictions import (
+    Audit,
+    audit_logged,
+    audit_rows,
+    read_samples,
+    read_task_predictions,
+    score_file,
+)
 from lm_eval_longmem.babilong.scores import ACC, CHECKS
 from lm_eval_longmem.babilong.simulate import simulate, write_babi_file
 from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
@@ -28,6 +35,7 @@ EPILOG = textwrap.dedent(
       lm-eval-longmem babilong score qa1_16k_instruction_yes_examples_yes_post_prompt_yes_chat_template_no.csv --task qa1
       lm-eval-longmem babilong audit qa7_0k_instruction_yes_examples_yes_post_prompt_yes_chat_template_no.csv --rows
       lm-eval-longmem babilong audit predictions/*/*.csv --sample 200 --seed 0   # task from each file's name
+      lm-eval-longmem babilong audit out/*/samples_babilong_*.jsonl --rows      # a run's answers, the logged reasons
       lm-eval-longmem babilong simulate --task qa3 --samples 1000 --seed 0 --output_path qa3_sim_test.txt
       lm-eval-longmem babilong report out/            # newest results_*.json under out/
       lm-eval-longmem babilong report results.json --threshold 0.9 --metric acc_corrected
@@ -77,11 +85,18 @@ def _score(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _audit_one(job: tuple[Path, str]) -> tuple[Path, str, Audit, list[dict[str, str]]]:
-    """Audit one file (a worker's job: picklable in, picklable out)."""
+def _audit_one(job: tuple[Path, str]) -> list[tuple[Path, str, Audit, list[dict[str, str]]]]:
+    """Audit one file (a worker's job: picklable in, picklable out): a predictions CSV of one task, or a run's
+    samples file (`SAMPLES`), one audit per task, of the verdicts and reasons it logged."""
     path, qa = job
+    if path.suffix == SAMPLES:
+        return [(path, task, audit_logged(rows), rows) for task, rows in sorted(read_samples(path).items())]
     rows = read_task_predictions(path, qa)
-    return path, qa, audit_rows(rows, qa), rows
+    return [(path, qa, audit_rows(rows, qa), rows)]
+
+
+SAMPLES = ".jsonl"
+"""The suffix of a run's samples file (`lm_eval --log_samples`), which `audit` reads besides prediction CSVs."""
 
 
 def _counts(audit: Audit) -> str:
@@ -102,7 +117,7 @@ def _audit(args: argparse.Namespace) -> int:
     jobs, failed = [], 0
     for path in args.files:
         try:
-            jobs.append((path, _checked_task(args, path)))
+            jobs.append((path, "" if path.suffix == SAMPLES else _checked_task(args, path)))
         except UsageError as err:
             report_error(err)
             failed += 1
@@ -112,7 +127,7 @@ def _audit(args: argparse.Namespace) -> int:
         futures = [pool.submit(_audit_one, job) if pool else None for job in jobs]
         for job, future in zip(jobs, futures):
             try:
-                results.append(future.result() if future else _audit_one(job))
+                results += future.result() if future else _audit_one(job)
             except (UsageError, OSError) as err:
                 report_error(err)
                 failed += 1
@@ -166,13 +181,13 @@ def _print_sample(results, n: int, seed: int) -> None:
         for key, members in pools.items():
             if members and len(picked) < n:
                 picked.append((key, members.pop()))
-    rows_of = {path: rows for path, _, _, rows in results}
+    rows_of = {(path, qa): rows for path, qa, _, rows in results}
     print(
         f"# sample of {len(picked)} answers from {len(strata)} strata (seed {seed}); judge each: "
         "is acc_corrected right?"
     )
     for (qa, stratum), (path, index, _) in picked:
-        row = rows_of[path][index]
+        row = rows_of[path, qa][index]
         print(
             json.dumps(
                 {
@@ -239,7 +254,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    audit.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) (columns target, output, question)")
+    audit.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        help="predictions CSV file(s) (columns target, output, question), or a run's samples_babilong_*.jsonl",
+    )
     audit.add_argument("--task", help="the bAbI task the files answer: qa1 .. qa20 (default: from each file's name)")
     audit.add_argument("--rows", action="store_true", help="also list every disagreeing answer with its rule")
     audit.add_argument(

@@ -1,4 +1,4 @@
-"""`lm-eval-longmem babilong audit`: every disagreement between the two checks, with its rule, and the counts."""
+"""`lm-eval-longmem babilong audit`: every disagreement between the two checks, with its shape, and the counts."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from lm_eval_longmem.cli import main
 
 ROWS = [  # (target, output); the question is the same for all
-    ("none", "None."),  # acc 0 ("none" contains "one"), acc_corrected 1: whole-word
-    ("one", "No one knows"),  # acc 1, acc_corrected 0: negation
-    ("one", "one"),  # both 1: not listed
-    ("none", "zero"),  # acc 0, acc_corrected 1: whole-word+word-form
-    ("two", "three"),  # both 0: not listed
+    ("none", "None."),  # acc 0 ("none" contains "one"), acc_corrected 1: label
+    ("two", "John is carrying two objects."),  # acc 1, acc_corrected 0: a statement about another person
+    ("one", "one"),  # both 1
+    ("none", "zero"),  # acc 0, acc_corrected 1: label
+    ("two", "three"),  # both 0
 ]
 
 
@@ -33,13 +33,13 @@ def test_audit_lists_each_disagreement_with_rows(predictions, capsys):
     main(["babilong", "audit", str(predictions), "--task", "qa7", "--rows"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[:3] == [
-        "row 0: target='none' answer='None' acc=0 acc_corrected=1 rule=whole-word",
-        "row 1: target='one' answer='No one knows' acc=1 acc_corrected=0 rule=negation",
-        "row 3: target='none' answer='zero' acc=0 acc_corrected=1 rule=whole-word+word-form",
+        "row 0: target='none' answer='None' acc=0 acc_corrected=1 rule=label",
+        "row 1: target='two' answer='John is carrying two objects' acc=1 acc_corrected=0 rule=statement",
+        "row 3: target='none' answer='zero' acc=0 acc_corrected=1 rule=label",
     ]
     assert lines[3] == (
         f"{predictions}: qa7 n=5  acc=40.00  acc_corrected=60.00  disagreeing=3 "
-        "(credited: whole-word 1, whole-word+word-form 1; failed: negation 1)  both fail=1  abstained=0.00 (none)"
+        "(credited: label 2; failed: statement 1)  both fail=1  abstained=0.00 (none)"
     )
     assert len(lines) == 4
 
@@ -54,16 +54,58 @@ def test_audit_json(predictions, capsys):
     report = json.loads(capsys.readouterr().out)
     assert (report["n"], report["acc"], report["acc_corrected"]) == (5, 40.0, 60.0)
     assert [(row["row"], row["output"], row["rule"], row["direction"]) for row in report["disagreements"]] == [
-        (0, "None.", "whole-word", "credited"),
-        (1, "No one knows", "negation", "failed"),
-        (3, "zero", "whole-word+word-form", "credited"),
+        (0, "None.", "label", "credited"),
+        (1, "John is carrying two objects.", "statement", "failed"),
+        (3, "zero", "label", "credited"),
     ]
-    assert report["by_rule"] == {"whole-word": 1, "negation": 1, "whole-word+word-form": 1}
-    assert report["by_direction"] == {
-        "credited": {"whole-word": 1, "whole-word+word-form": 1},
-        "failed": {"negation": 1},
-    }
+    assert report["by_rule"] == {"label": 2, "statement": 1}
+    assert report["by_direction"] == {"credited": {"label": 2}, "failed": {"statement": 1}}
     assert report["both_fail"] == 1
+
+
+def _sample(qa: str, target: str, question: str, output: str, logged: tuple[float, float, float, str | None]) -> str:
+    acc, corrected, abstained, reason = logged
+    summary = {"qa": qa, "length": 0, "acc": acc, "acc_corrected": corrected, "corrected_abstained": abstained}
+    if reason is not None:
+        summary["corrected_reason"] = reason
+    doc = {"qa": qa, "length": 0, "target": target, "question": question}
+    return json.dumps({"doc": doc, "filtered_resps": [output], "summary": summary})
+
+
+def test_audit_of_a_run_shows_the_reasons_it_logged(tmp_path, capsys):
+    """A run's samples file: one audit per bAbI task, of the verdicts and the reasons the run logged."""
+    path = tmp_path / "samples_babilong_2026-11-29T00-00-00.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                _sample("qa7", "none", "How many objects is Mary carrying?", "None.", (0.0, 1.0, 0.0, "label")),
+                _sample("qa7", "one", "How many objects is Mary carrying?", "one", (1.0, 1.0, 0.0, "label")),
+                _sample(
+                    "qa1", "office", "Where is Mary?", "office or kitchen", (0.0, 0.0, 1.0, "abstained: alternative")
+                ),
+                _sample("qa1", "garden", "Where is Mary?", "Garden.", (0.0, 1.0, 0.0, None)),  # an older file
+            ]
+        )
+        + "\n"
+    )
+    main(["babilong", "audit", str(path), "--rows"])
+    assert capsys.readouterr().out.splitlines() == [
+        "row 1: target='garden' answer='' acc=0 acc_corrected=1 rule=not logged",
+        f"{path}: qa1 n=2  acc=0.00  acc_corrected=50.00  disagreeing=1 (credited: not logged 1)  both fail=1  "
+        "abstained=50.00 (alternative 1)",
+        "row 0: target='none' answer='' acc=0 acc_corrected=1 rule=label",
+        f"{path}: qa7 n=2  acc=50.00  acc_corrected=100.00  disagreeing=1 (credited: label 1)  both fail=0  "
+        "abstained=0.00 (none)",
+    ]
+
+
+def test_a_file_that_is_no_samples_file_is_one_line(tmp_path, capsys):
+    path = tmp_path / "samples_other.jsonl"
+    path.write_text('{"doc": {"x": 1}}\n')
+    with pytest.raises(SystemExit, match="1"):
+        main(["babilong", "audit", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{path}, line 1: not a babilong sample" in err[0]
 
 
 def test_audit_sample_is_stratified_and_seeded(predictions, tmp_path, capsys):
@@ -73,8 +115,8 @@ def test_audit_sample_is_stratified_and_seeded(predictions, tmp_path, capsys):
     first = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(first) if line.startswith("# sample of 4"))
     picked = [json.loads(line) for line in first[header + 1 :]]
-    # five strata (qa1 both fail; qa7 both fail, credited by two rules, failed by negation): four
-    # answers come from four of them, none twice
+    # four strata (qa1 both fail; qa7 both fail, credited by label, failed by statement): four answers, one of
+    # each
     assert len(picked) == 4 and len({(p["task"], p["stratum"]) for p in picked}) == 4
     assert {p["task"] for p in picked} <= {"qa1", "qa7"}
     main(["babilong", "audit", str(predictions), str(other), "--sample", "4", "--seed", "1", "--jobs", "2"])
@@ -102,7 +144,7 @@ def test_audit_and_score_show_where_the_corrected_reader_abstained(tmp_path, cap
     assert capsys.readouterr().out.endswith("abstained=50.00\n")
 
 
-# ---------------------------------------------------------------- issue 21, defect 4: the content names the task
+# ---------------------------------------------------------------- the content names the task
 
 QA5_ROWS = [
     ("Fred", "Fred", "Who gave the apple to Jeff?"),
@@ -147,7 +189,7 @@ def test_the_right_task_scores(renamed_qa5, capsys):
 
 
 def test_an_empty_target_is_named_as_such(tmp_path, capsys):
-    """Issue 28, defect 9: one row with an empty target was "not a qa1 answer ... pass --task qa1", contradicting `--task qa1`."""
+    """One row with an empty target is named as such (not "not a qa1 answer ... pass --task qa1")."""
     path = tmp_path / "qa1_emptytarget.csv"
     path.write_text(
         "target,output,question\n,The most recent location of Mary is office.,Where is Mary?\n", encoding="utf-8"
