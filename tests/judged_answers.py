@@ -105,8 +105,11 @@ def read_source(source: str) -> list[dict[str, str]] | None:
         raise SystemExit(f"unknown source kind in {source!r}: use shared:, authors: or fixture:")
     if text is None:
         return None
-    csv.field_size_limit(max(csv.field_size_limit(), len(text)))
-    return list(csv.DictReader(io.StringIO(text)))
+    limit = csv.field_size_limit(max(csv.field_size_limit(), len(text)))  # no cell is longer than the file
+    try:
+        return list(csv.DictReader(io.StringIO(text)))
+    finally:
+        csv.field_size_limit(limit)
 
 
 def list_sources(spec: str) -> list[str]:

@@ -200,7 +200,7 @@ class BabilongTask(LongmemTask):
             scores[ACC_CORRECTED],
             scores.get(RECALL.name),
             scores[ABSTAINED.name],
-            scores[REASON],
+            scores.get(REASON),
         )
 
     def summary_cells(self) -> tuple[list[int], list[str]]:
