@@ -65,9 +65,14 @@ def run_harness(harness_args: list[str]) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.options import distinct
     from lm_eval_longmem.plots import plot_results
 
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    try:
+        distinct(formats, "format")
+    except UsageError as err:
+        raise UsageError(f"--formats {args.formats}: {err}") from None
     for path in plot_results(args.results, out_prefix=args.output_path, formats=formats, overwrite=args.overwrite):
         print(path)
 

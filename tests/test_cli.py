@@ -386,6 +386,29 @@ def test_an_existing_file_is_replaced_only_with_overwrite_and_checked_first(args
     assert (tmp_path / existing).read_text() == "mine"
 
 
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ("plot", str(RESULTS_BEFORE), "--output_path", "{T}/fig", "--formats", "png,svg,png"),
+            "--formats png,svg,png: png",
+        ),
+        (
+            ("booksort", "select-prompt", "--model_args", "pretrained={T}/no_model", "--variants", "v1,v1"),
+            "--variants v1,v1: v1",
+        ),
+    ],
+    ids=["plot-formats", "select-prompt-variants"],
+)
+def test_a_comma_list_flag_refuses_a_value_given_twice(args, message, tmp_path, capsys):
+    """A list flag with a repeated value (`booksort build --excerpt_lengths 250,250` wrote every trial twice) is one
+    line naming the flag and the value, before any work."""
+    status, out, err = in_process(capsys, *(a.replace("{T}", str(tmp_path)) for a in args))
+    assert (status, out) == (1, "")
+    assert err == f"lm-eval-longmem: error: {message} is given twice: name each {message.split()[0][2:-1]} once\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys):
     status, out, _ = in_process(capsys, "plot", RESULTS_BEFORE, "--output_path", tmp_path / "fig", "--formats", "png")

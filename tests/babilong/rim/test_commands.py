@@ -190,3 +190,14 @@ def test_a_ragged_csv_is_refused_naming_its_first_bad_row(tmp_path, capsys, bad_
         f"lm-eval-longmem: error: {path}: row 2 (line 3) has {fields} fields, the header 3: quote every cell that holds "
         "a comma (rows are counted from 1, after the header)\n"
     )
+
+
+@pytest.mark.parametrize("command", ["score", "audit"])
+def test_a_file_given_twice_is_refused(predictions, capsys, command):
+    """A file named twice (here once through `..`) would be scored twice, and weigh twice in `audit --sample`."""
+    again = predictions.parent / ".." / predictions.parent.name / predictions.name
+    with pytest.raises(SystemExit, match="1"):
+        main(["babilong", command, str(predictions), str(again), "--task", "qa7"])
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"lm-eval-longmem: error: {again} is given twice: name each file once\n"
