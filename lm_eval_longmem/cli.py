@@ -78,17 +78,33 @@ def _plot(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.options import distinct
     from lm_eval_longmem.readers.results import ResultsFileError, find_results_files, load_run
-    from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
+    from lm_eval_longmem.report import check_report_targets, headline_lines, impossible_values, nan_values, write_report
 
     check_report_targets(args.output_path, overwrite=args.overwrite)  # before reading or drawing anything
     runs, failed = [], False
-    for path in args.results:  # a bad path is named and skipped; the others are still reported
+    for path in args.results:  # a bad path (or run) is named and left out; the others are still reported
         try:
-            runs += [load_run(found) for found in find_results_files(path)]
+            found = [load_run(file) for file in find_results_files(path)]
         except ResultsFileError as err:
             report_error(err)
             failed = True
+            continue
+        for run in found:
+            if impossible := impossible_values(run):
+                more = f" and {len(impossible) - 1} more such values" if len(impossible) > 1 else ""
+                report_error(f"{run.path}: {impossible[0]}{more}: the file was damaged or edited; rerun the evaluation")
+                failed = True
+                continue
+            if nan := nan_values(run):
+                more = f" and {len(nan) - 3} more" if len(nan) > 3 else ""
+                print(
+                    f"lm-eval-longmem: note: {run.path}: {', '.join(nan[:3])}{more} stored as NaN (shown as NaN)",
+                    file=sys.stderr,
+                )
+            runs.append(run)
+    distinct(runs, "run", key=lambda run: run.path.resolve(), shown=lambda run: str(run.path))
     if runs:
         written = write_report(runs, args.output_path, options=vars(args), overwrite=args.overwrite)
         print(f"{written.html}\n{written.markdown}\n{args.output_path / 'figures'}/ ({len(written.figures)} files)")
