@@ -164,9 +164,10 @@ def _plan(args: argparse.Namespace) -> None:
 
     if getattr(args, "config", None):
         raise UsageError(f"--config {args.config}: plan reads flags only; give the run's flags on the command line")
-    if not args.tasks:
-        raise UsageError(f"plan needs the run's --tasks, e.g. --tasks {','.join(names())}")
-    tasks = [t.strip() for t in args.tasks if t.strip()]
+    tasks = [t.strip() for t in args.tasks or () if t.strip()]
+    if not tasks:  # absent, or --tasks "" (which lm_eval also refuses)
+        given = "names no task" if args.tasks else "is missing"
+        raise UsageError(f"--tasks {given}: plan needs the run's tasks, e.g. --tasks {','.join(names())}")
     settings = RunSettings.from_args(args)
     plan = make_plan(
         tasks,

@@ -57,17 +57,18 @@ def requested_evaluations(run: Any) -> list[str]:
     return list(found)
 
 
-def model_problems(metadata: dict[str, Any], probe: Probe | None = None) -> list[str]:
-    """What keeps the model (`pretrained`: config and weights) and its tokenizer (`tokenizer`, else `pretrained`)
-    from loading: a folder that is not there or lacks files, a hub model the unusable hub cannot give (offline by
-    variable, or unreachable: `common.hub`), or one the hub refused at `probe` (its config.json). The tokenizer is
-    loaded (once per process: the data builders reuse it) when its files are there."""
+def model_problems(metadata: dict[str, Any], probe: Probe | None = None, *, weights: bool = True) -> list[str]:
+    """What keeps the model (`pretrained`: config and weights; `weights=False`: its config only, as `plan` reads it)
+    and its tokenizer (`tokenizer`, else `pretrained`) from loading: a folder that is not there or lacks files, a
+    hub model the unusable hub cannot give (offline by variable, or unreachable: `common.hub`), or one the hub
+    refused at `probe` (its config.json). The tokenizer is loaded (once per process: the data builders reuse it)
+    when its files are there."""
     from lm_eval_longmem.common.model_info import load_tokenizer
 
     problems = []
     pretrained, tokenizer = _named(metadata, "pretrained"), _named(metadata, "tokenizer")
     revision = metadata.get("revision")
-    if pretrained and (why := _source_problem(pretrained, revision, probe, weights=True)):
+    if pretrained and (why := _source_problem(pretrained, revision, probe, weights=weights)):
         problems.append(f"--model_args pretrained={pretrained}: {why}")
     if tokenizer and tokenizer != pretrained and (why := _source_problem(tokenizer, revision, None, weights=False)):
         problems.append(f"tokenizer={tokenizer}: {why}")

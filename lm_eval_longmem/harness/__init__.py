@@ -109,7 +109,8 @@ R20 ``ConfigurableTask.doc_iterator(*, rank, limit, world_size, samples)`` is ho
 R21 ``HFLM.max_length`` without a ``max_length`` argument is ``models.utils.resolve_max_length(config,
    tokenizer, default=DEFAULT_MAX_LENGTH)``: the text config's, then the config's ``n_positions``,
    ``max_position_embeddings`` or ``n_ctx``, else the tokenizer's ``model_max_length`` unless it is
-   ``TOKENIZER_INFINITY``, else 2048. ``default_window`` and ``tokenizer_window`` give that rule.
+   ``TOKENIZER_INFINITY``, else 2048. ``default_window`` and ``tokenizer_window`` give that rule, ``stated_window``
+   the same without the 2048 (None: the model states no window).
    -> models: test_r21_hflm_window_rule
 R22 ``ConfigurableTask.__init__`` turns each ``metric_list`` entry of a task with its own
    ``process_results`` into four private dicts (``_metric_fn_list`` None, ``_metric_fn_kwargs`` {},
