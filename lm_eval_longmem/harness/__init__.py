@@ -83,7 +83,7 @@ R16 ``TaskManager.all_tasks`` lists every name (task, group, tag) the index hold
    -> tasks: test_r16_task_names_yaml_paths_and_missing_include_paths
 R17 ``lm_eval.evaluator.simple_evaluate`` (under its ``positional_deprecated`` wrapper) creates the model
    through R4's factories, from its own frame and before it loads any task; there its parameters
-   ``tasks``, ``task_manager``, ``model_args`` and ``metadata`` still hold what the caller passed, and a
+   ``tasks``, ``task_manager``, ``model_args``, ``metadata``, ``limit`` and ``samples`` still hold what the caller passed, and a
    given TaskManager's ``metadata`` attribute and ``task_index`` (name -> entry with ``yaml_path``) are
    what its tasks will see. The lm_eval CLI passes the TaskManager it built from ``--model_args`` merged
    with ``--metadata``, and the task names it resolved. ``install_before_model`` reads that frame to
