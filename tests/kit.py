@@ -243,14 +243,21 @@ class RecordingBar:
     made: list[RecordingBar] = []
 
     def __init__(self, total=None, unit="it", unit_scale=False, disable=False, desc=None):
-        self.total, self.unit, self.unit_scale, self.steps = total, unit, unit_scale, []
+        self.total, self.unit, self.unit_scale, self.desc, self.steps = total, unit, unit_scale, desc, []
+        self.closed = False
         RecordingBar.made.append(self)
 
     def update(self, n):
         self.steps.append(n)
 
     def close(self):
-        pass
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def aggregate_logged(task, payloads: list[dict], *, positional: bool = False) -> tuple[dict, set]:
