@@ -562,22 +562,21 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def total_line(plan: Plan) -> str:
-    """The whole run: every task's docs, requests, tokens, FLOPs and times added up."""
-    costs = [plan.costs(r) for r in plan.rows]
-    flops = sum(c["prefill_flops"] + c["decode_flops"] for c in costs)
-    total = (
-        f"total: {len({r.task for r in plan.rows})} tasks, {sum(r.docs for r in plan.rows):,} docs, "
-        f"{sum(r.requests for r in plan.rows):,} requests, {sum(r.input_tokens for r in plan.rows):,} input tokens, "
-        f"{cost.flops_text(flops)}"
+def summed(plan: Plan, rows: list[Row]) -> str:
+    """`rows` added up: docs, requests, input tokens, FLOPs, the times the plan estimates, the data phase and the
+    docs skipped for their length (a task's total line, and the run's)."""
+    costs = [plan.costs(r) for r in rows]
+    text = (
+        f"{sum(r.docs for r in rows):,} docs, {sum(r.requests for r in rows):,} requests, "
+        f"{sum(r.input_tokens for r in rows):,} input tokens, {cost.flops_text(sum(c['prefill_flops'] + c['decode_flops'] for c in costs))}"
     )
     if plan.gpu is not None:
-        total += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
+        text += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
     if plan.cpu:
-        total += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
-    total += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
-    skipped = sum(r.skipped for r in plan.rows)
-    return total + (f"; {skipped:,} docs skipped" if skipped else "")
+        text += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
+    text += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
+    skipped = sum(r.skipped for r in rows)
+    return text + (f"; {skipped:,} docs longer than the window skipped" if skipped else "")
 
 
 def plan_lines(plan: Plan) -> list[str]:
@@ -626,19 +625,7 @@ def plan_lines(plan: Plan) -> list[str]:
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines += ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in table]
     for task in dict.fromkeys(row.task for row in plan.rows):
-        rows = [r for r in plan.rows if r.task == task]
-        costs = [plan.costs(r) for r in rows]
-        total = (
-            f"{task}: {sum(r.docs for r in rows):,} docs, {sum(r.requests for r in rows):,} requests, "
-            f"{sum(r.input_tokens for r in rows):,} input tokens, {cost.flops_text(sum(c['prefill_flops'] + c['decode_flops'] for c in costs))}"
-        )
-        if plan.gpu is not None:
-            total += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
-        if plan.cpu:
-            total += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
-        total += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
-        skipped = sum(r.skipped for r in rows)
-        total += f"; {skipped:,} docs longer than the window skipped" if skipped else ""
+        total = f"{task}: {summed(plan, [r for r in plan.rows if r.task == task])}"
         settings = plan.vllm(task)
         vllm_line = []
         if settings is not None and plan.gpu is not None:  # (settings come with a GPU)
@@ -658,8 +645,8 @@ def plan_lines(plan: Plan) -> list[str]:
                 )
             )
         lines += [*vllm_line, total] if plan.settings.model == "vllm" else [total, *vllm_line]
-    if len({row.task for row in plan.rows}) > 1:
-        lines.append(total_line(plan))
+    if (tasks := len({row.task for row in plan.rows})) > 1:
+        lines.append(f"total: {tasks} tasks, {summed(plan, plan.rows)}")
     notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
     run = plan.settings
     if plan.cpu:

@@ -162,6 +162,19 @@ def build_booksort(book: Path, out: Path, excerpt_lengths: str = "250") -> Path:
     return out
 
 
+def in_process(capsys, *args) -> tuple[int, str, str]:
+    """`lm-eval-longmem ARGS` in this process: (exit status, stdout, stderr)."""
+    from lm_eval_longmem import cli
+
+    try:
+        cli.main([str(a) for a in args])
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 def run_lm_eval(
     args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:

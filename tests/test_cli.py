@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import read_results
+from kit import in_process, read_results
 
 from lm_eval_longmem.common.errors import UsageError
 
@@ -300,19 +300,6 @@ def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
 # --- issue 28: every command that writes refuses, before any work, to replace what it did not create -----------------
 
 RESULTS_BEFORE = next((Path(__file__).parent / "fixtures" / "results_before" / "run").glob("results_*.json"))
-
-
-def in_process(capsys, *args) -> tuple[int, str, str]:
-    """`lm-eval-longmem ARGS` in this process: (exit status, stdout, stderr)."""
-    from lm_eval_longmem import cli
-
-    try:
-        cli.main([str(a) for a in args])
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def user_folder(path: Path) -> Path:

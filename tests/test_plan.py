@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import build_llama3_8b_shape, hflm_chat_template
+from kit import build_llama3_8b_shape, hflm_chat_template, in_process
 from transformers import AutoConfig
 
 from lm_eval_longmem import plan as plan_module
@@ -309,15 +309,7 @@ def test_a_system_instruction_adds_to_prompted_tasks_only(llama3_dir):
 
 def plan_cli(capsys, *args) -> tuple[int, str, str]:
     """`lm-eval-longmem plan ARGS` in this process: (exit status, stdout, stderr)."""
-    from lm_eval_longmem.cli import main
-
-    try:
-        main(["plan", *map(str, args)])
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
+    return in_process(capsys, "plan", *args)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import sys
 import matplotlib.pyplot as plt
 import pytest
 import report_kit
-from kit import build_booksort, build_uniform_model, read_results, run_lm_eval
+from kit import build_booksort, build_uniform_model, in_process, read_results, run_lm_eval
 from report_kit import LENGTHS, blocks, booksort_metrics, write_run
 
 from lm_eval_longmem.readers.results import load_runs
@@ -361,15 +361,7 @@ def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two
 
 
 def _report(capsys, *args) -> tuple[int, str, str]:
-    from lm_eval_longmem.cli import main
-
-    try:
-        main(["report", *map(str, args)])
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
+    return in_process(capsys, "report", *args)
 
 
 def test_a_stray_json_beside_a_run_is_named_and_the_run_reported(tmp_path, capsys):
