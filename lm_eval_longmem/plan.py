@@ -98,6 +98,8 @@ class Row:
     """Tokens of the KV cache a group holds at most (its prefix and every suffix)."""
     scoring: str = ""
     """The request type the HF backend scores the row with, when not its task's output type (the peak follows it)."""
+    refused: str = ""
+    """Why the run will refuse the cell ("" when it runs it): counted with no docs, and said as a warning."""
 
 
 @dataclass(frozen=True)
@@ -215,17 +217,41 @@ def resolve_tasks(names: list[str]) -> list[TaskFacts]:
 # --- helpers of the evaluations' planners ---------------------------------------------------------
 
 
+def corpus_tokens(source: str | None) -> int | None:
+    """The estimated tokens of a local text source (`BYTES_PER_TOKEN`), told without reading it; None for a hub
+    source (the default corpus included) or one not on this machine."""
+    path = Path(source).expanduser() if source else None
+    if path is None or source is None or source.startswith("hf:") or not path.exists():
+        return None
+    files = [path] if path.is_file() else sorted(path.rglob("*.txt"))
+    return sum(f.stat().st_size for f in files) // BYTES_PER_TOKEN
+
+
 def corpus_text(source: str | None) -> str:
     """A text source in words, with its size where it can be told without reading it."""
     if source is None:
         return "the default corpus (PG-19's test books, hf:emozilla/pg19-test, 100 books)"
-    path = Path(source).expanduser()
-    if source.startswith("hf:") or not path.exists():
+    tokens = corpus_tokens(source)
+    if tokens is None:
         return f"the corpus {source}"
-    files = [path] if path.is_file() else sorted(path.rglob("*.txt"))
-    size = sum(f.stat().st_size for f in files)
-    tokens = size // BYTES_PER_TOKEN
     return f"the corpus {source} (~{tokens:,} tokens, ~{cost.tokenize_seconds(tokens):.0f} CPU s)"
+
+
+SHORT_MARGIN = 1.5
+"""How far a local corpus's estimated tokens must fall below what a cell needs for plan to say the run refuses the
+cell: a byte count gives tokens only roughly (English books: 3.2 to 4.4 bytes per token in SmolLM2's tokenizer)."""
+
+
+def corpus_shortfall(source: str | None, need: int, key: str) -> tuple[str, bool]:
+    """Whether the text source `source` (of the option `key`) can fill a cell that cuts `need` tokens from it, as
+    the run checks it when it builds the cell's docs: ("", False) when it holds enough or cannot be sized (a hub
+    source); else what is short, and whether surely (the run refuses the cell) or only perhaps (`SHORT_MARGIN`)."""
+    tokens = corpus_tokens(source)
+    if tokens is None or tokens >= need:
+        return "", False
+    surely = tokens * SHORT_MARGIN < need
+    said = f"{key}={source} holds ~{tokens:,} tokens (estimated from its size), {'fewer than' if surely else 'about'} the {need:,} this cell needs"
+    return said + ("" if surely else ": the run may refuse it"), surely
 
 
 # --- costs ---------------------------------------------------------------------------------------
@@ -245,6 +271,8 @@ class Plan:
     settings: RunSettings = RunSettings()
     cpu: bool = False
     """Whether to estimate time on this machine's CPU (`cost.cpu_flops_per_second`, measured once per process)."""
+    warnings: tuple[str, ...] = ()
+    """What the run's settings do that its results will not say (printed under the window)."""
 
     def costs(self, row: Row) -> dict[str, Any]:
         """The row's costs (`common.cost`), as its `--json` row has them."""
@@ -303,6 +331,7 @@ class Plan:
                 "data_tokens": r.data_tokens,
                 "build_tokens": r.build_tokens,
                 "skipped": r.skipped,
+                "refused": r.refused,
                 "groups": r.groups,
                 "estimated": r.estimated,
                 "note": r.note,
@@ -403,6 +432,37 @@ def _scaled(row: Row, docs: int) -> Row:
     )
 
 
+def model_config(metadata: dict[str, Any]) -> Any:
+    """The model's config, read as the run reads it, or one line saying why it cannot be: the model named nowhere,
+    a folder that is not there or has no config.json, a hub model the hub cannot give (`preflight.model_problems`,
+    after the run's one short probe of the hub, `common.hub.probe`: no minute of retries when it does not answer)."""
+    from lm_eval_longmem.common import hub
+    from lm_eval_longmem.preflight import model_probe_url, model_problems
+
+    name = metadata.get("pretrained") or metadata.get("model")
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(
+            "plan reads the model's config: pass --model_args pretrained=NAME (a local folder works offline, "
+            "e.g. one holding only config.json and the tokenizer's files)"
+        )
+    folder = Path(name).expanduser()
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        raise UsageError(
+            f"--model_args pretrained={name}: no config.json in {folder}; plan reads the model's config.json (a folder "
+            "holding only it and the tokenizer's files will do)"
+        )
+    if (url := model_probe_url(metadata)) is not None and not hub.unusable_reason():
+        probe = hub.probe(url)
+    else:
+        probe = None
+    if problems := model_problems(metadata, probe, weights=False):
+        raise UsageError(problems[0])
+    config = load_config(metadata)
+    if config is None:
+        raise UsageError(f"--model_args pretrained={name}: its config.json could not be read as a model's config")
+    return config
+
+
 def make_plan(
     names: list[str],
     metadata: dict[str, Any],
@@ -419,13 +479,10 @@ def make_plan(
         )
     if gpu is not None and gpu not in cost.GPUS:
         raise UsageError(f"--gpu {gpu}: choose one of {', '.join(cost.GPUS)}")
+    if not names:
+        raise UsageError(f"--tasks names no task: give the run's tasks, e.g. --tasks {','.join(our_tasks())}")
     tasks = resolve_tasks(names)
-    config = load_config(metadata)
-    if config is None:
-        raise UsageError(
-            "plan reads the model's config: pass --model_args pretrained=NAME (a local folder works offline, "
-            "e.g. one holding only config.json and the tokenizer's files)"
-        )
+    config = model_config(metadata)
     try:
         shape = cost.ModelShape.from_config(
             config, dtype=metadata.get("dtype"), attention=metadata.get("attn_implementation")
@@ -433,6 +490,7 @@ def make_plan(
     except ValueError as err:
         raise UsageError(f"--model_args pretrained={metadata.get('pretrained')}: {err}") from err
     tokenizer, window = load_tokenizer(metadata), model_window(metadata)
+    warnings = window_warnings(window, config, tokenizer)
     rows, notes = [], []
     for task in tasks:
         planner = evaluation(task.evaluation).planner()
@@ -467,7 +525,23 @@ def make_plan(
         utilisation,
         settings,
         cpu,
+        tuple(warnings),
     )
+
+
+def window_warnings(window: Window, config: Any, tokenizer: Any) -> list[str]:
+    """A window set past the one the model was trained with (`max_length` or `max_model_len` above what its
+    config says, `harness.models.stated_window`): positions it never saw, which a row's "fits" does not tell."""
+    from lm_eval_longmem.harness.models import stated_window
+
+    trained = stated_window(config, tokenizer)
+    if not window.tokens or not trained or window.tokens <= trained:
+        return []
+    times = window.tokens / trained
+    return [
+        f"{window.source} sets the window to {window.tokens:,} tokens, {times:.3g}x the {trained:,} the model's config "
+        "says it was trained for: positions past that were never trained, so what runs there measures extrapolation"
+    ]
 
 
 # --- the printed plan ----------------------------------------------------------------------------
@@ -488,6 +562,23 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def summed(plan: Plan, rows: list[Row]) -> str:
+    """`rows` added up: docs, requests, input tokens, FLOPs, the times the plan estimates, the data phase and the
+    docs skipped for their length (a task's total line, and the run's)."""
+    costs = [plan.costs(r) for r in rows]
+    text = (
+        f"{sum(r.docs for r in rows):,} docs, {sum(r.requests for r in rows):,} requests, "
+        f"{sum(r.input_tokens for r in rows):,} input tokens, {cost.flops_text(sum(c['prefill_flops'] + c['decode_flops'] for c in costs))}"
+    )
+    if plan.gpu is not None:
+        text += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
+    if plan.cpu:
+        text += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
+    text += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
+    skipped = sum(r.skipped for r in rows)
+    return text + (f"; {skipped:,} docs longer than the window skipped" if skipped else "")
+
+
 def plan_lines(plan: Plan) -> list[str]:
     """The plan for people: what it was computed for, one line per row, per-task totals and notes."""
     window = plan.window
@@ -496,6 +587,8 @@ def plan_lines(plan: Plan) -> list[str]:
         f"window: {f'{window.tokens:,} tokens' if window.tokens else 'unknown'} ({window.source}); attention: {plan.shape.attention}"
         + (f"; positions past it: up to {window.positions:,}" if window.positions else ""),
     ]
+    lines += [f"warning: {warning}" for warning in plan.warnings]
+    lines += [f"warning: {r.task} {r.cell}: the run refuses it ({r.refused}) and stops" for r in plan.rows if r.refused]
     if plan.gpu is not None:
         gpu = plan.gpu
         peak = gpu.fp32_tflops if plan.shape.itemsize >= 4 else gpu.half_tflops
@@ -532,19 +625,7 @@ def plan_lines(plan: Plan) -> list[str]:
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines += ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) for r in table]
     for task in dict.fromkeys(row.task for row in plan.rows):
-        rows = [r for r in plan.rows if r.task == task]
-        costs = [plan.costs(r) for r in rows]
-        total = (
-            f"{task}: {sum(r.docs for r in rows):,} docs, {sum(r.requests for r in rows):,} requests, "
-            f"{sum(r.input_tokens for r in rows):,} input tokens, {cost.flops_text(sum(c['prefill_flops'] + c['decode_flops'] for c in costs))}"
-        )
-        if plan.gpu is not None:
-            total += f", ~{seconds_text(sum(c['est_seconds'] for c in costs))} on one {plan.gpu.name}"
-        if plan.cpu:
-            total += f", ~{seconds_text(sum(c['cpu_seconds'] for c in costs))} on this CPU"
-        total += f"; data phase ~{seconds_text(sum(c['data_seconds'] for c in costs))} of CPU per run"
-        skipped = sum(r.skipped for r in rows)
-        total += f"; {skipped:,} docs longer than the window skipped" if skipped else ""
+        total = f"{task}: {summed(plan, [r for r in plan.rows if r.task == task])}"
         settings = plan.vllm(task)
         vllm_line = []
         if settings is not None and plan.gpu is not None:  # (settings come with a GPU)
@@ -564,6 +645,8 @@ def plan_lines(plan: Plan) -> list[str]:
                 )
             )
         lines += [*vllm_line, total] if plan.settings.model == "vllm" else [total, *vllm_line]
+    if (tasks := len({row.task for row in plan.rows})) > 1:
+        lines.append(f"total: {tasks} tasks, {summed(plan, plan.rows)}")
     notes = plan.notes + [f"{r.task} {r.cell}: {r.note}" for r in plan.rows if r.note]
     run = plan.settings
     if plan.cpu:

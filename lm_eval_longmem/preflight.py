@@ -57,17 +57,18 @@ def requested_evaluations(run: Any) -> list[str]:
     return list(found)
 
 
-def model_problems(metadata: dict[str, Any], probe: Probe | None = None) -> list[str]:
-    """What keeps the model (`pretrained`: config and weights) and its tokenizer (`tokenizer`, else `pretrained`)
-    from loading: a folder that is not there or lacks files, a hub model the unusable hub cannot give (offline by
-    variable, or unreachable: `common.hub`), or one the hub refused at `probe` (its config.json). The tokenizer is
-    loaded (once per process: the data builders reuse it) when its files are there."""
+def model_problems(metadata: dict[str, Any], probe: Probe | None = None, *, weights: bool = True) -> list[str]:
+    """What keeps the model (`pretrained`: config and weights; `weights=False`: its config only, as `plan` reads it)
+    and its tokenizer (`tokenizer`, else `pretrained`) from loading: a folder that is not there or lacks files, a
+    hub model the unusable hub cannot give (offline by variable, or unreachable: `common.hub`), or one the hub
+    refused at `probe` (its config.json). The tokenizer is loaded (once per process: the data builders reuse it)
+    when its files are there."""
     from lm_eval_longmem.common.model_info import load_tokenizer
 
     problems = []
     pretrained, tokenizer = _named(metadata, "pretrained"), _named(metadata, "tokenizer")
     revision = metadata.get("revision")
-    if pretrained and (why := _source_problem(pretrained, revision, probe, weights=True)):
+    if pretrained and (why := _source_problem(pretrained, revision, probe, weights=weights)):
         problems.append(f"--model_args pretrained={pretrained}: {why}")
     if tokenizer and tokenizer != pretrained and (why := _source_problem(tokenizer, revision, None, weights=False)):
         problems.append(f"tokenizer={tokenizer}: {why}")
@@ -161,14 +162,30 @@ def run_problems(run: Any) -> list[str]:
     evaluations = requested_evaluations(run)
     if not evaluations:
         return []
+    problems = doc_problems(run)
     probe = None if hub.unusable_reason() else hub.probe(model_probe_url(run.metadata))
-    problems = model_problems(run.metadata, probe)
+    problems += model_problems(run.metadata, probe)
     for evaluation in evaluations:
         try:
             problems += evaluation_entry(evaluation).source_problems(run.metadata)
         except UsageError as err:  # a bad option (its message names the key): reported with the rest
             problems.append(str(err))
     return problems
+
+
+def doc_problems(run: Any) -> list[str]:
+    """A `--limit` or `--samples` that leaves one of our tasks no doc (the harness would stop after the model loaded,
+    in a traceback: `task.build_requests() did not find any docs!`)."""
+    from lm_eval_longmem.common.flags import shown
+
+    ours = [name for name in run.tasks if isinstance(name, str) and name in our_task_names()]
+    if run.limit is not None and run.limit <= 0:
+        return [
+            f"--limit {shown(run.limit)} runs no doc of {', '.join(ours)}: give a number of docs per task (1 or more), "
+            "a share of them (above 0, below 1.0), or no --limit for every doc"
+        ]
+    empty = [name for name in ours if run.samples is not None and run.samples.get(name) == []]
+    return [f"--samples gives {name} no doc: list its doc ids, or leave the task out of --samples" for name in empty]
 
 
 def check_run(run: Any) -> None:

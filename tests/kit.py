@@ -162,6 +162,19 @@ def build_booksort(book: Path, out: Path, excerpt_lengths: str = "250") -> Path:
     return out
 
 
+def in_process(capsys, *args) -> tuple[int, str, str]:
+    """`lm-eval-longmem ARGS` in this process: (exit status, stdout, stderr)."""
+    from lm_eval_longmem import cli
+
+    try:
+        cli.main([str(a) for a in args])
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 def run_lm_eval(
     args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:
@@ -243,14 +256,21 @@ class RecordingBar:
     made: list[RecordingBar] = []
 
     def __init__(self, total=None, unit="it", unit_scale=False, disable=False, desc=None):
-        self.total, self.unit, self.unit_scale, self.steps = total, unit, unit_scale, []
+        self.total, self.unit, self.unit_scale, self.desc, self.steps = total, unit, unit_scale, desc, []
+        self.closed = False
         RecordingBar.made.append(self)
 
     def update(self, n):
         self.steps.append(n)
 
     def close(self):
-        pass
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def aggregate_logged(task, payloads: list[dict], *, positional: bool = False) -> tuple[dict, set]:

@@ -1,9 +1,11 @@
 """The user's command: our three tasks in one `lm_eval` run, next to another harness task, on the real SmolLM2."""
 
+import re
 from pathlib import Path
 
 import pytest
 from kit import build_booksort, read_results, run_lm_eval
+from tqdm import tqdm
 
 ECHO_TASK_DIR = Path(__file__).parent / "common" / "fixtures"
 
@@ -14,7 +16,7 @@ def test_forgetting_curve_booksort_babilong_and_another_task_in_one_run(smollm2_
     booksort_data = build_booksort(book, tmp_path / "booksort_data")
     out = tmp_path / "out"
     out.mkdir()
-    run_lm_eval(
+    proc = run_lm_eval(
         ["--model", "hf", "--model_args", f"pretrained={smollm2_dir},dtype=float32", "--device", "cpu",
          "--tasks", "forgetting_curve,booksort,babilong,longmem_test_metadata_echo",
          "--include_path", str(ECHO_TASK_DIR), "--limit", "2", "--batch_size", "2",
@@ -32,3 +34,14 @@ def test_forgetting_curve_booksort_babilong_and_another_task_in_one_run(smollm2_
     assert 0.0 <= results["booksort"]["acc,none"] <= 1.0
     assert {"acc,none", "acc@qa1_0,none", "acc_corrected@qa1_0,none"} <= set(results["babilong"])  # lengths in tokens
     assert "acc,none" in results["longmem_test_metadata_echo"]
+    # The bar of the forgetting curve's and Book-SORT's requests (one call of the request type) names each task's
+    # input tokens as its cost line does; it counted them together, unnamed, beside cost lines per task.
+    cost = dict(re.findall(r"(\w+): \d+ docs, \d+ \w+ requests, ([\d,]+) input tokens", proc.stderr))
+    label = re.search(r"Running loglikelihood_accuracy requests, input tokens of ([^:]+):", proc.stderr)[1]
+    shares = dict(share.rsplit(" ", 1) for share in label.split(" + "))
+    assert {"forgetting_curve", "booksort_in_context"} <= set(shares) and shares == {
+        task: cost.get(task) for task in shares
+    }
+    total = sum(int(n.replace(",", "")) for n in shares.values())
+    shown = tqdm.format_sizeof(total)  # the bar's total, as it prints it
+    assert re.search(rf"{re.escape(label)}: 100%\|[^|]*\| {shown}/{shown} ", proc.stderr)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import read_results
+from kit import in_process, read_results
 
 from lm_eval_longmem.common.errors import UsageError
 
@@ -302,19 +302,6 @@ def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
 RESULTS_BEFORE = next((Path(__file__).parent / "fixtures" / "results_before" / "run").glob("results_*.json"))
 
 
-def in_process(capsys, *args) -> tuple[int, str, str]:
-    """`lm-eval-longmem ARGS` in this process: (exit status, stdout, stderr)."""
-    from lm_eval_longmem import cli
-
-    try:
-        cli.main([str(a) for a in args])
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
 def user_folder(path: Path) -> Path:
     """A folder of the user's: a results file in a subfolder and notes."""
     (path / "sub").mkdir(parents=True)
@@ -384,6 +371,29 @@ def test_an_existing_file_is_replaced_only_with_overwrite_and_checked_first(args
         == f"lm-eval-longmem: error: --output_path {tmp_path / existing} exists: pass --overwrite to replace it, or choose another --output_path\n"
     )
     assert (tmp_path / existing).read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ("plot", str(RESULTS_BEFORE), "--output_path", "{T}/fig", "--formats", "png,svg,png"),
+            "--formats png,svg,png: png",
+        ),
+        (
+            ("booksort", "select-prompt", "--model_args", "pretrained={T}/no_model", "--variants", "v1,v1"),
+            "--variants v1,v1: v1",
+        ),
+    ],
+    ids=["plot-formats", "select-prompt-variants"],
+)
+def test_a_comma_list_flag_refuses_a_value_given_twice(args, message, tmp_path, capsys):
+    """A list flag with a repeated value (`booksort build --excerpt_lengths 250,250` wrote every trial twice) is one
+    line naming the flag and the value, before any work."""
+    status, out, err = in_process(capsys, *(a.replace("{T}", str(tmp_path)) for a in args))
+    assert (status, out) == (1, "")
+    assert err == f"lm-eval-longmem: error: {message} is given twice: name each {message.split()[0][2:-1]} once\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

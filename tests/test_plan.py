@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import build_llama3_8b_shape, hflm_chat_template
+from kit import build_llama3_8b_shape, hflm_chat_template, in_process
 from transformers import AutoConfig
 
 from lm_eval_longmem import plan as plan_module
@@ -302,3 +302,136 @@ def test_a_system_instruction_adds_to_prompted_tasks_only(llama3_dir):
         f"note: booksort_in_context: {extra} tokens per prompt from the chat template and system instruction" in lines
     )
     assert "note: --num_fewshot 2: not counted; our tasks' prompts are counted zero-shot" in lines
+
+
+# --- what plan says of the model, the tasks and the data before the run would ---------------------------------------
+
+
+def plan_cli(capsys, *args) -> tuple[int, str, str]:
+    """`lm-eval-longmem plan ARGS` in this process: (exit status, stdout, stderr)."""
+    return in_process(capsys, "plan", *args)
+
+
+@pytest.fixture
+def hub_at(monkeypatch, tmp_path):
+    """No offline variable, an empty Hugging Face cache, and the hub at a given address (a stand-in on loopback); what
+    the probe's `go_offline` changes is restored afterwards."""
+    import datasets.config
+    from huggingface_hub import constants
+
+    from lm_eval_longmem.common import hub
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setattr(hub, "_unreachable", "")
+    return lambda url: monkeypatch.setattr(constants, "ENDPOINT", url)
+
+
+def test_a_hub_model_with_the_hub_unreachable_is_one_probe_and_the_true_reason(hub_at, capsys):
+    """`plan` with a hub model id and no network retried for 80 s, then said "pass --model_args pretrained=NAME"
+    (it was passed): one short probe, no retry, and the line says what is wrong."""
+    from kit import FakeHub
+
+    with FakeHub("close") as fake:
+        hub_at(fake.url)
+        status, out, err = plan_cli(
+            capsys, "--tasks", "forgetting_curve", "--model_args", "pretrained=some-org/some-model"
+        )
+    assert fake.connections == 1 and (status, out) == (1, "")
+    assert err.splitlines()[-1] == (
+        f"lm-eval-longmem: error: --model_args pretrained=some-org/some-model: not in the local Hugging Face cache, and "
+        f"the hub at {fake.url} is unreachable; download it once online (`hf download some-org/some-model`), or pass a "
+        "model folder (e.g. $(lm-eval-longmem embedded model), the embedded SmolLM2-135M-Instruct)"
+    )
+
+
+def test_a_gated_hub_model_is_named_as_the_hub_answered(hub_at, capsys):
+    from kit import FakeHub
+
+    with FakeHub(401) as fake:
+        hub_at(fake.url)
+        status, _, err = plan_cli(capsys, "--tasks", "forgetting_curve", "--model_args", "pretrained=some-org/gated")
+    assert status == 1 and fake.connections == 1
+    assert err.splitlines() == [
+        f"lm-eval-longmem: error: --model_args pretrained=some-org/gated: the hub at {fake.url} answered HTTP 401 for "
+        "its config.json: check the name; for a gated or private model, accept its terms on the hub and log in "
+        "(`hf auth login`)"
+    ]
+
+
+def test_a_model_folder_that_is_not_there_or_has_no_config_is_said_so(tmp_path, capsys):
+    missing = tmp_path / "no-such-model"
+    status, _, err = plan_cli(capsys, "--tasks", "forgetting_curve", "--model_args", f"pretrained={missing}")
+    assert status == 1 and err.splitlines() == [
+        f"lm-eval-longmem: error: --model_args pretrained={missing}: no such folder; pass a model folder (e.g. "
+        "$(lm-eval-longmem embedded model), the embedded SmolLM2-135M-Instruct) or a hub id"
+    ]
+    missing.mkdir()
+    status, _, err = plan_cli(capsys, "--tasks", "forgetting_curve", "--model_args", f"pretrained={missing}")
+    assert status == 1 and err == (
+        f"lm-eval-longmem: error: --model_args pretrained={missing}: no config.json in {missing}; plan reads the "
+        "model's config.json (a folder holding only it and the tokenizer's files will do)\n"
+    )
+
+
+@pytest.mark.parametrize("tasks", ["", " , "])
+def test_tasks_that_name_nothing_are_an_error(tasks, llama3_dir, capsys):
+    """`plan --tasks ""` exited 0 with an empty plan."""
+    status, out, err = plan_cli(capsys, "--tasks", tasks, "--model_args", f"pretrained={llama3_dir}")
+    assert (status, out) == (1, "")
+    assert err == (
+        "lm-eval-longmem: error: --tasks names no task: plan needs the run's tasks, e.g. --tasks "
+        "forgetting_curve,booksort,babilong\n"
+    )
+
+
+def test_a_length_the_corpus_cannot_fill_is_planned_as_the_runs_refusal(tiny_llama_dir, tmp_path, capsys):
+    """A length the corpus cannot fill was planned as a normal row, and the run then refused it."""
+    book = tmp_path / "book.txt"
+    book.write_text("Some words of a short book. " * 143, encoding="utf-8")  # 4,004 bytes: ~1,001 tokens
+    status, out, _ = plan_cli(
+        capsys, "--tasks", "forgetting_curve", "--model_args", f"pretrained={tiny_llama_dir}", "--metadata",
+        f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[128,512,1024]", "forgetting_curve_samples=2",
+    )  # fmt: skip
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("forgetting_curve ")}
+    assert status == 0 and rows["128"][2] == "2" and rows["512"][2] == "2" and rows["1024"][2] == "0"
+    assert (
+        f"warning: forgetting_curve 1024: the run refuses it (forgetting_curve_corpus={book} holds ~1,001 tokens "
+        "(estimated from its size), fewer than the 2,048 this cell needs) and stops"
+    ) in out.splitlines()
+    assert (
+        f"note: forgetting_curve 512: forgetting_curve_corpus={book} holds ~1,001 tokens (estimated from its size), "
+        "about the 1,024 this cell needs: the run may refuse it"
+    ) in out.splitlines()
+    assert "forgetting_curve: 4 docs, 8 requests" in out
+
+
+def test_a_window_past_the_trained_one_is_a_warning_and_tasks_add_up_to_a_total(tiny_llama_dir, capsys):
+    """`max_length=131072` on a model whose config says 8,192 was planned as "fits" without a word; several tasks
+    had no grand total; the gated `memari/booksort` was not said to need accepted access."""
+    status, out, _ = plan_cli(
+        capsys, "--tasks", "forgetting_curve,booksort_in_context", "--model_args",
+        f"pretrained={tiny_llama_dir},max_length=32768", "--metadata", "forgetting_curve_lengths=[1k,2k]",
+        "forgetting_curve_samples=2", "booksort_excerpt_lengths=[250]", "booksort_books=[69087]",
+    )  # fmt: skip
+    lines = out.splitlines()
+    assert status == 0 and lines[2] == (
+        "warning: the max_length model argument sets the window to 32,768 tokens, 16x the 2,048 the model's config says "
+        "it was trained for: positions past that were never trained, so what runs there measures extrapolation"
+    )
+    totals = [line for line in lines if re.match(r"(forgetting_curve|booksort_in_context): [\d,]+ docs", line)]
+    docs = [int(re.search(r": ([\d,]+) docs", line)[1].replace(",", "")) for line in totals]
+    requests = [int(re.search(r", ([\d,]+) requests", line)[1].replace(",", "")) for line in totals]
+    assert len(totals) == 2 and lines.count(next(line for line in lines if line.startswith("total: "))) == 1
+    assert next(line for line in lines if line.startswith("total: ")).startswith(
+        f"total: 2 tasks, {sum(docs):,} docs, {sum(requests):,} requests, "
+    )
+    assert (
+        "note: booksort_in_context: memari/booksort is gated: before the run, accept its terms at "
+        "https://huggingface.co/datasets/memari/booksort and log in (`hf auth login` or HF_TOKEN), or build the trials "
+        "locally (`lm-eval-longmem booksort build`, then --metadata booksort_data=DIR)"
+    ) in lines

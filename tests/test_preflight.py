@@ -74,6 +74,36 @@ def test_one_problem_is_one_line(tmp_path):
     )
 
 
+@pytest.mark.parametrize("limit", [0, 0.0, -1])
+def test_a_limit_that_runs_no_doc_is_one_line_before_the_model_loads(limit, tiny_llama_dir, embedded_books_dir):
+    """`--limit 0` gave a 24-line traceback (`task.build_requests() did not find any docs!`) after the model loaded."""
+    book = str(embedded_books_dir / "macbeth.txt")
+    metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_corpus": book, "babilong_source": "generate",
+                "babilong_facts": "simulated", "babilong_corpus": book}  # fmt: skip
+    with pytest.raises(UsageError) as caught:
+        preflight.check_run(RunRequest(["forgetting_curve", "babilong"], metadata, None, limit=float(limit)))
+    assert str(caught.value) == (
+        f"--limit {limit:g} runs no doc of forgetting_curve, babilong: give a number of docs per task (1 or more), a "
+        "share of them (above 0, below 1.0), or no --limit for every doc (checked before loading the model)"
+    )
+    empty = RunRequest(["forgetting_curve"], metadata, None, samples={"forgetting_curve": []})
+    with pytest.raises(UsageError, match="^--samples gives forgetting_curve no doc: list its doc ids"):
+        preflight.check_run(empty)
+
+
+@pytest.mark.slow
+def test_lm_eval_with_limit_zero_is_one_line(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """The reproduction through the real `lm_eval` command line."""
+    proc = run_lm_eval(["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir}", "--tasks", "forgetting_curve",
+                        "--limit", "0", "--metadata", f"forgetting_curve_corpus={embedded_books_dir / 'macbeth.txt'}"],
+                       tmp_path, check=False)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "lm-eval-longmem: error: --limit 0 runs no doc of forgetting_curve: give a number of docs per task (1 or more), "
+        "a share of them (above 0, below 1.0), or no --limit for every doc (checked before loading the model)"
+    )
+
+
 def test_inputs_that_are_there_pass(tiny_llama_dir, embedded_books_dir, tmp_path):
     book = embedded_books_dir / "macbeth.txt"
     metadata = {"pretrained": str(tiny_llama_dir), "forgetting_curve_corpus": str(book),

@@ -241,6 +241,48 @@ def test_bad_numeric_value_names_key_and_a_valid_example(cls, prefix, key, value
     assert getattr(parsed, key.removeprefix(prefix)) is not None
 
 
+def list_options() -> list[tuple[type, str, str, str]]:
+    """(options class, prefix, key, example) of every list option of every evaluation: an option whose parser takes
+    its example's items as a list and gives a tuple (`babilong_depth`, a band of two fractions, is not one)."""
+    from test_docs import option_classes
+
+    from lm_eval_longmem.common.options import declared, items
+
+    found = []
+    for classes in option_classes().values():
+        for cls, prefix in classes:
+            for d in declared(cls, prefix):
+                try:
+                    is_list = isinstance(d.spec.parse(d.spec.example), tuple)
+                    is_list = is_list and d.spec.parse(items(d.spec.example)) == d.spec.parse(d.spec.example)
+                except ValueError:
+                    is_list = False
+                if is_list:
+                    found.append((cls, prefix, d.key, d.spec.example))
+    return found
+
+
+@pytest.mark.parametrize(("cls", "prefix", "key", "example"), list_options(), ids=[k for _, _, k, _ in list_options()])
+def test_a_list_option_refuses_a_value_given_twice(cls, prefix, key, example):
+    """`booksort build --excerpt_lengths 250,250` wrote every trial twice, and a list option with a repeated value
+    ran (or silently merged) it twice: every list option of every evaluation names the repeat in one line."""
+    from lm_eval_longmem.common.options import items
+
+    given = [*items(example), items(example)[0]]
+    with pytest.raises(UsageError) as caught:
+        parse_options(cls, prefix, {key: f"[{','.join(map(str, given))}]"})
+    assert re.fullmatch(
+        rf"--metadata {key}=.*: \S+ is given twice: name each \w+ once; e\.g\. {key}=\S+", str(caught.value)
+    )
+
+
+def test_list_options_are_found():
+    keys = {key for _, _, key, _ in list_options()}
+    assert {"forgetting_curve_lengths", "booksort_excerpt_lengths", "booksort_books", "babilong_lengths"} <= keys
+    assert {"babilong_tasks", "booksort_segment_lengths", "booksort_distance_bins"} <= keys
+    assert "babilong_depth" not in keys
+
+
 def test_a_negative_whole_number_is_echoed_as_typed():
     """Issue 28: the command line types `-3` as the float -3.0, and errors echoed `forgetting_curve_samples=-3.0`."""
     given = metadata_words(["forgetting_curve_samples=-3"])

@@ -32,7 +32,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("common",),
     ("backends",),
     BUILTIN,  # the evaluations' cores: each imports none of the others
-    ("preflight", "plan"),
+    ("preflight",),  # the run's checks before the model loads
+    ("plan",),  # reads the model as those checks do
     ("__init__", "_autoload", "readers"),  # the Python API and start-up hook; the reader of results files
     ("plots",),
     ("report",),

@@ -9,9 +9,11 @@ from typing import Any
 from lm_eval_longmem.babilong.prompts import PromptSwitches
 from lm_eval_longmem.common.lengths import format_length, parse_lengths
 from lm_eval_longmem.common.options import (
+    distinct,
     flag,
     fraction_band,
     items,
+    lengths,
     limit_order_option,
     one_of,
     option,
@@ -33,7 +35,7 @@ def standard_lengths(value: Any) -> tuple[int, ...] | None:
     """ "fit" (None: every standard length within the window) or a list of standard lengths (tokens), in length order."""
     if isinstance(value, str) and value.strip().lower() == "fit":
         return None
-    chosen = set(parse_lengths(value))
+    chosen = set(lengths(value))
     if unknown := [n for n in chosen if n not in STANDARD_LENGTHS]:
         raise ValueError(
             f"{format_length(min(unknown))} is not a BABILong length; choose among "
@@ -44,20 +46,20 @@ def standard_lengths(value: Any) -> tuple[int, ...] | None:
 
 def task_list(value: Any) -> tuple[str, ...]:
     """bAbI tasks from "qa1-qa5", "qa1,qa3", "all" or a list; in qa order."""
-    chosen: set[int] = set()
+    chosen: list[int] = []
     for item in (str(i).strip().lower() for i in items(value)):
         if item in {"all", "*"}:
-            chosen.update(range(1, 21))
+            chosen += range(1, 21)
         elif match := re.fullmatch(r"qa(\d+)(?:\s*-\s*qa(\d+))?", item):
             first, last = int(match[1]), int(match[2] or match[1])
             if not 1 <= first <= last <= 20:
                 raise ValueError(f"{item}: tasks run from qa1 to qa20")
-            chosen.update(range(first, last + 1))
+            chosen += range(first, last + 1)
         else:
             raise ValueError(f"{item!r} is not a bAbI task; write e.g. qa1-qa5, qa1,qa3 or all")
     if not chosen:
         raise ValueError("no task given")
-    return tuple(f"qa{n}" for n in sorted(chosen))
+    return tuple(f"qa{n}" for n in sorted(distinct(chosen, "task", shown=lambda n: f"qa{n}")))
 
 
 @dataclass(frozen=True)

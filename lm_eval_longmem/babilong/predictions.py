@@ -55,9 +55,11 @@ def _score(checks: list[Check]) -> Score:
 def read_predictions(path: str | Path) -> list[dict[str, str]]:
     """Rows of a predictions CSV in the BABILong authors' format (columns `target`, `output`, `question`).
 
-    An empty cell reads as the empty string (an empty answer is wrong under both checks). A file
-    that is missing, a folder, not UTF-8 text, not such a CSV or without rows is a `UsageError`
-    naming the file.
+    An empty cell reads as the empty string (an empty answer is wrong under both checks); a byte-order mark
+    (as spreadsheet programs write UTF-8) is not part of the first column's name. A file that is missing, a
+    folder, not UTF-8 text, not such a CSV, without rows, or ragged (a row with fewer or more fields than the
+    header: what an unquoted comma in an output does, which would shift or drop its cells) is a `UsageError`
+    naming the file (and the first bad row).
     """
     path = Path(path)
     expected = "pass a BABILong predictions CSV with the columns target, output and question (as the authors' scripts write it)"
@@ -70,12 +72,23 @@ def read_predictions(path: str | Path) -> list[dict[str, str]]:
     limit = csv.field_size_limit()
     csv.field_size_limit(max(limit, path.stat().st_size))  # no cell is longer than the file (outputs can be long)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            missing = {"target", "output", "question"} - set(reader.fieldnames or ())
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, [])
+            missing = {"target", "output", "question"} - set(header)
             if missing:
                 raise UsageError(f"{path} lacks the column(s) {', '.join(sorted(missing))}: {expected}")
-            rows = [{key: row[key] or "" for key in ("target", "output", "question")} for row in reader]
+            columns = {key: header.index(key) for key in ("target", "output", "question")}
+            rows: list[dict[str, str]] = []
+            for fields in reader:
+                if not fields:  # a blank line (as csv.DictReader, skipped)
+                    continue
+                if len(fields) != len(header):
+                    raise UsageError(
+                        f"{path}: row {len(rows) + 1} (line {reader.line_num}) has {len(fields)} fields, the header "
+                        f"{len(header)}: quote every cell that holds a comma (rows are counted from 1, after the header)"
+                    )
+                rows.append({key: fields[index] for key, index in columns.items()})
     except UnicodeDecodeError as err:
         raise UsageError(f"{path} is not UTF-8 text (byte {err.start}): {expected}") from None
     except csv.Error as err:

@@ -83,6 +83,7 @@ from lm_eval_longmem.backends.request_type import (
     TokenAccuracy,
     check_token_range,
     encode_request,
+    progress_label,
 )
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
@@ -718,22 +719,24 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
         order += [order[-1]] * (most - len(order))  # scored again, the same answer written twice
 
     results: list[TokenAccuracy | None] = [None] * len(encoded)
-    # Counted in input positions, not requests: the longest requests run first, so a count of requests
-    # would show a rate and an ETA that are wrong until the end.
-    pbar = tqdm(
-        total=sum(req.n_inputs for req in encoded), unit="tok", unit_scale=True,
-        disable=disable_tqdm or self.rank != 0, desc=f"Running {OUTPUT_TYPE} requests",
-    )  # fmt: skip
-    for shared, members in groups:
-        for i, answer in zip(members, score_group(self, [encoded[i] for i in members], shared), strict=True):
-            results[i] = answer
-            self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
-        pbar.update(sum(encoded[i].n_inputs for i in members))
-    for batch in _batches(self, order, widths, encoded, chunked):
-        answers = score_batch(self, [encoded[i] for i in batch], widths[batch[0]], chunked)
-        for i, answer in zip(batch, answers, strict=True):
-            results[i] = answer
-            self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
-        pbar.update(sum(encoded[i].n_inputs for i in batch))
-    pbar.close()
+    with tqdm(
+        total=sum(req.n_tokens for req in encoded),
+        unit="tok",
+        unit_scale=True,
+        disable=disable_tqdm or self.rank != 0,
+        desc=progress_label(requests, encoded),
+    ) as pbar:  # fmt: skip (closed, its line ended, also when a request fails or the run is interrupted)
+        for shared, members in groups:
+            for i, answer in zip(members, score_group(self, [encoded[i] for i in members], shared), strict=True):
+                results[i] = answer
+                self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
+            pbar.update(sum(encoded[i].n_tokens for i in members))
+        done: set[int] = set()  # a request scored twice (the padding of a rank's share, above) counts once
+        for batch in _batches(self, order, widths, encoded, chunked):
+            answers = score_batch(self, [encoded[i] for i in batch], widths[batch[0]], chunked)
+            for i, answer in zip(batch, answers, strict=True):
+                results[i] = answer
+                self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
+            pbar.update(sum(encoded[i].n_tokens for i in set(batch) - done))
+            done.update(batch)
     return cast("list[TokenAccuracy]", results)  # every index was filled by its batch

@@ -50,7 +50,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lm_eval_longmem.harness.models import encode_text_pair
 
@@ -101,6 +101,25 @@ class EncodedRequest(NamedTuple):
     def n_inputs(self) -> int:
         """Positions the model runs: context plus all but the last continuation token."""
         return len(self.context) + len(self.continuation) - 1
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens of the request, context and continuation: what each task's cost line counts as its input tokens."""
+        return len(self.context) + len(self.continuation)
+
+
+def progress_label(requests: Sequence[Any], encoded: Sequence[EncodedRequest]) -> str:
+    """The progress bar's label: it counts input tokens (`EncodedRequest.n_tokens`), of every task whose requests the
+    harness handed over together, each task's share named as its cost line names it ("... input tokens of forgetting_curve 21,616 + booksort_in_context
+    46,900").
+    A count of requests would show a wrong rate and ETA, since the longest requests run first."""
+    shares: dict[str, int] = {}
+    for request, tokens in zip(requests, encoded, strict=True):
+        task = str(getattr(request, "task_name", None) or "requests")
+        shares[task] = shares.get(task, 0) + tokens.n_tokens
+    return f"Running {OUTPUT_TYPE} requests, input tokens of " + " + ".join(
+        f"{task} {n:,}" for task, n in shares.items()
+    )
 
 
 def as_loglikelihood(answer: Sequence) -> tuple[float, bool]:

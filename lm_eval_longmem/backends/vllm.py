@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, encode_request
+from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, encode_request, progress_label
 from lm_eval_longmem.harness.models import vllm_generate
 
 if TYPE_CHECKING:
@@ -139,18 +139,19 @@ def loglikelihood_accuracy(self: VLLM, requests: list[Instance], disable_tqdm: b
     batches = [longest_first[s : s + step] for s in range(0, len(encoded), step)]
     params = _sampling_params()
     answers: dict[int, TokenAccuracy] = {}
-    # Counted in prompt tokens, not requests, so the rate and ETA hold although the longest requests run first.
-    pbar = tqdm(
-        total=sum(len(req.context) + len(req.continuation) for req in encoded), unit="tok", unit_scale=True,
-        disable=disable_tqdm, desc=f"Running {OUTPUT_TYPE} requests",
-    )  # fmt: skip
-    for chunk in batches:
-        prompts = [encoded[i].context + encoded[i].continuation for i in chunk]
-        outputs = vllm_generate(self, prompts, params)
-        for i, prompt, output in zip(chunk, prompts, outputs, strict=True):
-            answer = parse_prompt_logprobs(output.prompt_logprobs, prompt, len(encoded[i].context))
-            answers[i] = answer
-            self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
-        pbar.update(sum(len(prompt) for prompt in prompts))
-    pbar.close()
+    with tqdm(
+        total=sum(req.n_tokens for req in encoded),
+        unit="tok",
+        unit_scale=True,
+        disable=disable_tqdm,
+        desc=progress_label(requests, encoded),
+    ) as pbar:  # fmt: skip (closed, its line ended, also when a request fails or the run is interrupted)
+        for chunk in batches:
+            prompts = [encoded[i].context + encoded[i].continuation for i in chunk]
+            outputs = vllm_generate(self, prompts, params)
+            for i, prompt, output in zip(chunk, prompts, outputs, strict=True):
+                answer = parse_prompt_logprobs(output.prompt_logprobs, prompt, len(encoded[i].context))
+                answers[i] = answer
+                self.cache_hook.add_partial(OUTPUT_TYPE, requests[i].args, answer)
+            pbar.update(sum(len(prompt) for prompt in prompts))
     return [answers[i] for i in range(len(encoded))]

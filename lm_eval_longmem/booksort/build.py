@@ -46,6 +46,7 @@ import numpy as np
 
 from lm_eval_longmem.common.cache import atomic_write, sha256_hex
 from lm_eval_longmem.common.errors import UsageError
+from lm_eval_longmem.common.options import distinct
 from lm_eval_longmem.common.text import book_files, read_text, strip_gutenberg
 
 BUILDER_VERSION = 1
@@ -72,6 +73,13 @@ class BuildSpec:
     """Excerpts per book x L_E x L_S in the validation split, used for prompt selection (even)."""
     seed: int = 0
     """Seed of every random draw."""
+
+    def __post_init__(self) -> None:
+        for name in ("excerpt_lengths", "segment_lengths"):  # a repeated length would write its trials twice
+            try:
+                distinct(getattr(self, name), "length")
+            except UsageError as err:
+                raise UsageError(f"{name}: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -230,12 +238,17 @@ def load_books(paths: Sequence[str | Path]) -> list[Book]:
             files.append(entry)
         else:
             raise FileNotFoundError(f"book source {entry} does not exist: pass .txt files or directories of them")
+    distinct(files, "book", key=Path.resolve)  # a book given twice (or a folder and a book in it) is built twice
     books = []
     for path in files:
         text = read_text(path)  # the one reader: encoding, byte-order mark, newlines; binary files refused
         raw = path.read_bytes()
         stem = path.stem.removesuffix("-0")
         books.append(Book(stem, book_title(text, stem), tuple(clean_book(text)), sha256_hex(raw)))
+    ids = [book.book_id for book in books]
+    if twice := next((book_id for book_id in ids if ids.count(book_id) > 1), None):
+        paths = ", ".join(str(path) for path, book_id in zip(files, ids) if book_id == twice)
+        raise UsageError(f"two books have the id {twice!r} ({paths}): a book's id is its file name; rename one")
     return books
 
 

@@ -135,6 +135,10 @@ def _check_digest(root: Path, name: str, actual: str, manifest: dict[str, Any]) 
         )
 
 
+_SPEC_LISTS = ("excerpt_lengths", "segment_lengths")
+"""The lists of a build's `spec` in its manifest (`build.BuildSpec`)."""
+
+
 def _read_manifest(root: Path) -> dict[str, Any]:
     """manifest.json of a build, with the keys the reader relies on."""
     path = root / "manifest.json"
@@ -155,6 +159,15 @@ def _read_manifest(root: Path) -> dict[str, Any]:
         and all(isinstance(manifest["n_trials"].get(split), int) for split in SPLITS)
     ):
         raise UsageError(f"{path} lacks the books or per-split trial counts (n_trials) of a build: {_rebuild(root)}")
+    spec = manifest.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    listed = {"book": [b["book_id"] for b in manifest["books"]], **{k: spec.get(k) or [] for k in _SPEC_LISTS}}
+    for what, values in listed.items():  # what builds before repeats were refused wrote: each such trial twice
+        if twice := next((v for v in values if values.count(v) > 1), None):
+            raise UsageError(
+                f"{path} lists the {what.removesuffix('s').replace('_', ' ')} {twice} twice, so its trials were "
+                f"written twice: {_rebuild(root)}"
+            )
     version = manifest.get("builder_version")
     if version != BUILDER_VERSION:
         raise UsageError(

@@ -6,7 +6,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, DEFAULT_VARIANT, VARIANTS
-from lm_eval_longmem.common.options import items, limit_order_option, one_of, option, text, whole_number, words
+from lm_eval_longmem.common.options import (
+    distinct,
+    items,
+    limit_order_option,
+    one_of,
+    option,
+    text,
+    whole_number,
+    words,
+)
 
 NAME = "booksort"
 """The evaluation's name (its registry entry, group task, task folder and the `evaluation` its tasks record)."""
@@ -19,12 +28,12 @@ OURS, AUTHORS = "ours", "authors"
 
 def book_ids(value: Any) -> tuple[str, ...]:
     """Books by Gutenberg number or (local builds) file stem."""
-    return tuple(str(item) for item in items(value))
+    return tuple(distinct([str(item) for item in items(value)], "book"))
 
 
 def distance_bins(value: Any) -> tuple[int, ...]:
     """Distance bins by index, 0 (nearest) to 3."""
-    return tuple(whole_number(0, 3)(item) for item in items(value))
+    return tuple(distinct([whole_number(0, 3)(item) for item in items(value)], "bin"))
 
 
 @dataclass(frozen=True)

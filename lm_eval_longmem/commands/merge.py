@@ -39,6 +39,7 @@ from lm_eval_longmem.common.cache import atomic_write, check_folder
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import evaluations
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
+from lm_eval_longmem.common.options import distinct
 from lm_eval_longmem.common.task import LongmemTask
 from lm_eval_longmem.harness.evaluator import doc_hash, results_from_payloads, task_hash
 from lm_eval_longmem.harness.tasks import load_tasks
@@ -74,10 +75,7 @@ def merge_shards(paths: Sequence[Path], output_path: Path, *, include_path: list
     check_folder(output_path)
     shards = load_runs(paths)
     first = shards[0]
-    resolved = [shard.path.resolve() for shard in shards]
-    twice = [shard.path for shard, path in zip(shards, resolved) if resolved.count(path) > 1]
-    if twice:
-        raise UsageError(f"{twice[-1]} is given twice: name each shard once")
+    distinct(shards, "shard", key=lambda shard: shard.path.resolve(), shown=lambda shard: str(shard.path))
     leaves = list(first.data.get("configs") or {})
     if not leaves:
         raise UsageError(f"{first.path} holds no task: pass the results of the shards' lm_eval runs")

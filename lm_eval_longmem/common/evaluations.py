@@ -70,6 +70,9 @@ class ReportSection(Protocol):
     """Where its sections stand among the evaluations' sections (lowest first)."""
     headline_header: Sequence[str]
     """Its columns of the headline table."""
+    scores: Sequence[str | metric_names.ScoreSpec] = ()
+    """Its tasks' per-doc scores (a bare name: a binary accuracy, as in `LongmemTask.SCORES`): the report refuses a run in which one has a value its family cannot have
+    (`report.impossible_values`: a proportion outside [0, 1], a perplexity below 1)."""
 
     def headline_cells(self, run: Run) -> list[str]:
         """Its cells of `run`'s row of the headline table (one per column of `headline_header`)."""
@@ -160,6 +163,11 @@ class DemoPart(Protocol):
 
     def replaces(self, path: Path) -> bool:
         """Whether the folder at `target` is one `build` may replace (with `--overwrite`)."""
+        return False
+
+    def kept(self, size: str, books: Path, out: Path) -> bool:
+        """Whether `target` already holds, intact, what `build` would make now (an earlier demo's, with the same
+        settings): the demo then keeps it without `--overwrite` and skips `build`."""
         return False
 
 

@@ -36,7 +36,8 @@ def parse_length(spec: str | int) -> int:
 
 
 def parse_lengths(spec: str | int | Sequence[str | int]) -> list[int]:
-    """A list of lengths from "1k,4k", "[512, 1024]", "[0k,4k]", 2048 or [1024, "4k"]; order kept, duplicates removed."""
+    """A list of lengths from "1k,4k", "[512, 1024]", "[0k,4k]", 2048 or [1024, "4k"], in the order given (an option
+    refuses a repeated length: `common.options.lengths`)."""
     if isinstance(spec, str):
         text = spec.strip()
         if text.startswith(("[", "(")):
@@ -50,7 +51,7 @@ def parse_lengths(spec: str | int | Sequence[str | int]) -> list[int]:
     lengths = [parse_length(item) for item in spec]
     if not lengths:
         raise ValueError("empty length list: give at least one length, e.g. 4k")
-    return list(dict.fromkeys(lengths))
+    return lengths
 
 
 def format_length(n: int) -> str:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, TypeVar
 
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.lengths import parse_length, parse_lengths
+from lm_eval_longmem.common.lengths import format_length, parse_length, parse_lengths
 
 T = TypeVar("T")
 _SPEC = "lm_eval_longmem"
@@ -212,13 +212,31 @@ def length(value: Any) -> int:
 
 
 def lengths(value: Any) -> tuple[int, ...]:
-    """A list of token counts: "1k,4k", "[1024, 4096]" or a list."""
-    return tuple(parse_lengths(value))
+    """A list of distinct token counts: "1k,4k", "[1024, 4096]" or a list."""
+    return tuple(distinct(parse_lengths(value), "length", shown=format_length))
 
 
 def words(value: Any) -> tuple[int, ...]:
-    """A list of whole word counts: "250,1000", "[250, 1000]" or a list (no k suffix)."""
-    return tuple(whole_number(1)(item) for item in items(value))
+    """A list of distinct whole word counts: "250,1000", "[250, 1000]" or a list (no k suffix)."""
+    return tuple(distinct([whole_number(1)(item) for item in items(value)], "length"))
+
+
+def distinct(
+    values: Sequence[T], thing: str, *, key: Callable[[T], Hashable] | None = None, shown: Callable[[T], str] = str
+) -> Sequence[T]:
+    """`values` as given when no two have the same `key` (default: the value); else a `UsageError` (a ValueError)
+    "X is given twice: name each <thing> once".
+
+    Every list a user gives (a `--metadata` list, a comma-separated flag, files on the command line) names each
+    value once: a repeated value would be built, run or counted twice (copies that narrow an interval), or, where
+    the list is a set, merged without a word over what is usually a typo."""
+    seen: set[Hashable] = set()
+    for value in values:
+        identity = value if key is None else key(value)
+        if identity in seen:
+            raise UsageError(f"{shown(value)} is given twice: name each {thing} once")
+        seen.add(identity)
+    return values
 
 
 def items(value: Any) -> list[Any]:

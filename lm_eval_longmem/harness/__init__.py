@@ -83,7 +83,7 @@ R16 ``TaskManager.all_tasks`` lists every name (task, group, tag) the index hold
    -> tasks: test_r16_task_names_yaml_paths_and_missing_include_paths
 R17 ``lm_eval.evaluator.simple_evaluate`` (under its ``positional_deprecated`` wrapper) creates the model
    through R4's factories, from its own frame and before it loads any task; there its parameters
-   ``tasks``, ``task_manager``, ``model_args`` and ``metadata`` still hold what the caller passed, and a
+   ``tasks``, ``task_manager``, ``model_args``, ``metadata``, ``limit`` and ``samples`` still hold what the caller passed, and a
    given TaskManager's ``metadata`` attribute and ``task_index`` (name -> entry with ``yaml_path``) are
    what its tasks will see. The lm_eval CLI passes the TaskManager it built from ``--model_args`` merged
    with ``--metadata``, and the task names it resolved. ``install_before_model`` reads that frame to
@@ -109,7 +109,8 @@ R20 ``ConfigurableTask.doc_iterator(*, rank, limit, world_size, samples)`` is ho
 R21 ``HFLM.max_length`` without a ``max_length`` argument is ``models.utils.resolve_max_length(config,
    tokenizer, default=DEFAULT_MAX_LENGTH)``: the text config's, then the config's ``n_positions``,
    ``max_position_embeddings`` or ``n_ctx``, else the tokenizer's ``model_max_length`` unless it is
-   ``TOKENIZER_INFINITY``, else 2048. ``default_window`` and ``tokenizer_window`` give that rule.
+   ``TOKENIZER_INFINITY``, else 2048. ``default_window`` and ``tokenizer_window`` give that rule, ``stated_window``
+   the same without the 2048 (None: the model states no window).
    -> models: test_r21_hflm_window_rule
 R22 ``ConfigurableTask.__init__`` turns each ``metric_list`` entry of a task with its own
    ``process_results`` into four private dicts (``_metric_fn_list`` None, ``_metric_fn_kwargs`` {},

@@ -32,6 +32,10 @@ class RunRequest:
     (what `simple_evaluate` hands the TaskManager it builds)."""
     task_manager: Any | None
     """The TaskManager it was given (the CLI always gives one), or None."""
+    limit: float | None = None
+    """The `limit` argument (`--limit`): docs per task, or a share of them below 1.0; None: every doc."""
+    samples: dict[str, Any] | None = None
+    """The `samples` argument (`--samples`): the doc ids each task runs; None: not given."""
 
     def task_yaml(self, name: str) -> Path | None:
         """The YAML the run's task index holds for `name` (None without a TaskManager, or for an unknown name)."""
@@ -90,9 +94,12 @@ def pending_run() -> RunRequest | None:
             model_args = simple_parse_args_string(model_args)
         metadata = dict(model_args) | dict(values.get("metadata") or {})
     tasks = values.get("tasks") or []
+    limit, samples = values.get("limit"), values.get("samples")
     return RunRequest(
-        tasks=list(tasks) if isinstance(tasks, (list, tuple)) else [tasks], metadata=metadata, task_manager=task_manager
-    )
+        tasks=list(tasks) if isinstance(tasks, (list, tuple)) else [tasks], metadata=metadata, task_manager=task_manager,
+        limit=float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None,
+        samples=samples if isinstance(samples, dict) else None,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- results from logged payloads (R13)

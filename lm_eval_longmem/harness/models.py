@@ -292,6 +292,14 @@ def default_window(config: Any, tokenizer: Any) -> int:
     return resolve_max_length(config, tokenizer, default=DEFAULT_MAX_LENGTH)
 
 
+def stated_window(config: Any, tokenizer: Any) -> int | None:
+    """The window the model's config (or else its tokenizer) states, as `default_window` reads it; None when
+    neither states one (R21)."""
+    from lm_eval.models.utils import resolve_max_length
+
+    return resolve_max_length(config, tokenizer, default=0) or None
+
+
 def tokenizer_window(tokenizer: Any) -> int | None:
     """The tokenizer's `model_max_length` when it states one (not transformers' "unset" value), else None (R21)."""
     from lm_eval.models.utils import TOKENIZER_INFINITY

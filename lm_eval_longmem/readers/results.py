@@ -16,7 +16,8 @@ the fix, so command lines can print it as it is.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,11 @@ class ResultsFileError(UsageError):
     A `UsageError`, so every command line shows it as its one line (no type name, no traceback).
     """
 
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+        """What the file is, in a few words (for the line that says it was passed over)."""
+
 
 def read_json(path: Path) -> Any:
     """The parsed content of a JSON file, or a `ResultsFileError` saying what is wrong with it."""
@@ -49,21 +55,34 @@ def read_json(path: Path) -> Any:
     raw = path.read_bytes()
     if not raw.strip():
         raise ResultsFileError(
-            f"{path} is empty ({len(raw)} bytes), probably from an interrupted run: rerun lm_eval or pass another results file"
+            f"{path} is empty ({len(raw)} bytes), probably from an interrupted run: rerun lm_eval or pass another results file",
+            reason=f"empty ({len(raw)} bytes), probably from an interrupted run",
         )
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise ResultsFileError(f"{path} is not a text file: pass a results_*.json file that lm_eval wrote") from None
-    except json.JSONDecodeError as err:
         raise ResultsFileError(
-            f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}): "
-            "pass a results_*.json file that lm_eval wrote, or rerun the evaluation"
+            f"{path} is not a text file: pass a results_*.json file that lm_eval wrote", reason="not a text file"
+        ) from None
+    except json.JSONDecodeError as err:
+        where = f"line {err.lineno}, column {err.colno}: {err.msg}"
+        raise ResultsFileError(
+            f"{path} is not valid JSON ({where}): pass a results_*.json file that lm_eval wrote, or rerun the evaluation",
+            reason=f"not valid JSON ({where})",
         ) from None
 
 
-def find_results_files(path: Path) -> list[Path]:
-    """`path` itself, or the newest `results_*.json` of every folder under `path` that holds one."""
+def say_skipped(line: str) -> None:
+    """How a command says it passed over a file of a folder it was given: one line on stderr."""
+    print(f"lm-eval-longmem: skipped {line}", file=sys.stderr)
+
+
+def find_results_files(path: Path, *, on_skip: Callable[[str], None] = say_skipped) -> list[Path]:
+    """`path` itself, or the newest lm_eval run (`results_*.json`) of every folder under `path` that holds one.
+
+    In a folder, a `results_*.json` that is not an lm_eval results file (a user's own JSON beside a run, a file left
+    empty by an interrupted run) is passed over, named in one line through `on_skip`, and the next newest file of
+    its folder is taken; a file given by name is taken as it is (`load_run` says what is wrong with it)."""
     path = Path(path)
     if path.is_file():
         return [path]
@@ -71,16 +90,29 @@ def find_results_files(path: Path) -> list[Path]:
         raise ResultsFileError(
             f"{path}: no such file or folder; pass a results_*.json file or the folder given to lm_eval --output_path"
         )
-    newest: dict[Path, Path] = {}
+    candidates: dict[Path, list[Path]] = {}
     for found in sorted(path.rglob(RESULTS_GLOB)):
-        if found.is_file() and (found.parent not in newest or _newer(found, newest[found.parent])):
-            newest[found.parent] = found
-    if not newest:
+        if found.is_file():
+            candidates.setdefault(found.parent, []).append(found)
+    chosen = []
+    for folder in sorted(candidates):
+        for found in sorted(candidates[folder], key=_stamp, reverse=True):
+            try:
+                load_run(found)
+            except ResultsFileError as err:
+                on_skip(f"{found}: {err.reason}")
+                continue
+            chosen.append(found)
+            break
+    if not chosen:
+        what = (
+            f"no {RESULTS_GLOB}" if not candidates else f"no {RESULTS_GLOB} that is an lm_eval run (each named above)"
+        )
         raise ResultsFileError(
-            f"{path}: no {RESULTS_GLOB} in this folder or below it; pass the folder given to lm_eval --output_path "
+            f"{path}: {what} in this folder or below it; pass the folder given to lm_eval --output_path "
             "(lm_eval writes the file only when a run finishes)"
         )
-    return [newest[folder] for folder in sorted(newest)]
+    return chosen
 
 
 def find_results_file(path: Path) -> Path:
@@ -303,7 +335,8 @@ def load_run(path: Path) -> Run:
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise ResultsFileError(
-            f'{path} is JSON but not an lm_eval results file (no "results" object): pass the results_*.json lm_eval wrote'
+            f'{path} is JSON but not an lm_eval results file (no "results" object): pass the results_*.json lm_eval wrote',
+            reason='JSON but not an lm_eval results file (no "results" object)',
         )
     return Run(Path(path), data)
 

@@ -43,6 +43,7 @@ from lm_eval_longmem.report.blocks import (
     Section,
     Table,
     absent_cells,
+    is_nan,
     is_ours,
     number,
     pct,
@@ -353,6 +354,46 @@ def write_report(
     page = out_dir / "report.html"
     atomic_write(page, lambda tmp: tmp.write_text(render_html(report, pngs), encoding="utf-8"))
     return ReportFiles(markdown, page, written)
+
+
+def impossible_values(run: Run) -> list[str]:
+    """Values of `run`'s tasks of ours that no task can have written, each as "TASK METRIC = VALUE (why)": a score
+    of a proportion's family (binary, share: `common.metric_names.Family`) or a p-value outside [0, 1], a perplexity
+    below 1, by the scores each evaluation's report section declares (`ReportSection.scores`). A file with one was
+    damaged or edited; the report refuses it rather than show 170% beside an interval of [0, 71.6]."""
+    scores = {
+        entry.name: {spec.name: spec for spec in map(metric_names.score_spec, section.scores)}
+        for entry, section in report_sections()
+    }
+    found = []
+    for task in run.tasks:
+        known = scores.get(run.evaluation(task) or "", {})
+        for key, value in run.metrics(task).items():
+            name, v = metric_names.parse(key), number(value)
+            if name is None or v is None:
+                continue
+            family = (
+                "p-value" if name.stat == metric_names.P_ABOVE_CHANCE else getattr(known.get(name.score), "family", "")
+            )
+            if family == "perplexity" and v < 1:
+                found.append(f"{task} {key} = {v:g} (a perplexity is at least 1)")
+            elif family in ("binary", "share", "p-value") and not 0 <= v <= 1:
+                found.append(
+                    f"{task} {key} = {v:g} (a {'p-value' if family == 'p-value' else 'proportion'} lies in [0, 1])"
+                )
+    return found
+
+
+def nan_values(run: Run) -> list[str]:
+    """Metrics of `run`'s tasks of ours stored as NaN ("TASK METRIC"): shown as NaN, not as absent (our tasks write a
+    value they cannot give as null)."""
+    return [
+        f"{task} {key}"
+        for task in run.tasks
+        if run.evaluation(task) is not None
+        for key, value in run.metrics(task).items()
+        if is_nan(value)
+    ]
 
 
 def headline_lines(runs: Sequence[Run]) -> list[str]:

@@ -3,6 +3,7 @@ formatting of its cells, shared by every section builder."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,13 +58,26 @@ def number(value: Any) -> float | None:
     return None if isinstance(value, bool) else metric_names.number(value)
 
 
+def is_nan(value: Any) -> bool:
+    """A NaN stored as a value: shown as "NaN", never as absent (our tasks write an interval they cannot give as
+    null; a NaN is something else, `report.nan_values`)."""
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _shown(value: Any, scale: float, digits: int) -> str | None:
+    """`value` scaled and rounded, "NaN" for a NaN, None when absent."""
+    if is_nan(value):
+        return "NaN"
+    v = number(value)
+    return None if v is None else f"{scale * v:.{digits}f}"
+
+
 def pct(value: Any, low: Any = None, high: Any = None) -> str:
     """`62.5 [55.1, 69.4]` (percent) or `-` when absent."""
-    v = number(value)
-    if v is None:
+    text, lo, hi = (_shown(v, 100, 1) for v in (value, low, high))
+    if text is None:
         return "-"
-    lo, hi = number(low), number(high)
-    return f"{100 * v:.1f}" + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else "")
+    return text + (f" [{lo}, {hi}]" if lo is not None and hi is not None else "")
 
 
 def no_interval_note(n: int | None) -> str:
@@ -73,16 +87,10 @@ def no_interval_note(n: int | None) -> str:
 
 def estimate(value: Any, low: Any, high: Any, n: int | None, scale: float = 1.0, digits: int = 1) -> str:
     """`96.5 [94.3, 98.6]`, or the value with `no_interval_note` when its bounds are null; `-` when absent."""
-    v = number(value)
-    if v is None:
+    text, lo, hi = (_shown(v, scale, digits) for v in (value, low, high))
+    if text is None:
         return "-"
-    lo, hi = number(low), number(high)
-    text = f"{scale * v:.{digits}f}"
-    return text + (
-        f" [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]"
-        if lo is not None and hi is not None
-        else no_interval_note(n)
-    )
+    return text + (f" [{lo}, {hi}]" if lo is not None and hi is not None else no_interval_note(n))
 
 
 def tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None, *, shortest: int | None = None) -> str:
@@ -92,6 +100,8 @@ def tokens(value: Any, censored: Any = False, low: Any = None, high: Any = None,
     def length(v: float) -> str:
         return f"<{shortest}" if v == 0 and shortest else str(int(v))
 
+    if is_nan(value):
+        return "NaN"
     v = number(value)
     if v is None:
         return "-"

@@ -22,7 +22,6 @@ def test_defaults():
         ("[0k,4k]", (0, 4096)),  # --metadata babilong_lengths=[0k,4k] arrives as this string
         ("4k,0k", (0, 4096)),
         ([0, 1024], (0, 1024)),
-        ("[0, 1k, 1024]", (0, 1024)),
         ("1M", (1048576,)),
         ("fit", None),
     ],
@@ -30,6 +29,14 @@ def test_defaults():
 def test_lengths_option(value, expected):
     """Lengths are token counts from the moment they are parsed."""
     assert babilong_options({"babilong_lengths": value}).lengths == expected
+
+
+def test_a_length_given_twice_is_refused():
+    """Written two ways (1k and 1024) it is one cell, which a repeat would run or merge without a word."""
+    with pytest.raises(
+        UsageError, match=r"^--metadata babilong_lengths='\[0, 1k, 1024\]': 1k is given twice: name each length once"
+    ):
+        babilong_options({"babilong_lengths": "[0, 1k, 1024]"})
 
 
 def test_standard_lengths_are_the_authors_splits_in_tokens():

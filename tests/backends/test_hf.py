@@ -133,13 +133,14 @@ def test_the_harness_own_auto_probe_stays_within_memory(tiny_llama_dir, monkeypa
         lm._detect_batch_size(requests)
 
 
-def test_progress_counts_input_positions(tiny_lm, pairs, monkeypatch):
+def test_progress_counts_input_tokens(tiny_lm, pairs, monkeypatch):
+    """As each task's cost line counts them (context and continuation), so the label's shares add up to the total."""
     monkeypatch.setattr(hf, "tqdm", RecordingBar)
     run(tiny_lm, pairs, batch_size=2)
     bar = RecordingBar.made[-1]
-    positions = sum(len(ctx) + len(cont) - 1 for ctx, cont in pairs)
-    assert (bar.total, bar.unit, bar.unit_scale, sum(bar.steps)) == (positions, "tok", True, positions)
-    assert bar.steps[0] == 120 + 25 - 1, "the longest request runs first, alone in its width"
+    tokens = sum(len(ctx) + len(cont) for ctx, cont in pairs)
+    assert (bar.total, bar.unit, bar.unit_scale, sum(bar.steps), bar.closed) == (tokens, "tok", True, tokens, True)
+    assert bar.steps[0] == 120 + 25, "the longest request runs first, alone in its width"
 
 
 def test_largest_batch():

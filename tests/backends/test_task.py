@@ -140,9 +140,30 @@ def test_cli_end_to_end_with_samples_and_cache(tiny_llama_dir, tiny_lm, tmp_path
     metrics = results1["results"]["longmem_backends_test"]
     assert {"token_acc,none", "logprob,none"} <= set(metrics)
 
-    progress_bar = "Running loglikelihood_accuracy requests:"  # our tqdm bar, shown only when computing
+    progress_bar = (
+        "Running loglikelihood_accuracy requests, input tokens of "  # our tqdm bar, shown only when computing
+    )
     assert progress_bar in proc1.stderr
     assert progress_bar not in proc2.stderr  # everything came from the cache
     for task in TASKS.split(","):
         assert results2["results"][task] == results1["results"][task]
         assert [s["resps"] for s in samples2[task]] == [s["resps"] for s in samples1[task]]
+
+
+def test_the_progress_label_names_each_tasks_input_tokens():
+    """One call of the request type holds every task's requests: its bar says whose tokens it counts."""
+    from types import SimpleNamespace
+
+    from lm_eval_longmem.backends.request_type import EncodedRequest, progress_label
+
+    requests = [
+        SimpleNamespace(task_name=name) for name in ("forgetting_curve", "booksort_in_context", "forgetting_curve")
+    ]
+    encoded = [
+        EncodedRequest([1] * 5, [2] * 3, False),
+        EncodedRequest([1] * 10, [2], False),
+        EncodedRequest([1], [2], False),
+    ]
+    assert progress_label(requests, encoded) == (
+        "Running loglikelihood_accuracy requests, input tokens of forgetting_curve 10 + booksort_in_context 11"
+    )

@@ -150,7 +150,7 @@ def test_progress_counts_prompt_tokens(monkeypatch):
         FakeVLLM(max_length=100, batch_size=2), [Instance(OUTPUT_TYPE, {}, p, i) for i, p in enumerate(pairs)]
     )
     bar = RecordingBar.made[-1]
-    assert (bar.total, bar.unit, bar.unit_scale) == (15, "tok", True)
+    assert (bar.total, bar.unit, bar.unit_scale, bar.closed) == (15, "tok", True, True)
     assert bar.steps == [7 + 5, 3], "longest first, two per batch, each batch its tokens"
 
 

@@ -246,7 +246,7 @@ def test_what_does_not_fit_max_model_len_is_skipped_up_front_and_counted(three_t
 
 def test_use_cache_second_run_makes_no_engine_calls_for_our_request_type(three_task_run):
     (first, first_log), (second, second_log) = three_task_run
-    progress = f"Running {OUTPUT_TYPE} requests:"  # our progress bar (the harness logs the same words, no colon)
+    progress = f"Running {OUTPUT_TYPE} requests, input tokens of "  # our progress bar (the harness logs "Running ... requests")
     assert progress in first_log
     assert progress not in second_log, "every loglikelihood_accuracy response came from the --use_cache file"
     want = read_results(first)["results"]["forgetting_curve"]

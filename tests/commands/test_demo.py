@@ -6,6 +6,7 @@ import copy
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -124,6 +125,74 @@ def test_demo_end_to_end_on_a_tiny_model(tiny_llama_dir, embedded_books_dir, tmp
     assert (
         booksort.startswith("Book-SORT (which of two segments came first; chance 50%): ") and " of 8 trials" in booksort
     )
+
+
+INTERRUPT_AFTER = """
+import lm_eval.api.model
+
+_add_partial, _stored = lm_eval.api.model.CacheHook.add_partial, []
+
+
+def add_partial(self, attr, req, res):  # Ctrl-C right after the run's {n}th answer is stored
+    _add_partial(self, attr, req, res)
+    _stored.append(attr)
+    if len(_stored) == {n}:
+        raise KeyboardInterrupt
+
+
+lm_eval.api.model.CacheHook.add_partial = add_partial
+"""
+
+
+@pytest.mark.slow
+def test_an_interrupted_demo_resumes_from_what_it_kept(tiny_llama_dir, tmp_path):
+    """`lm-eval-longmem demo` interrupted and run again said `--output_path demo/booksort_data exists` (an inner
+    folder), and nothing resumed. Here a tiny demo is interrupted (Ctrl-C, as a `sitecustomize` raises it) after 10
+    answers; the same command again keeps the build and those answers, scores the rest, and gives the results an
+    uninterrupted demo gives."""
+    command = ["--size", "tiny", "--device", "cpu", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32"]
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(INTERRUPT_AFTER.replace("{n}", "10"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = tmp_path / "demo"
+    stopped = subprocess.run([CLI, "demo", "--output_path", str(out), *command], capture_output=True, text=True,
+                             cwd=tmp_path, env={**env, "PYTHONPATH": str(hook)}, timeout=1200)  # fmt: skip
+    assert stopped.returncode == 130 and "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
+    assert stopped.stderr.splitlines()[-1] == "lm-eval-longmem: error: interrupted"
+    assert (
+        f"interrupted: the answers scored so far are kept in {out / 'request_cache'}; run the same command"
+        in stopped.stdout
+    )
+    assert not list(out.glob("results/*/results_*.json")) and not (out / "report.html").exists()
+
+    resumed = run_demo_cli(["--output_path", str(out), *command], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"done in 0 s: kept {out / 'booksort_data'}: an earlier demo built it with these settings" in resumed.stdout
+    assert (
+        f"resuming: answers an earlier demo scored with this model are read from {out / 'request_cache'}"
+        in resumed.stdout
+    )
+    cached = re.search(r"loglikelihood_accuracy: (\d+) cached responses, (\d+) to compute", resumed.stderr)
+    assert cached and 0 < int(cached[1]) <= 10 and int(cached[2]) > 0, resumed.stderr[-3000:]
+
+    fresh = run_demo_cli(["--output_path", str(tmp_path / "fresh"), *command], tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert read_results(out / "results")["results"] == read_results(tmp_path / "fresh" / "results")["results"]
+
+
+@pytest.mark.slow
+def test_a_demo_folder_built_with_other_settings_is_named_with_the_demos_output_path(tiny_llama_dir, tmp_path):
+    out = tmp_path / "demo"
+    (out / "booksort_data").mkdir(parents=True)
+    (out / "booksort_data" / "manifest.json").write_text('{"builder_version": 0}')
+    proc = run_demo_cli(["--output_path", str(out), "--size", "tiny", "--model_args", f"pretrained={tiny_llama_dir}"],
+                        tmp_path)  # fmt: skip
+    assert proc.returncode == 1 and proc.stderr.splitlines() == [
+        f"lm-eval-longmem: error: --output_path {out}: {out / 'booksort_data'} holds data an earlier demo built with "
+        "other settings (--size, --corpus) or a damaged copy: pass --overwrite to build it again, or choose another "
+        "--output_path"
+    ]
 
 
 @pytest.mark.slow

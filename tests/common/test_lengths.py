@@ -1,5 +1,6 @@
 import pytest
 
+from lm_eval_longmem.common import options
 from lm_eval_longmem.common.lengths import format_length, parse_length, parse_lengths
 
 
@@ -25,11 +26,17 @@ def test_parse_length_rejects_with_a_fix(spec):
         ("[0k,4k]", [0, 4096]),
         ("['1k', '2k']", [1024, 2048]),
         (2048, [2048]),
-        ([1024, "4k", "1k"], [1024, 4096]),
+        ([1024, "4k", "1k"], [1024, 4096, 1024]),  # in the order given; an option refuses the repeat
     ],
 )
 def test_parse_lengths(spec, lengths):
     assert parse_lengths(spec) == lengths
+
+
+def test_a_length_option_refuses_a_length_given_twice():
+    """Written two ways too (1k and 1024): the same cell would run twice."""
+    with pytest.raises(ValueError, match="^1k is given twice: name each length once$"):
+        options.lengths("[1k,4k,1024]")
 
 
 def test_parse_lengths_rejects_empty_and_garbage():

@@ -96,9 +96,10 @@ def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, t
     manager = TaskManager(include_path=str(task_configs_dir()), include_defaults=False, metadata={"from": "manager"})
     with pytest.raises(_Stop):
         lm_eval.simple_evaluate(model="hf", model_args="pretrained=nowhere/model,dtype=float32", tasks=["booksort", "x"],
-                                metadata={"booksort_data": "b"}, task_manager=manager if given_manager else None)  # fmt: skip
+                                metadata={"booksort_data": "b"}, task_manager=manager if given_manager else None,
+                                limit=0)  # fmt: skip
     (run,) = seen
-    assert run.tasks == ["booksort", "x"]
+    assert run.tasks == ["booksort", "x"] and run.limit == 0.0 and run.samples is None
     if given_manager:
         assert run.task_manager is manager and run.metadata == {"from": "manager"}
         assert (

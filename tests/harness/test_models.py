@@ -212,6 +212,7 @@ def test_r21_hflm_window_rule():
         lm = SimpleNamespace(_max_length=None, model=SimpleNamespace(config=config), tokenizer=tokenizer,
                              _DEFAULT_MAX_LENGTH=HFLM._DEFAULT_MAX_LENGTH)  # fmt: skip
         assert HFLM.max_length.fget(lm) == models.default_window(config, tokenizer) == window, config
+        assert models.stated_window(config, tokenizer) == (None if window == 2048 else window)
     assert models.tokenizer_window(SimpleNamespace(model_max_length=777)) == 777
     assert models.tokenizer_window(SimpleNamespace(model_max_length=unset)) is None
     assert models.tokenizer_window(None) is None

@@ -161,3 +161,23 @@ def test_a_task_or_group_not_of_ours_has_no_condition():
              "group_subtasks": {"booksort": ["booksort_in_context"]}}  # fmt: skip
     group["results"]["booksort"] = {"alias": "booksort", "acc,none": 0.5}
     assert condition_of(group, "booksort_in_context") == "in-context" and condition_of(group, "booksort") is None
+
+
+def test_a_folder_passes_over_a_json_that_is_not_a_run_and_names_it(tmp_path, capsys):
+    """`report out5/` refused the whole folder for a stray `results_mine.json` of the user's beside a valid run (and
+    in the run's own folder, 'mine' sorted as the newest run): the run is read, and each stray file named once."""
+    run = write_run(tmp_path / "out5" / "model", "2026-01-01T00-00-00.1")
+    stray = tmp_path / "out5" / "results_mine.json"
+    stray.write_text('{"my": "notes"}')
+    beside = run.parent / "results_mine.json"
+    beside.write_text("")
+    assert [r.path for r in load_runs([tmp_path / "out5"])] == [run]
+    assert capsys.readouterr().err.splitlines() == [
+        f'lm-eval-longmem: skipped {stray}: JSON but not an lm_eval results file (no "results" object)',
+        f"lm-eval-longmem: skipped {beside}: empty (0 bytes), probably from an interrupted run",
+    ]
+    run.unlink()
+    with pytest.raises(
+        ResultsFileError, match=r"out5: no results_\*\.json that is an lm_eval run \(each named above\)"
+    ):
+        load_runs([tmp_path / "out5"])

@@ -12,7 +12,7 @@ import sys
 import matplotlib.pyplot as plt
 import pytest
 import report_kit
-from kit import build_booksort, build_uniform_model, read_results, run_lm_eval
+from kit import build_booksort, build_uniform_model, in_process, read_results, run_lm_eval
 from report_kit import LENGTHS, blocks, booksort_metrics, write_run
 
 from lm_eval_longmem.readers.results import load_runs
@@ -355,3 +355,76 @@ def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two
     assert portable(value) == shown
     table = blocks(build_report(two_runs), Table, "Runs")[0]
     assert table.rows[0][2:] == ["pretrained=.../small-model, dtype=float32", "results_2026-01-01T00-00-00.000001.json"]
+
+
+# --- what the report reads: a stray JSON beside a run, impossible values, NaN ---------------------------------------
+
+
+def _report(capsys, *args) -> tuple[int, str, str]:
+    return in_process(capsys, "report", *args)
+
+
+def test_a_stray_json_beside_a_run_is_named_and_the_run_reported(tmp_path, capsys):
+    """`report out5/` refused the whole folder: `results_mine.json is JSON but not an lm_eval results file`."""
+    write_run(tmp_path / "out5" / "m", "m", fine=128, coarse=256)
+    stray = tmp_path / "out5" / "results_mine.json"
+    stray.write_text(json.dumps({"notes": "mine"}))
+    status, out, err = _report(capsys, tmp_path / "out5", "--output_path", tmp_path / "r")
+    assert status == 0 and "m: forgetting_curve fine_memory_length 128 [64, 128]" in out
+    assert err == f'lm-eval-longmem: skipped {stray}: JSON but not an lm_eval results file (no "results" object)\n'
+    assert (tmp_path / "r" / "report.md").is_file()
+
+
+def test_an_impossible_accuracy_refuses_its_run_in_one_line_naming_file_and_metric(tmp_path, capsys):
+    """`report` showed an accuracy of 1.7 as "170.0 [0.0, 71.6]" without a word; the other runs are still reported."""
+    bad = write_run(tmp_path / "out" / "a", "a", fine=128, coarse=256)
+    write_run(tmp_path / "out" / "b", "b", fine=128, coarse=256)
+    data = json.loads(bad.read_text())
+    data["results"]["booksort_in_context"] |= {"acc,none": 1.7, "acc_ci_low,none": 0.0, "acc_ci_high,none": 0.716}
+    bad.write_text(json.dumps(data))
+    status, out, err = _report(capsys, tmp_path / "out", "--output_path", tmp_path / "r")
+    assert status == 1 and "b: forgetting_curve" in out and "a: forgetting_curve" not in out
+    assert err == (
+        f"lm-eval-longmem: error: {bad}: booksort_in_context acc = 1.7 (a proportion lies in [0, 1]): the file was "
+        "damaged or edited; rerun the evaluation\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("task", "metric", "value", "why"),
+    [
+        ("booksort_in_context", "acc@LE250_ci_low", -0.2, "a proportion lies in [0, 1]"),
+        ("booksort_in_context", "pct_A", 1.5, "a proportion lies in [0, 1]"),
+        ("booksort_in_context", "acc@LE250_p_above_chance", 3.0, "a p-value lies in [0, 1]"),
+        ("babilong", "acc_corrected@qa1_0", 1.05, "a proportion lies in [0, 1]"),
+        ("forgetting_curve", "copy_acc@64", 2.0, "a proportion lies in [0, 1]"),
+        ("forgetting_curve", "copy_ppl@64", 0.5, "a perplexity is at least 1"),
+    ],
+)
+def test_values_no_task_can_write_are_found_by_their_family(tmp_path, task, metric, value, why):
+    from lm_eval_longmem.readers.results import load_run
+    from lm_eval_longmem.report import impossible_values
+
+    path = write_run(tmp_path / "a", "a", fine=128, coarse=256)
+    data = json.loads(path.read_text())
+    data["results"]["forgetting_curve"] |= {"copy_ppl@128,none": 3.5, "claimed_length,none": 8192}  # not proportions
+    assert impossible_values(load_run(path)) == []
+    data["results"][task][f"{metric},none"] = value
+    path.write_text(json.dumps(data))
+    assert impossible_values(load_run(path)) == [f"{task} {metric} = {value:g} ({why})"]
+
+
+def test_a_nan_is_shown_as_nan_not_as_absent(tmp_path, capsys):
+    path = write_run(tmp_path / "out" / "a", "a", fine=128, coarse=256)
+    path.write_text(path.read_text().replace('"acc,none": 0.55', '"acc,none": NaN'))
+    status, out, err = _report(capsys, path, "--output_path", tmp_path / "r")
+    assert status == 0 and "babilong acc NaN [40.0, 70.0]% (n=177)" in out
+    assert err == f"lm-eval-longmem: note: {path}: babilong acc stored as NaN (shown as NaN)\n"
+    assert "| NaN [40.0, 70.0] |" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_a_run_given_twice_is_refused(tmp_path, capsys):
+    path = write_run(tmp_path / "out" / "a", "a", fine=128, coarse=256)
+    status, out, err = _report(capsys, tmp_path / "out", path, "--output_path", tmp_path / "r")
+    assert (status, out) == (1, "")
+    assert err == f"lm-eval-longmem: error: {path} is given twice: name each run once\n"

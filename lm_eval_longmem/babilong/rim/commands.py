@@ -27,6 +27,7 @@ from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
 from lm_eval_longmem.common.cache import check_target
 from lm_eval_longmem.common.errors import UsageError, report_error
 from lm_eval_longmem.common.flags import add_flag, add_output_flags, number
+from lm_eval_longmem.common.options import distinct
 from lm_eval_longmem.readers.results import find_results_file, load_run
 
 EPILOG = textwrap.dedent(
@@ -66,6 +67,7 @@ def _checked_task(args: argparse.Namespace, path: Path) -> str:
 def _score(args: argparse.Namespace) -> int:
     """Score each file; a file that fails is reported on stderr and the others are still scored."""
     task_name(args.task)  # a wrong --task fails before any file is read
+    distinct(args.files, "file", key=Path.resolve)
     failed = 0
     for path in args.files:
         try:
@@ -114,6 +116,7 @@ def _audit(args: argparse.Namespace) -> int:
     checks fail, for a reader to judge."""
     if args.task is not None:
         task_name(args.task)
+    distinct(args.files, "file", key=Path.resolve)  # a file given twice would weigh twice in --sample
     jobs, failed = [], 0
     for path in args.files:
         try:

@@ -54,6 +54,9 @@ def babilong_rows(
             docs += count
             tokens += [prompt_tokens(options, length, template[qa]) + task.max_gen_toks] * count
         note = []
+        short, surely = background_shortfall(options, length, max(template.values())) if generated else ("", False)
+        if short and not surely:
+            note.append(short)
         if missing:
             note.append(f"{HUB_SETS[options.source].path} has no {','.join(missing)} at {name}: the run stops there")
         if length == 0 and not (generated and (options.facts == "simulated" or options.babi_dir)):
@@ -63,13 +66,15 @@ def babilong_rows(
             note.append(
                 f"about {longest:,} tokens against the model's window of {window.tokens:,}: the fit check may skip docs"
             )
+        if surely:
+            docs, tokens = 0, []
         prompts = sum(tokens) - docs * task.max_gen_toks
         rows.append(
             Row(
                 task.name, task.output_type, name, length, docs, docs, docs, sum(tokens), longest,
                 forward_positions=round(prompts / docs) if docs else 0, head_positions=1, new_tokens=task.max_gen_toks,
                 data_tokens=prompts, build_tokens=prompts if generated else 0,
-                estimated=True, note="; ".join(note),
+                estimated=True, note="; ".join(note), refused=short if surely else "",
             )
         )  # fmt: skip
     source = (
@@ -79,6 +84,20 @@ def babilong_rows(
     )
     notes.append(f"{task.name}: {', '.join(options.tasks)} {source}")
     return rows, notes
+
+
+def background_shortfall(options: Any, length: int, template: int) -> tuple[str, bool]:
+    """Whether `babilong_corpus` can give one generated sample of `length` its background (`plan.corpus_shortfall`),
+    as the run checks it (`generate._too_small`): the length less the prompt around it, the answer and the reserve."""
+    from lm_eval_longmem.babilong.generate import ANSWER_TOKENS
+    from lm_eval_longmem.babilong.options import PREFIX
+    from lm_eval_longmem.plan import corpus_shortfall
+
+    if length == 0:
+        return "", False
+    return corpus_shortfall(
+        options.corpus, length - ANSWER_TOKENS - options.reserve_tokens - template, f"{PREFIX}corpus"
+    )
 
 
 def facts_only_tokens(options: Any, qa: str, tokenizer: Any) -> list[int]:

@@ -13,7 +13,7 @@ from lm_eval_longmem.babilong.reference import Reference, read_reference
 from lm_eval_longmem.babilong.rim import conditions_figure as conditions_plot
 from lm_eval_longmem.babilong.rim import figures as babilong_plot
 from lm_eval_longmem.babilong.rim import reader as babilong_report
-from lm_eval_longmem.babilong.scores import ACC, RECALL
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, CHECKS, RECALL
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.evaluations import ReportSection
@@ -33,6 +33,7 @@ class BabilongSection(ReportSection):
     position = 1
     """Second of ours, as the report has always had it."""
     headline_header = (f"{NAME} {ACC} (%)", "questions")
+    scores = (*CHECKS, ABSTAINED, RECALL)
 
     def headline_cells(self, run: Run) -> list[str]:
         """The mean accuracy over every cell with its interval, and the questions behind it."""

@@ -22,7 +22,9 @@ from lm_eval_longmem.booksort.data import booksort_options
 from lm_eval_longmem.booksort.options import AUTHORS
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, VARIANTS
 from lm_eval_longmem.common.cache import FOLDER, atomic_write, check_target
+from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
+from lm_eval_longmem.common.options import distinct
 
 EPILOG = textwrap.dedent(
     """\
@@ -38,13 +40,16 @@ EPILOG = textwrap.dedent(
 
 
 def _int_list(text: str) -> tuple[int, ...]:
-    """Word counts "250,1000": each a whole number >= 1 (the type of --excerpt_lengths and --segment_lengths)."""
+    """Word counts "250,1000": each a whole number >= 1, each once (the type of --excerpt_lengths and --segment_lengths)."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts or not all(part.isdigit() and int(part) >= 1 for part in parts):
         raise argparse.ArgumentTypeError(
             f"expected whole numbers of words >= 1 separated by commas (e.g. 250,1000), got {text!r}"
         )
-    return tuple(int(part) for part in parts)
+    try:
+        return tuple(distinct([int(part) for part in parts], "length"))
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _build(args: argparse.Namespace) -> None:
@@ -118,10 +123,17 @@ def _select_prompt(args: argparse.Namespace) -> None:
     if args.output_path is not None:  # before any variant is scored
         check_target(args.output_path, overwrite=args.overwrite)
     metadata = {**args.model_args, **args.metadata}
+    authors = booksort_options(metadata).protocol == AUTHORS  # the authors' readout goes with their 13 prompts
+    try:  # before the model loads
+        variants = (
+            list(distinct(args.variants.split(","), "variant"))
+            if args.variants
+            else list(AUTHORS_PROMPTS if authors else VARIANTS)
+        )
+    except UsageError as err:
+        raise UsageError(f"--variants {args.variants}: {err}") from None
     # the harness's HF backend takes "cuda" when no device is given: pick what this machine has, as lm_eval does
     lm = create_model(args.model, args.model_args, batch_size=args.batch_size, device=args.device or default_device())
-    authors = booksort_options(metadata).protocol == AUTHORS  # the authors' readout goes with their 13 prompts
-    variants = args.variants.split(",") if args.variants else list(AUTHORS_PROMPTS if authors else VARIANTS)
     scores = score_variants(
         lm,
         metadata,

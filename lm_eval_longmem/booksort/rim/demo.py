@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lm_eval_longmem.booksort.options import HEADLINE_TASK, PREFIX
 from lm_eval_longmem.booksort.rim.section import booksort_headline_task
@@ -14,6 +15,9 @@ from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import DemoPart
 from lm_eval_longmem.readers.results import Run
+
+if TYPE_CHECKING:
+    from lm_eval_longmem.booksort.build import BuildSpec
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,19 @@ DATA = "booksort_data"
 """The folder under the demo's output folder that holds its build."""
 
 
+def build_spec(size: Size) -> BuildSpec:
+    """What the demo builds at `size`."""
+    from lm_eval_longmem.booksort.build import BuildSpec
+
+    return BuildSpec(excerpt_lengths=size.excerpt_lengths, segment_lengths=(20,), n_test=size.excerpts, n_validation=2)
+
+
 def build_data(books_dir: Path, out: Path, size: Size) -> tuple[Path, int]:
     """A Book-SORT build from the first `size.books` books of `books_dir`; returns (folder, test trials)."""
-    from lm_eval_longmem.booksort.build import BuildSpec, build, load_books, write_dataset
+    from lm_eval_longmem.booksort.build import build, load_books, write_dataset
 
     books = load_books([books_dir])[: size.books]
-    spec = BuildSpec(excerpt_lengths=size.excerpt_lengths, segment_lengths=(20,), n_test=size.excerpts, n_validation=2)
+    spec = build_spec(size)
     result = build(books, spec)
     n_test = sum(t.split == "test" for t in result.trials)
     if not n_test:
@@ -70,6 +81,30 @@ class BooksortDemo(DemoPart):
         from lm_eval_longmem.booksort.build import is_build
 
         return is_build(path)
+
+    def kept(self, size: str, books: Path, out: Path) -> bool:
+        """A build at `out/booksort_data` of the same spec from the same books (by their bytes) that reads back
+        intact (`data.read_split` verifies every file's digest)."""
+        import dataclasses
+        import json
+
+        from lm_eval_longmem.booksort.build import BUILDER_VERSION
+        from lm_eval_longmem.booksort.data import read_split
+        from lm_eval_longmem.common.cache import sha256_hex
+        from lm_eval_longmem.common.text import book_files
+
+        folder, chosen = out / DATA, SIZES[size]
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            sources = [book["source_sha256"] for book in manifest["books"]]
+            same = (
+                manifest["builder_version"] == BUILDER_VERSION
+                and manifest["spec"] == json.loads(json.dumps(dataclasses.asdict(build_spec(chosen))))
+                and sources == [sha256_hex(path.read_bytes()) for path in book_files(books)[: chosen.books]]
+            )
+            return same and bool(read_split(str(folder), "test").rows)
+        except (OSError, ValueError, KeyError, TypeError):  # absent, not a build, damaged: not kept
+            return False
 
     def sentence(self, run: Run) -> str | None:
         """The answer-bias-corrected accuracy where the run has it, else accuracy and answer bias."""

@@ -39,7 +39,7 @@ def booksort_rows(
 ) -> tuple[list[Row], list[str]]:
     """One row per excerpt length (`common.evaluations.Planner`)."""
     from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, N_BINS, SEGMENT_LENGTHS
-    from lm_eval_longmem.booksort.data import add_bin_index, booksort_options, make_doc, read_split, select
+    from lm_eval_longmem.booksort.data import HUB_DATASET, add_bin_index, booksort_options, make_doc, read_split, select
     from lm_eval_longmem.booksort.prompts import Condition
 
     options = booksort_options(metadata)
@@ -72,6 +72,12 @@ def booksort_rows(
         unknown = (
             "" if options.data == "hub" else f"docs unknown offline: {options.data} counted as memari/booksort's layout"
         )
+        if options.data == "hub":
+            notes.append(
+                f"{task.name}: {HUB_DATASET} is gated: before the run, accept its terms at "
+                f"https://huggingface.co/datasets/{HUB_DATASET} and log in (`hf auth login` or HF_TOKEN), or build the "
+                "trials locally (`lm-eval-longmem booksort build`, then --metadata booksort_data=DIR)"
+            )
     else:
         source = read_split(options.data, "test")
         add_bin_index(source.rows)

@@ -26,6 +26,7 @@ class BooksortSection(ReportSection):
     position = 2
     """Last of ours, as the report has always had it."""
     headline_header = (f"{NAME} {ACC.name} (%)", "trials")
+    scores = (ACC, PCT_A, CALIBRATED)
 
     def headline_cells(self, run: Run) -> list[str]:
         """In-context accuracy with its interval, and the trials behind it."""

@@ -40,6 +40,7 @@ class ForgettingCurveSection(ReportSection):
     position = 0
     """First among the evaluations' sections."""
     headline_header = (f"{NAME} fine_memory_length", "coarse_memory_length")
+    scores = SCORES
 
     def headline_cells(self, run: Run) -> list[str]:
         """Fine and coarse memory lengths with their intervals."""

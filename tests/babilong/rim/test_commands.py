@@ -201,3 +201,45 @@ def test_an_empty_target_is_named_as_such(tmp_path, capsys):
         f"lm-eval-longmem: error: {path}: the target of row 1 is empty (1 of 1 rows have no target): give every row its gold "
         "answer in the target column (rows are counted from 1, after the header)\n"
     )
+
+
+def test_a_csv_with_a_byte_order_mark_scores(tmp_path, capsys):
+    """A UTF-8 CSV saved with a byte-order mark (as spreadsheet programs save it) has its target column."""
+    path = tmp_path / "qa1_bom.csv"
+    path.write_text(
+        "target,output,question\noffice,office,Where is Mary?\nkitchen,garden,Where is John?\n", encoding="utf-8-sig"
+    )
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    main(["babilong", "score", str(path), "--task", "qa1"])
+    assert capsys.readouterr().out == f"{path}: n=2  acc=50.00  acc_corrected=50.00  abstained=0.00\n"
+
+
+@pytest.mark.parametrize(
+    ("bad_row", "fields"),
+    [("office,Where is Mary?", 2), ("office,It is the office, I think,Where is Mary?", 4)],
+    ids=["too-few-fields", "an-unquoted-comma"],
+)
+@pytest.mark.parametrize("command", ["score", "audit"])
+def test_a_ragged_csv_is_refused_naming_its_first_bad_row(tmp_path, capsys, bad_row, fields, command):
+    """A row with fewer or more fields than the header (an unquoted comma in an output) would shift its cells: refused."""
+    path = tmp_path / "qa1_ragged.csv"
+    path.write_text(f"target,output,question\nkitchen,kitchen,Where is John?\n{bad_row}\nhall,hall,Where is Sandra?\n")
+    with pytest.raises(SystemExit, match="1"):
+        main(["babilong", command, str(path), "--task", "qa1"])
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"lm-eval-longmem: error: {path}: row 2 (line 3) has {fields} fields, the header 3: quote every cell that holds "
+        "a comma (rows are counted from 1, after the header)\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["score", "audit"])
+def test_a_file_given_twice_is_refused(predictions, capsys, command):
+    """A file named twice (here once through `..`) would be scored twice, and weigh twice in `audit --sample`."""
+    again = predictions.parent / ".." / predictions.parent.name / predictions.name
+    with pytest.raises(SystemExit, match="1"):
+        main(["babilong", command, str(predictions), str(again), "--task", "qa7"])
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"lm-eval-longmem: error: {again} is given twice: name each file once\n"

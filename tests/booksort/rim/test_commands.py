@@ -95,3 +95,62 @@ def test_select_prompt_as_the_card_writes_it_runs_on_cpu_and_keeps_an_existing_f
         f"lm-eval-longmem: error: --output_path {keep} exists: pass --overwrite to replace it, or choose another --output_path"
     )
     assert keep.read_text() == "my notes"
+
+
+def test_a_repeated_excerpt_length_is_refused_before_anything_is_written(book_files, tmp_path, capsys):
+    """`booksort build --excerpt_lengths 250,250` wrote every trial twice (and a run counted each twice)."""
+    from lm_eval_longmem.cli import main
+
+    out = tmp_path / "data"
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            [
+                "booksort",
+                "build",
+                "--books",
+                str(book_files[0]),
+                "--output_path",
+                str(out),
+                "--excerpt_lengths",
+                "250,250",
+            ]
+        )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and "Traceback" not in "\n".join(err)
+    assert err[-1].endswith("error: argument --excerpt_lengths: 250 is given twice: name each length once")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("given", ["the same file", "its folder too"])
+def test_a_book_given_twice_is_refused(book_files, tmp_path, capsys, given):
+    from lm_eval_longmem.cli import main
+
+    hamlet = book_files[0]
+    books = [str(hamlet), str(hamlet) if given == "the same file" else str(hamlet.parent)]
+    out = tmp_path / "data"
+    with pytest.raises(SystemExit, match="1"):
+        main(["booksort", "build", "--books", *books, "--output_path", str(out), "--excerpt_lengths", "250"])
+    err = capsys.readouterr().err
+    assert err == f"lm-eval-longmem: error: {hamlet} is given twice: name each book once\n"
+    assert not out.exists()
+
+
+def test_a_build_written_with_a_repeated_length_is_refused_when_read(books, tmp_path):
+    """A build written before repeats were refused holds every trial of the repeated length twice: a run says so."""
+    from lm_eval_longmem.booksort.build import BuildSpec, build, write_dataset
+    from lm_eval_longmem.booksort.data import read_split
+    from lm_eval_longmem.common.errors import UsageError
+
+    with pytest.raises(UsageError, match="^excerpt_lengths: 250 is given twice: name each length once$"):
+        BuildSpec(excerpt_lengths=(250, 250))
+    spec = BuildSpec(excerpt_lengths=(250,), segment_lengths=(50,))
+    object.__setattr__(spec, "excerpt_lengths", (250, 250))  # as the builder took it before
+    result = build(books[:1], spec)
+    out = write_dataset(books[:1], result, spec, tmp_path / "old_build")
+    ids = [trial.trial_id for trial in result.trials]
+    assert len(ids) == 2 * len(set(ids))  # every trial twice
+    with pytest.raises(
+        UsageError,
+        match=r"manifest\.json lists the excerpt length 250 twice, so its trials were written twice: rebuild",
+    ):
+        read_split(str(out), "test")
