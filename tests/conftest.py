@@ -21,6 +21,9 @@ from kit import SHARED_DATA, build_long_llama, build_tiny_llama, read_results, r
 
 from lm_eval_longmem.common import embedded  # noqa: E402
 
+collect_ignore = ["fixtures"]
+"""Packages our tests install (the toy evaluation carries tests of its own, which it runs once installed)."""
+
 
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
