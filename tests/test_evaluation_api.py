@@ -16,6 +16,7 @@ import functools
 import importlib
 import inspect
 import re
+import sys
 import textwrap
 import typing
 from types import ModuleType
@@ -169,7 +170,7 @@ def check_class(module: ModuleType, node: ast.ClassDef, where: str) -> list[str]
         holds = (
             protocol if named == "Protocol"
             else issubclass(cls, tuple) and hasattr(cls, "_fields") if named == "NamedTuple"
-            else getattr(module, named, None) in cls.__mro__
+            else getattr(sys.modules[cls.__module__], named, getattr(module, named, None)) in cls.__mro__
         )  # fmt: skip
         if not holds:
             problems.append(f"{where}: does not derive from {named}")

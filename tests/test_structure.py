@@ -210,7 +210,8 @@ SHARED_PARTS = ("common", "backends", "harness")
 example of what a piece serves); the registry's list of names is the one exception (`NAME_HOLDERS`)."""
 
 NAME_HOLDERS = {
-    REGISTRY: "the registry: `BUILTIN`, and the one guess of an older file's evaluation (`guessed_evaluation`)",
+    REGISTRY: "the registry: `BUILTIN`",
+    f"{PACKAGE}.common.run": "the one guess of an older results file's evaluation (`guessed_evaluation`)",
     f"{PACKAGE}.harness.tasks": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
 }
 """The modules outside an evaluation's package that may spell an evaluation's name in code, and why."""
