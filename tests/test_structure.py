@@ -337,7 +337,7 @@ def test_the_import_call_reader_sees_calls_at_import_only():
 
 
 def test_nothing_patches_lm_eval_at_import():
-    """lm_eval is changed at one explicit point, `harness.install` (issue 34): no module of ours installs or patches
+    """lm_eval is changed at one explicit point, `harness.install`: no module of ours installs or patches
     anything when it is imported, so importing one (a task module, for a YAML's `!function`) changes nothing."""
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name}()"
@@ -371,7 +371,7 @@ def test_every_logger_is_under_the_harness_logger(module, path):
             )
 
 
-# --- every lm_eval internal behind the harness/ package (issue 27, item 4; a package by concern since issue 34) ---
+# --- every lm_eval internal behind the harness/ package (a package by concern) ---
 
 HARNESS = "harness"
 """The part (`part()`) that holds every lm_eval internal: the `harness/` package, all its modules."""
