@@ -1,4 +1,4 @@
-"""The documentation cannot rot silently (issue 34, item 6).
+"""The documentation cannot rot silently.
 
 Over README.md, CONTRIBUTING.md, CHANGELOG.md, `docs/*.md` and the task cards (`task_configs/*/README.md`):
 
