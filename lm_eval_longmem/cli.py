@@ -269,7 +269,7 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
-    from lm_eval_longmem.commands.demo import SIZES
+    from lm_eval_longmem.commands.demo import SIZES, demo_tasks
 
     demo = sub.add_parser(
         "demo",
@@ -287,7 +287,9 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
         "--corpus", type=Path, default=None, help="folder of .txt books (default: the embedded Shakespeare)"
     )
     demo.add_argument(
-        "--tasks", default=None, help=f"a subset of {','.join(names())} (default: every one with a demo part)"
+        "--tasks",
+        default=None,
+        help=f"a subset of {','.join(demo_tasks())}, the evaluations with a demo part (default: all of them)",
     )
     demo.add_argument("--size", choices=SIZES, default=SIZES[0],
                       help=f"small (< 10 min on 2 CPU cores) or tiny (tests) (default: {SIZES[0]})")  # fmt: skip

@@ -17,9 +17,22 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+from kernels import compares_model_floats  # noqa: E402
 from kit import SHARED_DATA, build_long_llama, build_tiny_llama, read_results, read_samples, run_lm_eval  # noqa: E402,F401
 
 from lm_eval_longmem.common import embedded  # noqa: E402
+
+collect_ignore = ["fixtures"]
+"""Packages our tests install (the toy evaluation carries tests of its own, which it runs once installed)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marks
+def pytest_collection_modifyitems(items):
+    """Every test that compares floats from a model run within a model tolerance gets the `kernels` mark
+    (`kernels.compares_model_floats`): CI runs those once more under `.ci/reduced-kernels`."""
+    for item in items:
+        if compares_model_floats(item):
+            item.add_marker(pytest.mark.kernels)
 
 
 @pytest.fixture(scope="session")

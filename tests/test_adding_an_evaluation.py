@@ -1,14 +1,16 @@
-"""Adding an evaluation is one folder and one line (issue 34): a toy evaluation, a package of its own
-(`tests/fixtures/toy_evaluation`: the folder `toy_eval/` and the entry point in its `pyproject.toml`), installed
-as a user installs a package, shows in the registry, `plan`, `report` and `plot`, and (slow) runs in `lm_eval
---tasks` end to end, with no module of lm-eval-longmem edited: everything here is written under `tmp_path`.
+"""Adding an evaluation is one folder and one line: a toy evaluation, a package of its own laid out as
+CONTRIBUTING.md's recipe builds one (`tests/fixtures/toy_evaluation`: the folder `toy_eval/`, the entry point in its
+`pyproject.toml` and its own `tests/`), installed as a user installs a package, shows in the registry, `plan`,
+`report`, `plot` and `demo`, with no module of lm-eval-longmem edited: everything here is written under `tmp_path`.
 
 The quick tests install it as pip would (its files and a `.dist-info` with the entry point read from its
-`pyproject.toml`), in this process; the slow one installs it with pip and runs every command in its own process.
+`pyproject.toml`), in this process; the slow one installs it with pip and runs the toy's own tests, which run it
+through `lm_eval --tasks toy` and every command.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from kit import REPO_ROOT, read_results, run_lm_eval
+from kit import REPO_ROOT
 
 from lm_eval_longmem import cli, preflight
 from lm_eval_longmem.common import evaluations as registry
@@ -26,7 +28,6 @@ from lm_eval_longmem.common.evaluations import BUILTIN, ENTRY_POINT_GROUP, evalu
 from lm_eval_longmem.plan import make_plan
 
 TOY = REPO_ROOT / "tests" / "fixtures" / "toy_evaluation"
-CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
 def entry_point_lines() -> list[str]:
@@ -110,29 +111,30 @@ def test_report_and_plot_show_the_toy(toy_installed, tmp_path, capsys):
     assert (tmp_path / "figure_toy.png").is_file()
 
 
+def demo_tasks_help() -> str:
+    """The help of `lm-eval-longmem demo --tasks`: the evaluations it offers."""
+    parser = cli.build_parser()
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return next(str(a.help) for a in commands.choices["demo"]._actions if "--tasks" in a.option_strings)
+
+
+def test_demo_offers_only_the_evaluations_with_a_demo_part(toy_installed, monkeypatch):
+    assert "toy" in demo_tasks_help()
+    monkeypatch.setattr(type(evaluation("toy")), "demo", lambda self: None)
+    offered = demo_tasks_help()
+    assert "toy" not in offered and all(name in offered for name in BUILTIN)
+
+
 @pytest.mark.slow
-def test_the_toy_runs_in_lm_eval_and_every_command_shows_it(tiny_llama_dir, tmp_path):
-    """Installed with pip from its folder, the toy runs as `lm_eval --tasks toy` (the harness indexes the folder
-    its entry names, the task records its evaluation) and `report`, `plot` and `plan` show the run."""
-    site = tmp_path / "site"
+def test_the_toy_s_own_tests_pass_once_it_is_installed(tmp_path):
+    """Installed with pip from its folder, the toy's own tests (`lm_eval --tasks toy` on the embedded model, then
+    `report`, `plot`, `plan` and `demo`) pass, run as its author runs them: pytest in the package's folder."""
+    site, toy = tmp_path / "site", tmp_path / "toy_evaluation"
+    shutil.copytree(TOY, toy)
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--target", str(site), str(TOY)], check=True, capture_output=True, timeout=600)  # fmt: skip
-    env = {"PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site), os.environ.get("PYTHONPATH", "")])}
-    run_lm_eval(["--model", "dummy", "--model_args", f"pretrained={tiny_llama_dir}", "--tasks", "toy",
-                 "--log_samples"], tmp_path, env=env)  # fmt: skip
-    results = read_results(tmp_path)
-    assert results["configs"]["toy"]["longmem"]["evaluation"] == "toy"
-    assert {"acc,none", "acc@8,none", "acc@16,none", "acc@8_ci_low,none"} <= set(results["results"]["toy"])
-
-    def command(*args: str) -> str:
-        proc = subprocess.run([CLI, *args], capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        return proc.stdout
-
-    command("report", str(tmp_path), "--output_path", str(tmp_path / "report"))
-    markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
-    assert "| toy acc (%) |" in markdown and "\n## Toy\n" in markdown
-    command("plot", str(tmp_path), "--output_path", str(tmp_path / "figure"), "--formats", "png")
-    assert (tmp_path / "figure_toy.png").is_file()
-    plan = command("plan", "--tasks", "toy", "--model_args", f"pretrained={tiny_llama_dir}")
-    assert "note: toy: two docs per length" in plan
+                    "--target", str(site), str(toy)], check=True, capture_output=True, timeout=600)  # fmt: skip
+    shutil.rmtree(toy / "toy_eval")  # the tests use the installed package, not the source folder
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          cwd=toy, env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
+    assert done.returncode == 0 and "5 passed" in done.stdout, done.stdout[-6000:] + done.stderr[-2000:]

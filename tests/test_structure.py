@@ -210,7 +210,8 @@ SHARED_PARTS = ("common", "backends", "harness")
 example of what a piece serves); the registry's list of names is the one exception (`NAME_HOLDERS`)."""
 
 NAME_HOLDERS = {
-    REGISTRY: "the registry: `BUILTIN`, and the one guess of an older file's evaluation (`guessed_evaluation`)",
+    REGISTRY: "the registry: `BUILTIN`",
+    f"{PACKAGE}.common.run": "the one guess of an older results file's evaluation (`guessed_evaluation`)",
     f"{PACKAGE}.harness.tasks": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
 }
 """The modules outside an evaluation's package that may spell an evaluation's name in code, and why."""
@@ -336,7 +337,7 @@ def test_the_import_call_reader_sees_calls_at_import_only():
 
 
 def test_nothing_patches_lm_eval_at_import():
-    """lm_eval is changed at one explicit point, `harness.install` (issue 34): no module of ours installs or patches
+    """lm_eval is changed at one explicit point, `harness.install`: no module of ours installs or patches
     anything when it is imported, so importing one (a task module, for a YAML's `!function`) changes nothing."""
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name}()"
@@ -370,7 +371,7 @@ def test_every_logger_is_under_the_harness_logger(module, path):
             )
 
 
-# --- every lm_eval internal behind the harness/ package (issue 27, item 4; a package by concern since issue 34) ---
+# --- every lm_eval internal behind the harness/ package (a package by concern) ---
 
 HARNESS = "harness"
 """The part (`part()`) that holds every lm_eval internal: the `harness/` package, all its modules."""

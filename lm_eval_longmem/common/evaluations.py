@@ -19,8 +19,8 @@ Where entries come from:
       toy = "toy_eval.rim:EVALUATION"
 
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
-`LongmemTask.EVALUATION`); readers take it from there (`readers.results.evaluation_of`). Files written
-before tasks recorded it are recognised by their metric names, here and only here (`guessed_evaluation`).
+`LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which recognises files
+written before tasks recorded it by their metric names).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.errors import UsageError
 
-if TYPE_CHECKING:  # the generic types an evaluation's members take and give (their modules sit above this one)
+if TYPE_CHECKING:  # the generic types an evaluation's members take and give (plain classes below the registry)
     import argparse
 
+    from lm_eval_longmem.common.document import Section
     from lm_eval_longmem.common.model_info import Window
-    from lm_eval_longmem.plan import Row, TaskFacts
-    from lm_eval_longmem.readers.results import Run
-    from lm_eval_longmem.report.blocks import Section
+    from lm_eval_longmem.common.plan_rows import Row, TaskFacts
+    from lm_eval_longmem.common.run import Run
 
 BUILTIN: tuple[str, ...] = ("forgetting_curve", "booksort", "babilong")
 """Our evaluations, in the order commands, figures and the headline table list them (each `lm_eval_longmem.<name>.rim`)."""
@@ -273,20 +273,3 @@ def evaluation(name: str) -> Evaluation:
         if entry.name == name:
             return entry
     raise KeyError(f"{name!r} is not an evaluation of lm-eval-longmem; known: {', '.join(names())}")
-
-
-def guessed_evaluation(metrics: Mapping[str, Any]) -> str | None:
-    """The evaluation of a task in a file written before tasks recorded theirs (lm-eval-longmem before
-    issue 27), from its metric names (today's, `metric_names.canonical_row`): `copy_acc@L` (the
-    forgetting curve), `acc@LE<words>` (Book-SORT), `acc@qaN_LEN` (BABILong). The one place a result's
-    evaluation is guessed; never used for a file whose task recorded it, and only ever needed for ours."""
-    parsed = [found for key in metrics if (found := metric_names.parse(key))]
-    if any(n.score == "copy_acc" and n.cell for n in parsed):
-        return "forgetting_curve"
-    if any(
-        n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in parsed
-    ):
-        return "booksort"
-    if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in parsed):
-        return "babilong"
-    return None

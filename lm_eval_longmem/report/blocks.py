@@ -1,41 +1,23 @@
-"""The report's document model (tables, figures, paragraphs in sections; rendered by `render.py`) and the
-formatting of its cells, shared by every section builder."""
+"""The report's document model (tables, figures, paragraphs in sections, defined in `common.document`, below the
+registry whose report parts return them; rendered by `render.py`) and the formatting of its cells, shared by every
+section builder."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.document import FigureBlock as FigureBlock
+from lm_eval_longmem.common.document import Section as Section
+from lm_eval_longmem.common.document import Table as Table
+from lm_eval_longmem.common.evaluations import names
 from lm_eval_longmem.readers.results import Run
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 RUN_COLORS = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000")
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-
-
-@dataclass
-class FigureBlock:
-    name: str
-    """File stem under `figures/`."""
-    caption: str
-    figure: Figure
-
-
-@dataclass
-class Section:
-    title: str
-    blocks: list[str | Table | FigureBlock] = field(default_factory=list)
 
 
 @dataclass
@@ -130,8 +112,9 @@ def pyplot():
 
 
 def is_ours(run: Run, task: str) -> bool:
-    """True for our tasks and groups (`Run.evaluation`); a harness task merely named like one of ours is not."""
-    return run.evaluation(task) is not None
+    """True for the tasks and groups of an evaluation registered here (`Run.evaluation`); a harness task merely
+    named like one of ours is not, nor a task of an evaluation not installed here."""
+    return run.evaluation(task) in names()
 
 
 def absent_cells(run: Run, task: str) -> list[str]:

@@ -1,5 +1,5 @@
-"""The registry of evaluations: every entry is what its users call, registration through the entry-point group
-is checked, and tasks record their evaluation in the results file, so readers take it from there."""
+"""The registry of evaluations: every entry is what its users call, and registration through the entry-point group
+is checked (how readers find a task's evaluation in a results file: `tests/common/test_run.py`)."""
 
 from __future__ import annotations
 
@@ -19,13 +19,11 @@ from lm_eval_longmem.common.evaluations import (
     Plotter,
     evaluation,
     evaluations,
-    guessed_evaluation,
     names,
 )
 from lm_eval_longmem.common.options import declared
 from lm_eval_longmem.common.task import LongmemTask
 from lm_eval_longmem.plan import our_tasks
-from lm_eval_longmem.readers.results import evaluation_of
 
 
 def _task_classes(name: str) -> set[type]:
@@ -106,29 +104,3 @@ def test_a_package_s_entry_point_is_listed_after_ours_and_a_bad_one_is_named(mon
         assert names() == BUILTIN
     finally:
         registry.evaluations.cache_clear()
-
-
-def _results(facts: dict, metrics: dict) -> dict:
-    return {"results": {"t": {"alias": "t", **metrics}}, "configs": {"t": {"longmem": facts}}}
-
-
-def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_suggest():
-    forgetting_like = {"copy_acc@1024,none": 0.5}
-    assert evaluation_of(_results({}, forgetting_like), "t") == "forgetting_curve"  # an old file: guessed
-    assert evaluation_of(_results({"evaluation": "babilong"}, forgetting_like), "t") == "babilong"
-    assert evaluation_of(_results({"evaluation": "ruler"}, forgetting_like), "t") is None  # not one of ours
-    group = {**_results({"evaluation": "booksort"}, {}), "group_subtasks": {"g": ["t"]}}
-    assert evaluation_of(group, "g") == "booksort"
-
-
-@pytest.mark.parametrize(
-    "metrics, expected",
-    [
-        ({"copy_acc@1024": 0.5}, "forgetting_curve"),
-        ({"acc@LE2500": 0.6, "acc": 0.6}, "booksort"),
-        ({"acc@qa1_4096": 0.6}, "babilong"),
-        ({"acc": 0.6, "acc_stderr": 0.01}, None),  # any harness task
-    ],
-)
-def test_the_one_guess_for_older_files(metrics, expected):
-    assert guessed_evaluation(metrics) == expected
