@@ -15,25 +15,6 @@ from kit import FakeHub
 from lm_eval_longmem.common import hub
 
 
-@pytest.fixture
-def online(monkeypatch):
-    """No offline variable set (the tests run offline), restored afterwards together with what `go_offline` changes."""
-    import datasets.config
-    from huggingface_hub import constants
-
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
-    monkeypatch.setattr(hub, "_unreachable", "")
-
-    def at(url: str) -> None:
-        monkeypatch.setattr(constants, "ENDPOINT", url)
-
-    return at
-
-
 def _warnings(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
@@ -43,11 +24,11 @@ def test_an_offline_variable_makes_the_hub_unusable_without_a_probe():
 
 
 @pytest.mark.parametrize("status", [200, 401, 404])
-def test_a_hub_that_answers_keeps_the_process_online(online, status, caplog):
+def test_a_hub_that_answers_keeps_the_process_online(hub_online, status, caplog):
     from huggingface_hub import constants
 
     with FakeHub(status) as fake:
-        online(fake.url)
+        hub_online(fake.url)
         result = hub.probe(f"{fake.url}/org/model/resolve/main/config.json")
     assert (result.status, result.reachable, fake.connections) == (status, True, 1)
     assert hub.unusable_reason() == "" and not constants.HF_HUB_OFFLINE and "HF_HUB_OFFLINE" not in os.environ
@@ -56,14 +37,14 @@ def test_a_hub_that_answers_keeps_the_process_online(online, status, caplog):
 
 @pytest.mark.parametrize("answer", ["refuse", "close", "silent", 503])
 def test_a_hub_that_refuses_hangs_up_is_silent_or_fails_turns_the_process_offline_with_one_line(
-    online, monkeypatch, answer, caplog
+    hub_online, monkeypatch, answer, caplog
 ):
     import datasets.config
     from huggingface_hub import constants
 
     monkeypatch.setattr(hub, "PROBE_TIMEOUT_S", 0.3)
     with FakeHub(answer) as fake:
-        online(fake.url)
+        hub_online(fake.url)
         assert hub.unusable_reason() == ""
         result = hub.probe()
     assert fake.connections == (0 if answer == "refuse" else 1)  # no retry
@@ -79,7 +60,7 @@ def test_a_hub_that_refuses_hangs_up_is_silent_or_fails_turns_the_process_offlin
 
 @pytest.mark.parametrize("failure", ["import", "session"])
 def test_a_probe_that_cannot_run_is_one_warning_line_and_the_process_stays_online(
-    online, monkeypatch, failure, caplog, capsys
+    hub_online, monkeypatch, failure, caplog, capsys
 ):
     """A broken huggingface_hub (its import, or its client) says nothing about the hub: one line, no traceback,
     and the run goes on online (going offline is what made every online run fail when the probe's client
@@ -91,9 +72,7 @@ def test_a_probe_that_cannot_run_is_one_warning_line_and_the_process_stays_onlin
     else:
         monkeypatch.setattr(huggingface_hub, "get_session", lambda: (_ for _ in ()).throw(RuntimeError("no client")))
     with FakeHub(200) as fake:
-        online(fake.url)
-        if failure == "import":
-            monkeypatch.setenv("HF_ENDPOINT", fake.url)  # read from the variable when huggingface_hub is broken
+        hub_online(fake.url)  # with huggingface_hub broken, its address is read from HF_ENDPOINT
         result = hub.probe()
     assert not result.ran and result.status is None and fake.connections == 0
     assert hub.unusable_reason() == "" and "HF_HUB_OFFLINE" not in os.environ
