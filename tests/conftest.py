@@ -87,3 +87,20 @@ def hub_online(monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", url)
 
     return at
+
+
+@pytest.fixture
+def registry_warnings():
+    """The warning lines of the registry of evaluations (`common.evaluations`), read from its own logger (lm_eval's log
+    set-up may stop them reaching caplog); the registry is read afresh afterwards."""
+    import logging
+
+    from lm_eval_longmem.common import evaluations
+
+    lines: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    evaluations.log.addHandler(handler)
+    yield lines
+    evaluations.log.removeHandler(handler)
+    evaluations.registered.cache_clear()
