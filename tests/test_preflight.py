@@ -162,6 +162,8 @@ def test_the_local_alternatives_run_with_the_hub_answering_or_not(tiny_llama_dir
     assert "Traceback" not in proc.stderr and "Retrying" not in proc.stderr
     warned = proc.stderr.count(f"the hub at {fake.url} is unreachable")
     assert warned == (0 if answer == 200 else 1)  # said once, as a warning; never while the hub answers
+    taken = "'babilong' is lm-eval-longmem's babilong evaluation while the plugin is active; the harness's own"
+    assert proc.stderr.count(taken) == 1 and "runs as 'babilong_harness'" in proc.stderr  # said once, at INFO
     assert set(read_results(out)["results"]) >= {"forgetting_curve", "booksort", "babilong"}
 
 
