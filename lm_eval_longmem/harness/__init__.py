@@ -16,7 +16,7 @@ R1 ``lm_eval.tasks.manager.TaskManager.__init__`` takes ``include_path`` (one pa
    ``include_defaults``; it indexes its own directory (the one holding ``manager.py``) first, then
    the include paths in order, a later path replacing an earlier entry of the same name.
    -> tasks: test_r1_task_manager_parameters_and_precedence
-R2 (retired: nothing relies on ``TaskManager.load`` any more; the other numbers stay.)
+R2 (retired: no wrapper reads the names a run passes to ``TaskManager.load`` any more; the other numbers stay.)
 R3 When an include path replaces a name, ``lm_eval.tasks._index`` logs a WARNING through the logger
    of that name with the arguments ``(name, new yaml path, old yaml path)``. We drop that record when a
    task of our folders takes the name, and hand it to the package, which leaves out another package's
