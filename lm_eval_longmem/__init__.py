@@ -29,10 +29,10 @@ def task_manager(**kwargs) -> "TaskManager":
     It also lets `lm_eval_longmem.harness.models.live_backend()` see the model `simple_evaluate` creates,
     and checks our tasks' inputs before that model loads (`lm_eval_longmem.preflight`).
     """
-    from lm_eval_longmem.common.evaluations import task_folders
+    from lm_eval_longmem.common.evaluations import refused_folders, task_folders
     from lm_eval_longmem.harness import Plugin, install
     from lm_eval_longmem.harness.tasks import new_task_manager
     from lm_eval_longmem.preflight import check_run
 
-    install(Plugin(before_model=check_run, task_folders=task_folders))
+    install(Plugin(before_model=check_run, task_folders=task_folders, refused_folders=refused_folders))
     return new_task_manager(**kwargs)

@@ -49,11 +49,13 @@ def activate(manager_module: ModuleType | None = None) -> None:
     (`preflight.check_run`). Called by the start-up hook and by `lm-eval-longmem run`, which runs lm_eval's
     command line whether or not the hook is on."""
     from lm_eval_longmem.common.errors import UsageError
-    from lm_eval_longmem.common.evaluations import task_folders
+    from lm_eval_longmem.common.evaluations import refused_folders, task_folders
     from lm_eval_longmem.harness import Plugin, install
     from lm_eval_longmem.preflight import check_run
 
-    plugin = Plugin(usage_error=UsageError, before_model=check_run, task_folders=task_folders)
+    plugin = Plugin(
+        usage_error=UsageError, before_model=check_run, task_folders=task_folders, refused_folders=refused_folders
+    )
     install(plugin, index_our_tasks=True, manager_module=manager_module)
 
 

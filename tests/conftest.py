@@ -77,3 +77,43 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared test data at {SHARED_DATA} (a `shared/` folder beside the checkout)")
     return SHARED_DATA
+
+
+@pytest.fixture
+def hub_online(monkeypatch):
+    """No offline variable set (the suite runs offline), restored afterwards with all that `common.hub.go_offline`
+    changes; call it with a stand-in hub's address (`kit.FakeHub.url`) to point huggingface_hub at it."""
+    import datasets.config
+    from huggingface_hub import constants
+
+    from lm_eval_longmem.common import hub
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    monkeypatch.setattr(hub, "_unreachable", "")
+
+    def at(url: str) -> None:
+        monkeypatch.setattr(constants, "ENDPOINT", url)
+        monkeypatch.setenv("HF_ENDPOINT", url)
+
+    return at
+
+
+@pytest.fixture
+def registry_warnings():
+    """The warning lines of the registry of evaluations (`common.evaluations`), read from its own logger (lm_eval's log
+    set-up may stop them reaching caplog); the registry is read afresh afterwards."""
+    import logging
+
+    from lm_eval_longmem.common import evaluations
+
+    lines: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    evaluations.log.addHandler(handler)
+    yield lines
+    evaluations.log.removeHandler(handler)
+    evaluations.registered.cache_clear()

@@ -296,47 +296,66 @@ def check_summary_schema(task, payloads: list[dict]) -> dict:
 
 
 class FakeHub:
-    """A local stand-in for the Hugging Face hub's address (`HF_ENDPOINT`) that counts the connections it gets.
+    """A stand-in for the Hugging Face hub on loopback (`HF_ENDPOINT`): a threading `http.server` on 127.0.0.1 that
+    counts the connections it gets. Use as a context manager; `url` is its address.
 
-    `answer`: "close" (accept, then hang up: no HTTP answer, as an unreachable hub), "silent" (accept and never
-    answer: a hub that times out) or an HTTP status for every request (e.g. 200, 401). Use as a context manager.
+    `answer`: an HTTP status for every request (200: the hub answers; 401, 404: it refuses a model; 503: a server
+    error), "close" (accept, then hang up without an answer), "silent" (accept and never answer: a hub that times
+    out) or "refuse" (nothing listens at `url`: the connection is refused).
     """
 
     def __init__(self, answer: str | int = "close") -> None:
+        import http.server
         import socket
         import threading
 
         self.answer = answer
         self.connections = 0
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self._open: list = []
-        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
-        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._release = threading.Event()
+        if answer == "refuse":  # a port that was free a moment ago, with nothing listening on it now
+            with socket.create_server(("127.0.0.1", 0)) as probe:
+                port = probe.getsockname()[1]
+            self._server = None
+        else:
+            fake = self
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:  # closed
-                return
-            self.connections += 1
-            if self.answer == "close":
-                conn.close()
-            elif self.answer == "silent":
-                self._open.append(conn)
-            else:
-                conn.recv(65536)
-                conn.sendall(f"HTTP/1.1 {self.answer} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
-                conn.close()
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def handle(self) -> None:
+                    fake.connections += 1
+                    if fake.answer == "close":
+                        return  # the server closes the connection without a word
+                    if fake.answer == "silent":
+                        fake._release.wait()
+                        return
+                    super().handle()
+
+                def do_HEAD(self) -> None:  # noqa: N802 - http.server's spelling
+                    self.send_response(int(fake.answer))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+
+                do_GET = do_HEAD  # noqa: N815
+
+                def log_message(self, *args: object) -> None:
+                    pass
+
+            self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self._server.daemon_threads = True
+            port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{port}"
 
     def __enter__(self) -> FakeHub:
-        self._thread.start()
+        import threading
+
+        if self._server is not None:
+            threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.close()
-        for conn in self._open:
-            conn.close()
+        self._release.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
 
 
 def hflm_chat_template(tokenizer):

@@ -47,9 +47,9 @@ def install_by_hand(site: Path) -> Path:
 
 
 def _forget_the_toy() -> None:
-    registry.evaluations.cache_clear()
+    registry.registered.cache_clear()
     preflight.our_task_names.cache_clear()
-    for module in [m for m in sys.modules if m == "toy_eval" or m.startswith("toy_eval.")]:
+    for module in [m for m in sys.modules if m.split(".")[0] in ("toy_eval", "broken_evals")]:
         del sys.modules[module]
 
 
@@ -61,6 +61,89 @@ def toy_installed(tmp_path, monkeypatch):
     _forget_the_toy()
     yield site
     _forget_the_toy()
+
+
+BROKEN = REPO_ROOT / "tests" / "fixtures" / "broken_evaluations"
+BROKEN_POINTS = {
+    "broken-import": "cannot = broken_evals.cannot_import:EVALUATION",
+    "missing-attribute": "missing = broken_evals.shapes:NO_SUCH_NAME",
+    "wrong-shape": "half = broken_evals.shapes:HALF",
+    "taken-name": "booksort = broken_evals.shapes:BOOKSORT",
+    "misnamed": "misnamed = broken_evals.shapes:MISNAMED",
+}
+"""Five packages, each registering an evaluation broken in one way (`tests/fixtures/broken_evaluations`): its module
+fails to import, the attribute is missing, it is no evaluation, its name is one of ours, it is named otherwise."""
+
+BROKEN_WHY = {
+    "broken-import": "cannot be loaded (ModuleNotFoundError: No module named 'lm_eval_longmem_test_no_such_module'); "
+    "fix or uninstall that package",
+    "missing-attribute": "cannot be loaded (AttributeError: module 'broken_evals.shapes' has no attribute "
+    "'NO_SUCH_NAME'); fix or uninstall that package",
+    "wrong-shape": "gives a Half, not an lm-eval-longmem evaluation (it lacks ",
+    "taken-name": "takes the name of lm-eval-longmem's booksort; choose another name",
+    "misnamed": "names the evaluation 'not_misnamed'; name the entry point not_misnamed",
+}
+
+
+def install_packages(site: Path, points: dict[str, str]) -> Path:
+    """What `pip install` leaves for packages (distribution -> its one entry-point line) of the broken fixtures."""
+    if not (site / "broken_evals").exists():
+        shutil.copytree(BROKEN / "broken_evals", site / "broken_evals")
+    for dist, line in points.items():
+        info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n", encoding="utf-8")
+        (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{line}\n", encoding="utf-8")
+    return site
+
+
+def left_out_line(dist: str, line: str) -> str:
+    """How the warning that leaves out a package's entry point begins."""
+    return f"lm-eval-longmem: left out the entry point {line} of {dist} 0.1 ({ENTRY_POINT_GROUP}): it "
+
+
+def test_five_broken_packages_are_one_warning_line_each_and_the_toy_still_registers(
+    toy_installed, registry_warnings, tmp_path
+):
+    install_packages(toy_installed, BROKEN_POINTS)
+    assert names() == (*BUILTIN, "toy")
+    assert len(registry_warnings) == 5 and not any("\n" in line for line in registry_warnings)
+    for (dist, line), said in zip(sorted(BROKEN_POINTS.items(), key=lambda kv: kv[1]), registry_warnings):
+        assert said.startswith(left_out_line(dist, line) + BROKEN_WHY[dist]), said
+    assert names() == (*BUILTIN, "toy") and len(registry_warnings) == 5  # loaded once: said once
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("declared", [False, True])
+def test_an_evaluation_that_takes_a_harness_task_s_name_is_left_out_unless_it_says_so(
+    toy_installed, registry_warnings, declared
+):
+    """A package's `passkey` task (the harness's own `passkey` is LIBRA's) is left out of the index with one line, and
+    the harness's `passkey` stays; declared in `replaces_harness`, it takes the name. The toy is indexed either way."""
+    import lm_eval.tasks as harness_tasks
+
+    from lm_eval_longmem.harness.tasks import new_task_manager
+
+    target = "PASSKEY_ON_PURPOSE" if declared else "PASSKEY"
+    install_packages(toy_installed, {"passkey-eval": f"passkey = broken_evals.shapes:{target}"})
+    assert names() == (*BUILTIN, "passkey", "toy") and registry_warnings == []
+    registry.refused_folders([])  # nothing to refuse without an index
+    manager = new_task_manager()
+    passkey = Path(manager.task_index["passkey"].yaml_path).resolve()
+    assert passkey.is_relative_to(toy_installed if declared else Path(harness_tasks.__file__).parent)
+    assert "toy" in manager.task_index
+    if declared:
+        assert registry_warnings == [] and "passkey" in names()
+        return
+    [line] = registry_warnings
+    assert line.startswith(left_out_line("passkey-eval", "passkey = broken_evals.shapes:PASSKEY").removesuffix("it "))
+    assert "its task 'passkey' (" in line and "has the name of the harness's (" in line
+    assert line.endswith(
+        "; rename it, or list it in its evaluation's replaces_harness to take the harness's place on purpose"
+    )
+    assert names() == (*BUILTIN, "toy")
+    new_task_manager()  # once left out, not indexed (nor said) again
+    assert len(registry_warnings) == 1
 
 
 def toy_results_file(folder: Path) -> Path:
@@ -138,3 +221,70 @@ def test_the_toy_s_own_tests_pass_once_it_is_installed(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                           cwd=toy, env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
     assert done.returncode == 0 and "5 passed" in done.stdout, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_broken_packages_break_no_command(tiny_llama_dir, embedded_books_dir, tmp_path):
+    """With the five broken packages and one that takes the harness's `passkey` unasked installed beside the toy:
+    `lm-eval-longmem --help`, `plan`, `report`, `lm_eval --tasks forgetting_curve` and a plain harness task all work,
+    each process saying each broken package in one warning line (and the `passkey` one where the harness's task
+    index is built: not in `plan`, which reads our YAMLs), with no traceback."""
+    site = install_packages(
+        install_by_hand(tmp_path / "site"), BROKEN_POINTS | {"passkey-eval": "passkey = broken_evals.shapes:PASSKEY"}
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site), os.environ.get("PYTHONPATH", "")])}
+    passkey = left_out_line("passkey-eval", "passkey = broken_evals.shapes:PASSKEY").removesuffix("it ")
+
+    def said(proc: subprocess.CompletedProcess, *, index: bool) -> None:
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert "Traceback" not in proc.stderr
+        for dist, line in BROKEN_POINTS.items():
+            assert proc.stderr.count(left_out_line(dist, line) + BROKEN_WHY[dist]) == 1, (dist, proc.stderr[-4000:])
+        assert proc.stderr.count(passkey) == (1 if index else 0), proc.stderr[-4000:]
+
+    def command(*args: str, index: bool) -> str:
+        proc = subprocess.run([CLI, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+        said(proc, index=index)
+        return proc.stdout
+
+    assert "plan" in command("--help", index=False)
+    plan = command("plan", "--tasks", "toy,forgetting_curve", "--model_args", f"pretrained={tiny_llama_dir}",
+                   "--metadata", f"forgetting_curve_corpus={embedded_books_dir / 'macbeth.txt'}", index=False)  # fmt: skip
+    assert "note: toy: two docs per length" in plan
+    command("report", str(toy_results_file(tmp_path / "run")), "--output_path", str(tmp_path / "report"), index=False)
+    assert "| toy acc (%) |" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+
+    book = embedded_books_dir / "macbeth.txt"
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "plain").mkdir()
+    ours = run_lm_eval(
+        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir}", "--device", "cpu", "--tasks",
+         "forgetting_curve", "--limit", "1", "--batch_size", "1", "--metadata", f"forgetting_curve_corpus={book}",
+         "forgetting_curve_lengths=[32,64]", "forgetting_curve_samples=1"],
+        tmp_path / "ours", env=env | {"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")}, check=False,
+    )  # fmt: skip
+    said(ours, index=True)
+    assert "forgetting_curve" in read_results(tmp_path / "ours")["results"]
+    plain = run_lm_eval(
+        ["--model", "dummy", "--tasks", "longmem_test_plain_choice", "--include_path",
+         str(REPO_ROOT / "tests" / "fixtures" / "plain_task")],
+        tmp_path / "plain", env=env, check=False,
+    )  # fmt: skip
+    said(plain, index=True)
+    assert "acc,none" in read_results(tmp_path / "plain")["results"]["longmem_test_plain_choice"]
+
+
+@pytest.mark.slow
+def test_the_paths_module_lists_every_evaluation_s_folder(tmp_path):
+    """The route with the start-up hook off: `python -m lm_eval_longmem.paths` prints our folder, then the toy's; two
+    folders are more than lm_eval's --include_path takes, which it says on stderr (with the command that runs all)."""
+    site = install_by_hand(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site), os.environ.get("PYTHONPATH", "")]),
+           "LM_EVAL_LONGMEM_AUTOLOAD": "0"}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "lm_eval_longmem.paths"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, check=True)  # fmt: skip
+    from lm_eval_longmem.paths import task_configs_dir
+
+    assert proc.stdout.splitlines() == [str(task_configs_dir()), str(site / "toy_eval" / "task_configs")]
+    [line] = proc.stderr.splitlines()
+    assert "lm_eval's --include_path takes one" in line and "lm-eval-longmem run" in line

@@ -24,6 +24,9 @@ def test_our_task_names_are_those_the_harness_indexes():
 
     tm = TaskManager(include_path=str(task_configs_dir()), include_defaults=False)
     indexed = {name: Path(entry.yaml_path).parent.name for name, entry in tm.task_index.items()}
+    assert (
+        indexed.pop("babilong_harness") == task_configs_dir().name
+    )  # the harness's group under another name: not ours
     assert {name: owner for name, (owner, _) in preflight.our_task_names().items()} == indexed
     assert {"forgetting_curve", "booksort", "booksort_in_context", "booksort_memoryless", "babilong"} <= set(indexed)
 
@@ -113,7 +116,7 @@ def test_inputs_that_are_there_pass(tiny_llama_dir, embedded_books_dir, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hub_state", ["offline", "unreachable"])
+@pytest.mark.parametrize("hub_state", ["offline", "close", "refuse"])
 def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_in_one_message(tmp_path, hub_state):
     """Issue 26, item 4: with the hub offline, README's main job (hub model, default data) used to fail three times,
     one source per run, each after loading the model (a hub model failed in 90 lines). Issue 36, item 1: with the
@@ -123,13 +126,13 @@ def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_
     empty_hub = tmp_path / "hf"  # no model, no dataset cached, whatever this machine's own cache holds
     env = {"HF_HOME": str(empty_hub), "HF_HUB_CACHE": str(empty_hub / "hub"),
            "HF_DATASETS_CACHE": str(empty_hub / "datasets")}  # fmt: skip
-    with FakeHub("close") as fake:
-        if hub_state == "unreachable":
+    with FakeHub("close" if hub_state == "offline" else hub_state) as fake:
+        if hub_state != "offline":  # the stand-in hangs up, or nothing listens at its address
             env |= {"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": fake.url}
         proc = run_lm_eval(["--model", "hf", "--model_args", "pretrained=HuggingFaceTB/SmolLM2-135M-Instruct", "--tasks",
                             "forgetting_curve,booksort,babilong", "--batch_size", "1", "--log_samples"], tmp_path,
                            env=env, check=False)  # fmt: skip
-    assert fake.connections == (1 if hub_state == "unreachable" else 0)
+    assert fake.connections == (1 if hub_state == "close" else 0)
     assert proc.returncode == 1, proc.stderr[-3000:]
     message = proc.stderr[proc.stderr.index("lm-eval-longmem: error: ") :].splitlines()
     assert (
@@ -138,6 +141,8 @@ def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_
     )
     model, corpus, booksort, babilong = message[1:]
     why = "the hub is offline (HF_HUB_OFFLINE)" if hub_state == "offline" else f"the hub at {fake.url} is unreachable"
+    if hub_state != "offline":
+        assert proc.stderr.count("is unreachable (") == 1  # the probe's one warning line
     assert model.startswith(
         "  - --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct: not in the local Hugging Face cache, "
         f"and {why}; "
@@ -159,15 +164,17 @@ def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_
 
 
 @pytest.mark.slow
-def test_the_local_alternatives_run_with_the_hub_unreachable(tiny_llama_dir, embedded_books_dir, tmp_path):
+@pytest.mark.parametrize("answer", [200, "close"])
+def test_the_local_alternatives_run_with_the_hub_answering_or_not(tiny_llama_dir, embedded_books_dir, tmp_path, answer):
     """Issue 36, item 1: the user who follows the suggested local alternatives (a model folder, local books, a
     Book-SORT build, generated BABILong) with the hub unreachable and no offline variable gets a run: no network
-    traceback, no retries, one connection (the probe)."""
+    traceback, no retries, one connection (the probe). With the hub answering, the same run stays online (no
+    warning; the probe was the one request)."""
     book = embedded_books_dir / "macbeth.txt"
     booksort_data = build_booksort(book, tmp_path / "booksort_data")
     out = tmp_path / "out"
     out.mkdir()
-    with FakeHub("close") as fake:
+    with FakeHub(answer) as fake:
         proc = run_lm_eval(
             ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir}", "--device", "cpu",
              "--tasks", "forgetting_curve,booksort,babilong", "--limit", "1", "--batch_size", "1",
@@ -183,7 +190,10 @@ def test_the_local_alternatives_run_with_the_hub_unreachable(tiny_llama_dir, emb
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert fake.connections == 1
     assert "Traceback" not in proc.stderr and "Retrying" not in proc.stderr
-    assert f"the hub at {fake.url} is unreachable" in proc.stderr  # said once, as a warning
+    warned = proc.stderr.count(f"the hub at {fake.url} is unreachable")
+    assert warned == (0 if answer == 200 else 1)  # said once, as a warning; never while the hub answers
+    taken = "'babilong' is lm-eval-longmem's babilong evaluation while the plugin is active; the harness's own"
+    assert proc.stderr.count(taken) == 1 and "runs as 'babilong_harness'" in proc.stderr  # said once, at INFO
     assert set(read_results(out)["results"]) >= {"forgetting_curve", "booksort", "babilong"}
 
 
@@ -218,30 +228,112 @@ def test_a_hub_model_missing_from_the_cache_is_named_when_offline(tmp_path, monk
     ]
 
 
-@pytest.mark.parametrize("status", [401, 404])
-def test_a_hub_model_the_hub_refuses_is_named_from_the_one_probe(status, tmp_path, monkeypatch):
-    import datasets.config
+HUB_STATES = {"answering": 200, "refusing the model": 404, "refusing": "refuse", "silent": "silent", "failing": 503}
+"""What the stand-in hub does (`kit.FakeHub`): the first two leave the run online, the others turn it offline."""
+
+
+@pytest.mark.parametrize("state", HUB_STATES)
+def test_the_decision_table_with_the_stand_in_hub_answering_or_not(
+    state, hub_online, monkeypatch, tiny_llama_dir, tmp_path
+):
+    """Every kind of model and data input, checked with the hub answering (the run stays online) and not answering
+    (refused, silent, a server error: offline with one warning line, then every hub input is named with its local
+    alternative): each row is one line or none, and nothing raises. Hub datasets while the hub answers are
+    checked in a process of their own (`datasets` reads the hub's address at import), in the test below."""
     from huggingface_hub import constants
 
     from lm_eval_longmem.common import hub
 
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(hub, "PROBE_TIMEOUT_S", 0.3)
     book = tmp_path / "book.txt"
     book.write_text("Some words. " * 50, encoding="utf-8")
-    metadata = {"pretrained": "some-org/gated-model", "forgetting_curve_corpus": str(book)}
-    with FakeHub(status) as fake:
-        monkeypatch.setattr(constants, "ENDPOINT", fake.url)
-        problems = preflight.run_problems(_run(["forgetting_curve"], metadata))
-    assert fake.connections == 1
-    assert hub.unusable_reason() == ""
-    assert problems == [
-        f"--model_args pretrained=some-org/gated-model: the hub at {fake.url} answered HTTP {status} for its "
-        "config.json: check the name; for a gated or private model, accept its terms on the hub and log in "
-        "(`hf auth login`)"
+    no_weights = tmp_path / "no-weights"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text("{}")
+    local = {"forgetting_curve_corpus": str(book)}
+    rows = {
+        "a model folder": (["forgetting_curve"], {**local, "pretrained": str(tiny_llama_dir)}),
+        "a model folder without weights": (["forgetting_curve"], {**local, "pretrained": str(no_weights)}),
+        "no such folder": (["forgetting_curve"], {**local, "pretrained": str(tmp_path / "missing")}),
+        "a hub model": (["forgetting_curve"], {**local, "pretrained": "some-org/some-model"}),
+        "local data": (["babilong"], {"pretrained": str(tiny_llama_dir), "babilong_source": "generate",
+                                      "babilong_facts": "simulated", "babilong_corpus": str(book)}),
+        "hub data": (["forgetting_curve", "booksort", "babilong"], {"pretrained": str(tiny_llama_dir)}),
+    }  # fmt: skip
+    online = state in ("answering", "refusing the model")
+    if online:  # hub datasets: below; a hub model the probe does not refuse is then for its tokenizer's download
+        del rows["hub data"]
+    if state == "answering":
+        del rows["a hub model"]
+    found = {}
+    with FakeHub(HUB_STATES[state]) as fake:
+        hub_online(fake.url)
+        for row, (tasks, metadata) in rows.items():
+            found[row] = [line.replace(fake.url, "HUB") for line in preflight.run_problems(_run(tasks, metadata))]
+    assert hub.unusable_reason() == ("" if online else f"the hub at {fake.url} is unreachable")
+    assert constants.HF_HUB_OFFLINE is not online
+    # one probe per run while the hub answers; one in all (none when refused) once it did not
+    assert fake.connections == (len(rows) if online else 0 if state == "refusing" else 1)
+
+    assert found["a model folder"] == found["local data"] == []
+    assert found["a model folder without weights"] == [
+        f"--model_args pretrained={no_weights}: no weight files in {no_weights}"
     ]
+    assert [line.split(";")[0] for line in found["no such folder"]] == [
+        f"--model_args pretrained={tmp_path / 'missing'}: no such folder"
+    ]
+    [model] = found.get("a hub model", ["-"])
+    if state == "refusing the model":
+        assert model.startswith(
+            "--model_args pretrained=some-org/some-model: the hub at HUB answered HTTP 404 for its config.json"
+        )
+    elif not online:
+        assert model.startswith(
+            "--model_args pretrained=some-org/some-model: not in the local Hugging Face cache, and the hub at HUB "
+            "is unreachable; "
+        )
+    if not online:
+        corpus, booksort, babilong = found["hub data"]
+        assert corpus.startswith("forgetting_curve_corpus (default: hub dataset 'emozilla/pg19-test'")
+        assert booksort.startswith("booksort_data=hub (hub dataset 'memari/booksort', gated): ")
+        assert babilong.startswith("babilong_source=hub (hub dataset 'RMT-team/babilong'): ")
+        for line in (corpus, booksort, babilong):
+            assert "not in the local Hugging Face cache, and the hub at HUB is unreachable; local alternative" in line
+
+
+@pytest.mark.slow
+def test_hub_datasets_the_answering_hub_cannot_give_are_named_and_the_run_stays_online(tiny_llama_dir, tmp_path):
+    """The decision table's last row while the hub answers: each hub dataset it cannot give (this stand-in has
+    none) is named with the hub's own error and its local alternative; the process stays online."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from lm_eval_longmem import preflight\n"
+        "from lm_eval_longmem.common import hub\n"
+        "from lm_eval_longmem.harness.evaluator import RunRequest\n"
+        "run = RunRequest(tasks=['forgetting_curve', 'booksort', 'babilong'], metadata={'pretrained': sys.argv[1]},"
+        " task_manager=None)\n"
+        "print(json.dumps({'problems': preflight.run_problems(run), 'unusable': hub.unusable_reason()}))\n"
+    )
+    with FakeHub(200) as fake:
+        env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": fake.url,
+               "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+        proc = subprocess.run([sys.executable, "-c", code, str(tiny_llama_dir)], capture_output=True, text=True,
+                              env=env, timeout=600)  # fmt: skip
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    import json
+
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["unusable"] == "" and fake.connections >= 2  # the probe, then the datasets' own requests
+    corpus, booksort, babilong = found["problems"]
+    assert corpus.startswith("forgetting_curve_corpus (default: hub dataset 'emozilla/pg19-test'")
+    assert booksort.startswith("booksort_data=hub (hub dataset 'memari/booksort', gated): ")
+    assert babilong.startswith("babilong_source=hub (hub dataset 'RMT-team/babilong'): ")
+    for line in found["problems"]:
+        assert "local alternative" in line and "not in the local Hugging Face cache" not in line and "\n" not in line
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("plots",),
     ("report",),
     ("commands",),
-    ("cli",),
+    ("cli", "paths.__main__"),  # the command lines
     RIMS,  # each evaluation's rim: its own core and the generic bases below; never another rim
 )
 """Every part of the package, bottom layer first; a part imports only its own part and parts of lower layers."""
@@ -88,10 +88,11 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
 
 def part(module: str) -> str:
     """`lm_eval_longmem.common.task` -> `common`; `lm_eval_longmem.harness` -> `harness`; the package -> `__init__`;
-    an evaluation's rim, `lm_eval_longmem.babilong.rim.section` -> `babilong.rim`."""
+    an evaluation's rim, `lm_eval_longmem.babilong.rim.section` -> `babilong.rim`; a part's command line
+    (`python -m`), `lm_eval_longmem.paths.__main__` -> `paths.__main__`."""
     rest = module.split(".")[1:]
-    if len(rest) >= 2 and rest[1] == "rim":
-        return f"{rest[0]}.rim"
+    if len(rest) >= 2 and rest[1] in ("rim", "__main__"):
+        return f"{rest[0]}.{rest[1]}"
     return rest[0] if rest else "__init__"
 
 

@@ -18,6 +18,13 @@ Where entries come from:
       [project.entry-points."lm_eval_longmem.evaluations"]
       toy = "toy_eval.rim:EVALUATION"
 
+  Another package cannot break the host: an entry point that fails (its module does not import, it names
+  no attribute or no `Evaluation`, it is named otherwise than its evaluation, or its name is taken by ours or
+  by another package's) is left out with one warning line naming its distribution and entry point, and
+  everything else works. So is an evaluation whose task or group name is one the harness (or another
+  evaluation) already has, when the harness's task index meets it (`refused_folders`), unless it lists that
+  name in `Evaluation.replaces_harness`: taking a harness name is said, never silent.
+
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
 `LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which recognises files
 written before tasks recorded it by their metric names).
@@ -26,6 +33,7 @@ written before tasks recorded it by their metric names).
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,7 +42,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.errors import UsageError
 
 if TYPE_CHECKING:  # the generic types an evaluation's members take and give (plain classes below the registry)
     import argparse
@@ -49,6 +56,8 @@ BUILTIN: tuple[str, ...] = ("forgetting_curve", "booksort", "babilong")
 
 ENTRY_POINT_GROUP = "lm_eval_longmem.evaluations"
 """The entry-point group through which another package registers an evaluation (listed after ours, by name)."""
+
+log = logging.getLogger(f"lm_eval.{__name__}")
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,11 @@ class Evaluation(Protocol):
     title: str
     """How prose names it ("Book-SORT")."""
     headline: Headline
+    replaces_harness: Mapping[str, str] = {}
+    """The harness's task or group names its tasks take on purpose -> the name under which the harness's own stays
+    reachable while the plugin is active ("" when none), documented in its card. A run that builds such a task
+    says so in one line. An evaluation of another package whose task or group name is the harness's and is not
+    listed here is left out (`refused_folders`). Default: it takes none."""
 
     def task_folder(self) -> Path:
         """The folder of its task YAMLs, indexed by the harness with ours (`lm_eval --tasks`)."""
@@ -222,34 +236,111 @@ class Evaluation(Protocol):
         return None
 
 
-def _checked(found: object, origin: str) -> Evaluation:
-    """`found` as an `Evaluation`, or one line saying which registration gave what."""
-    if not isinstance(found, Evaluation):
-        raise UsageError(
-            f"{origin} is not an lm-eval-longmem evaluation (it lacks members of common.evaluations.Evaluation): "
-            "point the entry point at the rim's EVALUATION"
-        )
-    return found
+_MEMBERS = tuple(
+    sorted({*Evaluation.__annotations__, *(k for k, v in vars(Evaluation).items() if callable(v) and k[0] != "_")})
+)
+"""What `isinstance(x, Evaluation)` asks of an entry (named in the line that leaves one out)."""
+
+
+@dataclass
+class Registry:
+    """Every evaluation loaded, and what became of the other packages' ones."""
+
+    entries: tuple[Evaluation, ...]
+    """Ours, then those of other packages that loaded, by name."""
+    origins: dict[str, str]
+    """Another package's evaluation name -> its entry point and distribution, as the warnings name it."""
+    left_out: dict[str, str]
+    """Another package's evaluation name -> why it was left out after it loaded (`refused_folders`)."""
+
+
+def _origin(point: Any) -> str:
+    """How a warning names an entry point: its line and its distribution."""
+    dist = getattr(point, "dist", None)
+    package = f"{dist.name} {dist.version}" if dist is not None else "an unknown distribution"
+    return f"entry point {point.name} = {point.value} of {package} ({ENTRY_POINT_GROUP})"
+
+
+def _loaded(point: Any) -> tuple[Evaluation | None, str]:
+    """The evaluation an entry point names, or None and why it is left out (with the fix)."""
+    try:
+        found = point.load()
+        if not isinstance(found, Evaluation):
+            missing = [m for m in _MEMBERS if not hasattr(found, m)]
+            return None, (
+                f"gives a {type(found).__name__}, not an lm-eval-longmem evaluation (it lacks "
+                f"{', '.join(missing) or 'members of common.evaluations.Evaluation'}); point it at the rim's EVALUATION"
+            )
+        if found.name != point.name:
+            return None, f"names the evaluation {found.name!r}; name the entry point {found.name}"
+        if not Path(found.task_folder()).is_dir():
+            return None, f"gives no folder of task YAMLs (task_folder() is {found.task_folder()}); fix that package"
+    except Exception as err:  # noqa: BLE001 - whatever someone else's package raises is one line, never ours to raise
+        first = (str(err).strip().splitlines() or [""])[0][:200]
+        return None, f"cannot be loaded ({type(err).__name__}: {first}); fix or uninstall that package"
+    return found, ""
 
 
 @lru_cache(maxsize=1)
-def evaluations() -> tuple[Evaluation, ...]:
-    """Every evaluation: ours (`BUILTIN`), then those other packages register (`ENTRY_POINT_GROUP`, by name).
-
-    An entry point named otherwise than its evaluation, or a second evaluation of one name, is a
-    `UsageError` naming the package (as lighteval refuses a task that clashes with a built-in)."""
-    found = [_checked(importlib.import_module(f"lm_eval_longmem.{name}.rim").EVALUATION, name) for name in BUILTIN]
-    for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
-        origin = f"entry point {point.name} = {point.value} ({ENTRY_POINT_GROUP})"
-        entry = _checked(point.load(), origin)
-        if entry.name != point.name:
-            raise UsageError(f"{origin}: names the evaluation {entry.name!r}; name the entry point {entry.name}")
-        if any(other.name == entry.name for other in found):
-            raise UsageError(
-                f"{origin}: an evaluation called {entry.name!r} is already registered; choose another name"
-            )
+def registered() -> Registry:
+    """Ours (`BUILTIN`), then every entry point of `ENTRY_POINT_GROUP` that loads as an evaluation, by name. Each
+    one left out is one warning line; a name that two packages register, or one of ours, is left out."""
+    found = [importlib.import_module(f"lm_eval_longmem.{name}.rim").EVALUATION for name in BUILTIN]
+    points = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: (p.name, _origin(p)))
+    claimed = [point.name for point in points]
+    origins: dict[str, str] = {}
+    for point in points:
+        if point.name in BUILTIN:
+            entry, why = None, f"takes the name of lm-eval-longmem's {point.name}; choose another name"
+        elif claimed.count(point.name) > 1:
+            entry, why = None, f"another package registers {point.name!r} too; uninstall one of them"
+        else:
+            entry, why = _loaded(point)
+        if entry is None:
+            log.warning("lm-eval-longmem: left out the %s: it %s", _origin(point), why)
+            continue
+        origins[entry.name] = _origin(point)
         found.append(entry)
-    return tuple(found)
+    return Registry(tuple(found), origins, {})
+
+
+def evaluations() -> tuple[Evaluation, ...]:
+    """Every evaluation (`registered`), less those left out since they loaded (`refused_folders`)."""
+    registry = registered()
+    return tuple(entry for entry in registry.entries if entry.name not in registry.left_out)
+
+
+def refused_folders(overrides: Sequence[Any]) -> list[Path]:
+    """The task folders of other packages' evaluations to leave out of the harness's task index, each said in one
+    warning line: those holding a task or group whose name the index already had (`overrides`, each with `name`,
+    `ours`: the YAML of ours, `theirs`: the YAML it replaced, `builtin`: whether that was the harness's), unless
+    it was the harness's and the evaluation lists it in `replaces_harness`. Ours are never left out (the one
+    name they take is declared, and `tests/test_discovery.py` checks it is the only one)."""
+    registry = registered()
+    refused = []
+    for entry in evaluations():
+        if entry.name not in registry.origins:
+            continue
+        folder = Path(entry.task_folder()).resolve()
+        allowed = entry.replaces_harness
+        clash = next(
+            (o for o in overrides if o.ours.is_relative_to(folder) and not (o.builtin and o.name in allowed)), None
+        )
+        if clash is None:
+            continue
+        whose = "the harness's" if clash.builtin else "another evaluation's"
+        registry.left_out[entry.name] = (
+            f"its task {clash.name!r} ({clash.ours}) has the name of {whose} ({clash.theirs})"
+        )
+        fix = ", or list it in its evaluation's replaces_harness to take the harness's place on purpose"
+        log.warning(
+            "lm-eval-longmem: left out the %s: %s; rename it%s",
+            registry.origins[entry.name],
+            registry.left_out[entry.name],
+            fix if clash.builtin else "",
+        )
+        refused.append(folder)
+    return refused
 
 
 def task_folders() -> list[Path]:

@@ -9,6 +9,11 @@ seconds (name resolution included). When it gets no HTTP answer (or a server err
 switched to offline mode for good (`go_offline`: huggingface_hub's and datasets' flags, and the
 environment for subprocesses), so everything after it reads the local cache at once, exactly as with
 `HF_HUB_OFFLINE=1`, and what is not cached is named by the check instead of failing later.
+
+The request goes through huggingface_hub's own HTTP client (`get_session`, a declared dependency), so it
+meets the hub as the downloads after it will (proxies, certificates, a client factory the user set). A
+probe that cannot run at all (huggingface_hub fails to import or to give its client) says so in one
+warning line and leaves the process online: it learnt nothing about the hub.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -37,11 +43,26 @@ class Probe:
     """The HTTP status (None: no answer)."""
     error: str = ""
     """Why there was no answer, in a few words ("" when there was one)."""
+    ran: bool = True
+    """False when the probe could not send its request (`error` says why): nothing is known of the hub."""
 
     @property
     def reachable(self) -> bool:
         """The hub answered, and not with a server error."""
         return self.status is not None and self.status < 500
+
+
+_DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def _hub_constants() -> Any:
+    """huggingface_hub's `constants` module; None when huggingface_hub cannot be imported (a broken install: the
+    probe then says so in its one line, and the variables are read as huggingface_hub would read them)."""
+    try:
+        from huggingface_hub import constants
+    except Exception:  # noqa: BLE001 - whatever breaks the import, the probe's warning names it
+        return None
+    return constants
 
 
 _unreachable: str = ""
@@ -50,16 +71,14 @@ _unreachable: str = ""
 
 def endpoint() -> str:
     """The hub's address as huggingface_hub uses it (`HF_ENDPOINT`, default https://huggingface.co)."""
-    from huggingface_hub import constants
-
-    return str(constants.ENDPOINT)
+    constants = _hub_constants()
+    return str(constants.ENDPOINT) if constants else os.environ.get("HF_ENDPOINT", _DEFAULT_ENDPOINT).rstrip("/")
 
 
 def offline_by_variable() -> bool:
     """An offline variable is set (read as huggingface_hub and datasets read them)."""
-    from huggingface_hub import constants
-
-    if constants.is_offline_mode():
+    constants = _hub_constants()
+    if constants is not None and constants.is_offline_mode():
         return True
     datasets_config = sys.modules.get("datasets.config")
     if datasets_config is not None and getattr(datasets_config, "HF_HUB_OFFLINE", False):
@@ -86,15 +105,18 @@ def probe(url: str | None = None) -> Probe:
     outcome: list[Probe] = []
 
     def request() -> None:
-        import httpx
-        from huggingface_hub import get_token
+        try:
+            from huggingface_hub import get_session, get_token
 
-        # Not huggingface_hub's `build_hf_headers`: it may itself call the hub (its agent detection).
-        token = get_token()
+            session = get_session()
+            # Not huggingface_hub's `build_hf_headers`: it may itself call the hub (its agent detection).
+            token = get_token()
+        except Exception as err:  # noqa: BLE001 - the probe cannot run: said in one line, the run goes on online
+            outcome.append(Probe(target, None, _first_words(err), ran=False))
+            return
         headers = {"user-agent": "lm-eval-longmem"} | ({"authorization": f"Bearer {token}"} if token else {})
         try:
-            response = httpx.head(target, headers=headers, timeout=PROBE_TIMEOUT_S, follow_redirects=False)
-            outcome.append(Probe(target, response.status_code))
+            outcome.append(Probe(target, session.head(target, headers=headers, timeout=PROBE_TIMEOUT_S).status_code))
         except Exception as err:  # noqa: BLE001 - any failure to get an answer means: unreachable
             outcome.append(Probe(target, None, _first_words(err)))
 
@@ -104,7 +126,14 @@ def probe(url: str | None = None) -> Probe:
     worker.start()
     worker.join(PROBE_TIMEOUT_S + 0.5)
     result = outcome[0] if outcome else Probe(target, None, f"no answer within {PROBE_TIMEOUT_S:g} s")
-    if not result.reachable:
+    if not result.ran:
+        log.warning(
+            "could not probe the hub at %s (%s): going on as if it were reachable; set HF_HUB_OFFLINE=1 to use "
+            "local files only",
+            endpoint(),
+            result.error,
+        )
+    elif not result.reachable:
         go_offline(f"the hub at {endpoint()} is unreachable", detail=result.error or f"HTTP {result.status}")
     return result
 

@@ -67,6 +67,29 @@ from lm_eval_longmem.harness.tasks import deal_docs, quiet_custom_dataset_notice
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
+_said: set[str] = set()
+
+
+def say_taken_name(evaluation_name: str, task: str) -> None:
+    """One INFO line, once per process, when a task of ours is built under a name it takes from the harness on
+    purpose (`Evaluation.replaces_harness`): a pipeline that ran the harness's task of that name learns what it
+    runs now, and where the harness's own went."""
+    from lm_eval_longmem.common.evaluations import evaluation
+
+    try:
+        alias = evaluation(evaluation_name).replaces_harness.get(task)
+    except KeyError:  # a class of ours used by a task of no registered evaluation
+        return
+    if alias is None or task in _said:
+        return
+    _said.add(task)
+    where = f"runs as '{alias}'" if alias else "cannot run"
+    log.info(
+        "'%s' is lm-eval-longmem's %s evaluation while the plugin is active; the harness's own '%s' %s meanwhile "
+        "(LM_EVAL_LONGMEM_AUTOLOAD=0 gives it its name back)",
+        task, evaluation_name, task, where,
+    )  # fmt: skip
+
 
 def item_record(item: tuple) -> dict[str, Any]:
     """A summary item (a NamedTuple) as the payload holds it and `--log_samples` logs it: its named fields."""
@@ -149,6 +172,8 @@ class LongmemTask(ConfigurableTask):
         self.null_reasons: dict[str, str] = {}
         install(self.harness_plugin())
         super().__init__(config=config, **kwargs)
+        if self.EVALUATION:
+            say_taken_name(self.EVALUATION, str(self.config.task))
 
     @classmethod
     def harness_plugin(cls) -> Plugin:

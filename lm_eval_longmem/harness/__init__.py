@@ -16,11 +16,12 @@ R1 ``lm_eval.tasks.manager.TaskManager.__init__`` takes ``include_path`` (one pa
    ``include_defaults``; it indexes its own directory (the one holding ``manager.py``) first, then
    the include paths in order, a later path replacing an earlier entry of the same name.
    -> tasks: test_r1_task_manager_parameters_and_precedence
-R2 ``TaskManager.load(task_list)`` (public) receives the names a run asks for.
-   -> tasks: test_r2_load_receives_the_requested_names
+R2 (retired: no wrapper reads the names a run passes to ``TaskManager.load`` any more; the other numbers stay.)
 R3 When an include path replaces a name, ``lm_eval.tasks._index`` logs a WARNING through the logger
-   of that name with the arguments ``(name, new yaml path, old yaml path)``. We drop that one record
-   when our task replaces a built-in; should the shape change, the warning merely comes back.
+   of that name with the arguments ``(name, new yaml path, old yaml path)``. We drop that record when a
+   task of our folders takes the name, and hand it to the package, which leaves out another package's
+   evaluation that takes a name it did not declare (``tasks.index_our_tasks``); should the shape change,
+   the warning merely comes back and nothing is left out.
    -> tasks: test_r3_override_warning_record_shape
 R4 ``lm_eval.api.model.LM.create_from_arg_string`` and ``create_from_arg_obj`` are classmethods
    that return the new LM (``simple_evaluate`` builds every registry model through them), and the
@@ -38,8 +39,9 @@ R7 ``Task.build_all_requests(tokenizer_name=...)``: ``--cache_requests`` names i
    -> tasks: test_r7_request_cache_is_keyed_by_tokenizer_name
 R8 The harness ships ``lm_eval/tasks/babilong/babilong_qaN.yaml`` (instruction and answer format in
    ``description``, examples in ``fewshot_config.samples``), read with
-   ``lm_eval.tasks._yaml_loader.load_yaml(path, resolve_func=False)``.
-   -> tasks: test_r8_builtin_babilong_yaml_shape
+   ``lm_eval.tasks._yaml_loader.load_yaml(path, resolve_func=False)``, and the group ``babilong.yaml`` of
+   those tasks, which ``task_configs/babilong_harness.yaml`` repeats under that name.
+   -> tasks: test_r8_builtin_babilong_yaml_shape, test_r8_the_harness_babilong_group_is_what_our_alias_group_repeats
 R9 lm_eval's command line lets an exception from task loading reach the top of the interpreter
    (it catches nothing), so ``sys.excepthook`` sees it.
    -> cli: test_r9_usage_error_reaches_the_top_of_lm_eval (a real ``lm_eval`` subprocess)
@@ -160,7 +162,7 @@ R29 The harness's VLLM (one replica) holds vLLM's ``LLM`` as ``model``; in vLLM'
    finalizes, which otherwise now and then aborts the process after its results are written.
    -> models: test_r29_vllm_engine_shut_down_and_output_thread_joined (the real engine, in ``.ci/vllm``)
 
-lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1-R3 (our
+lm_eval is changed at one point, ``install(plugin)`` below (idempotent), and nowhere at import: R1 and R3 (our
 tasks indexed, when asked, from the folders handed), R4, R17 and R29 (the LM factories, the check before the
 model, a vLLM engine shut down at exit), R5, R6 and R14 (a
 request type and the batch-probe cap, when handed), R9 (when a usage error is handed) and R11 (the
@@ -195,12 +197,15 @@ class Plugin:
     task_folders: Callable[[], Sequence[Path]] | None = None
     """R1: the folders of our task YAMLs every `TaskManager` indexes, read when one is built (the registry's,
     `common.evaluations.task_folders`: ours and other packages' evaluations); None: the package's own folder."""
+    refused_folders: Callable[[Sequence[tasks.Override]], Sequence[Path]] | None = None
+    """R3: given the names those folders' tasks took from earlier ones in the index, the folders to index again
+    without (`common.evaluations.refused_folders`, which says why); None: none."""
 
 
 def install(plugin: Plugin, *, index_our_tasks: bool = False, manager_module: Any | None = None) -> None:
     """Everything lm-eval-longmem changes in lm_eval (idempotent; each part is installed once, however often
     this is called): the aggregation hook (R11) and the LM factories (R4) always, the parts `plugin` hands, and
-    with `index_our_tasks` our task folder in every `TaskManager` (R1-R3), on `manager_module` (the start-up
+    with `index_our_tasks` our task folder in every `TaskManager` (R1, R3), on `manager_module` (the start-up
     hook hands the `lm_eval.tasks.manager` it is executing) or on the one imported now."""
     tasks.install_aggregation()
     models.patch_lm_factories()
@@ -214,7 +219,7 @@ def install(plugin: Plugin, *, index_our_tasks: bool = False, manager_module: An
     if plugin.batch_probe_cap is not None:
         models.install_batch_probe_cap(plugin.batch_probe_cap)
     if plugin.task_folders is not None:
-        tasks.install_task_folders(plugin.task_folders)
+        tasks.install_task_folders(plugin.task_folders, plugin.refused_folders)
     if index_our_tasks:
         if manager_module is None:
             import lm_eval.tasks.manager

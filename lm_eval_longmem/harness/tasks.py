@@ -18,6 +18,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,34 @@ log = logging.getLogger(f"lm_eval.{__name__}")
 module of the package logs the same way, as `lm_eval.<module>`)."""
 
 
-# ---------------------------------------------------------------- task discovery (R1, R2, R3)
+# ---------------------------------------------------------------- task discovery (R1, R3)
 
 
 _task_folders: Callable[[], Sequence[Path]] | None = None
+_refuse: Callable[[Sequence[Override]], Sequence[Path]] | None = None
 
 
-def install_task_folders(folders: Callable[[], Sequence[Path]]) -> None:
+@dataclass(frozen=True)
+class Override:
+    """A name a task or group YAML of our folders took in the index from an earlier folder (R3's warning)."""
+
+    name: str
+    ours: Path
+    """The YAML of ours (resolved)."""
+    theirs: Path
+    """The YAML it replaced (resolved): the harness's own, or one of an earlier folder of ours."""
+    builtin: bool
+    """Whether `theirs` is one of the harness's own tasks."""
+
+
+def install_task_folders(
+    folders: Callable[[], Sequence[Path]], refuse: Callable[[Sequence[Override]], Sequence[Path]] | None = None
+) -> None:
     """Index the folders `folders()` gives (read at each `TaskManager`) as ours, instead of the package's own
-    task folder alone (R1): the package's and those of evaluations other packages register."""
-    global _task_folders
-    _task_folders = folders
+    task folder alone (R1): the package's and those of evaluations other packages register. `refuse` gets the
+    names our folders took from earlier ones (R3) and gives the folders to index again without."""
+    global _task_folders, _refuse
+    _task_folders, _refuse = folders, refuse
 
 
 def our_task_folders() -> list[Path]:
@@ -73,7 +91,7 @@ def patch_task_manager(manager_module: Any) -> None:
     built-in group, on purpose, without the harness's override warning), then the user's own
     `include_path` (so users can still override us). `include_defaults=False` asks for the
     user's paths only, so ours are left out too. Arguments are bound to the wrapped signature,
-    so positional and keyword calls are treated alike.
+    so positional and keyword calls are treated alike. The index is built as `index_our_tasks` says.
     """
     cls = manager_module.TaskManager
     if getattr(cls.__init__, MARK, False):
@@ -96,45 +114,47 @@ def patch_task_manager(manager_module: Any) -> None:
         if not include_defaults:
             original_init(*bound.args, **bound.kwargs)
             return
-        bound.arguments["include_path"] = with_our_tasks(bound.arguments.get("include_path"))
-        with quiet_builtin_replacements(builtin_dir) as replaced:
+
+        def build(include_path: list) -> None:
+            bound.arguments["include_path"] = include_path
             original_init(*bound.args, **bound.kwargs)
-        setattr(self, MARK, {"replaced": replaced, "announced": set()})
 
-    original_load = cls.load
+        index_our_tasks(build, with_our_tasks(bound.arguments.get("include_path")), builtin_dir)
 
-    @functools.wraps(original_load)
-    def load(self: Any, task_list: Any, *args: Any, **kwargs: Any) -> Any:
-        announce_replacements(self, task_list)
-        return original_load(self, task_list, *args, **kwargs)
-
-    for function in (__init__, load):
-        setattr(function, MARK, True)
+    setattr(__init__, MARK, True)
     cls.__init__ = __init__
-    cls.load = load
 
 
-class _BuiltinReplacements(logging.Filter):
-    """Drops the index's override warning for our names that replace a built-in, and notes them."""
+def index_our_tasks(build: Callable[[list], Any], include_path: list, builtin_dir: Path) -> Any:
+    """`build(include_path)` (a TaskManager indexing those folders) with the index's override warnings for names our
+    folders take quieted (R3); when the package refuses some of those folders (`install_task_folders`' `refuse`,
+    which says why), built again without them, once. Returns what the last `build` returned."""
+    with quiet_our_overrides(builtin_dir) as overrides:
+        built = build(include_path)
+    refused = set(_refuse(overrides)) if _refuse is not None and overrides else set()
+    if not refused:
+        return built
+    kept = [path for path in include_path if Path(path).expanduser().resolve() not in refused]
+    with quiet_our_overrides(builtin_dir):
+        return build(kept)
+
+
+class _OurOverrides(logging.Filter):
+    """Drops the index's override warning for every name a task of our folders takes, and notes it (R3)."""
 
     def __init__(self, ours: Sequence[Path], builtin: Path) -> None:
         super().__init__()
         self.ours, self.builtin = ours, builtin
-        self.replaced: dict[str, Path] = {}
+        self.overrides: list[Override] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if not (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], str)):
             return True
         new, old = _resolved(args[1]), _resolved(args[2])
-        if (
-            new is None
-            or old is None
-            or not any(new.is_relative_to(o) for o in self.ours)
-            or not old.is_relative_to(self.builtin)
-        ):
+        if new is None or old is None or not any(new.is_relative_to(o) for o in self.ours):
             return True
-        self.replaced[args[0]] = old
+        self.overrides.append(Override(args[0], new, old, old.is_relative_to(self.builtin)))
         return False
 
 
@@ -146,45 +166,29 @@ def _resolved(path: Any) -> Path | None:
 
 
 @contextlib.contextmanager
-def quiet_builtin_replacements(builtin_dir: Path) -> Iterator[dict[str, Path]]:
-    """While indexing, silence "Task X ... overrides existing task" where our task replaces a built-in.
-
-    Yields {name: built-in yaml path} of the names replaced. Other override warnings (a user's
-    include path replacing a built-in or one of ours) still reach the log.
-    """
-    gate = _BuiltinReplacements(our_task_folders(), builtin_dir.resolve())
+def quiet_our_overrides(builtin_dir: Path) -> Iterator[list[Override]]:
+    """While indexing, silence "Task X ... overrides existing task" where a task of our folders takes a name (the
+    package judges each: `index_our_tasks`). Yields the list of those overrides, filled as the index is built.
+    Other override warnings (a user's include path replacing a built-in or one of ours) still reach the log."""
+    gate = _OurOverrides(our_task_folders(), builtin_dir.resolve())
     logger = logging.getLogger(INDEX_LOGGER)
     logger.addFilter(gate)
     try:
-        yield gate.replaced
+        yield gate.overrides
     finally:
         logger.removeFilter(gate)
 
 
-def announce_replacements(task_manager: Any, task_list: Any) -> None:
-    """One INFO line, once per TaskManager, when a run asks for a name our task took from the harness."""
-    state = getattr(task_manager, MARK, None)
-    if not state:
-        return
-    specs = task_list if isinstance(task_list, (list, tuple)) else [task_list]
-    for name in [s for s in specs if isinstance(s, str)]:
-        if name in state["replaced"] and name not in state["announced"]:
-            state["announced"].add(name)
-            log.info(
-                "'%s' is lm-eval-longmem's task; it replaces the harness's built-in %s while the plugin is "
-                "active (LM_EVAL_LONGMEM_AUTOLOAD=0 brings the built-in back)",
-                name,
-                state["replaced"][name],
-            )
-
-
 def new_task_manager(**kwargs: Any) -> Any:
-    """A TaskManager with our tasks added explicitly (the hook may be off), built quietly."""
+    """A TaskManager with our tasks added explicitly (the hook may be off), built as `index_our_tasks` says."""
     import lm_eval.tasks.manager as manager_module
 
-    kwargs["include_path"] = with_our_tasks(kwargs.get("include_path"))
-    with quiet_builtin_replacements(Path(manager_module.__file__).resolve().parent):
-        return manager_module.TaskManager(**kwargs)
+    def build(include_path: list) -> Any:
+        return manager_module.TaskManager(**{**kwargs, "include_path": include_path})
+
+    return index_our_tasks(
+        build, with_our_tasks(kwargs.get("include_path")), Path(manager_module.__file__).resolve().parent
+    )
 
 
 # ---------------------------------------------------------------- task names, YAML paths, include paths (R16)

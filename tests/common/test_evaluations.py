@@ -11,7 +11,6 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from lm_eval_longmem.common import evaluations as registry
-from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.evaluations import (
     BUILTIN,
     ENTRY_POINT_GROUP,
@@ -83,24 +82,66 @@ def test_looking_an_entry_up():
 
 def _with_entry_points(monkeypatch, *points: EntryPoint) -> None:
     monkeypatch.setattr(registry, "entry_points", lambda group: [p for p in points if p.group == group])
-    registry.evaluations.cache_clear()
+    registry.registered.cache_clear()
 
 
-def test_a_package_s_entry_point_is_listed_after_ours_and_a_bad_one_is_named(monkeypatch):
-    try:
-        same = EntryPoint("booksort2", "lm_eval_longmem.booksort.rim:EVALUATION", ENTRY_POINT_GROUP)
-        _with_entry_points(monkeypatch, same)
-        with pytest.raises(UsageError, match=r"entry point booksort2 = .*names the evaluation 'booksort'"):
-            evaluations()
-        clash = EntryPoint("booksort", "lm_eval_longmem.booksort.rim:EVALUATION", ENTRY_POINT_GROUP)
-        _with_entry_points(monkeypatch, clash)
-        with pytest.raises(UsageError, match="an evaluation called 'booksort' is already registered"):
-            evaluations()
-        wrong = EntryPoint("toy", "lm_eval_longmem.booksort.rim:NAME", ENTRY_POINT_GROUP)  # a str, not an entry
-        _with_entry_points(monkeypatch, wrong)
-        with pytest.raises(UsageError, match="is not an lm-eval-longmem evaluation"):
-            evaluations()
-        _with_entry_points(monkeypatch, EntryPoint("other", "x:Y", "another.group"))
-        assert names() == BUILTIN
-    finally:
-        registry.evaluations.cache_clear()
+def test_a_bad_entry_point_is_one_warning_line_and_left_out(monkeypatch, registry_warnings):
+    """An entry point named otherwise than its evaluation, or that gives something else than an evaluation, or two
+    packages registering one name: each is left out with one line naming it, and the rest of the registry loads.
+    (Every kind, installed as packages, in tests/test_adding_an_evaluation.py.)"""
+    group = ENTRY_POINT_GROUP
+    points = (
+        EntryPoint("booksort2", "lm_eval_longmem.booksort.rim:EVALUATION", group),  # named otherwise
+        EntryPoint("toy", "lm_eval_longmem.booksort.rim:NAME", group),  # a str, not an entry
+        EntryPoint("twice", "lm_eval_longmem.booksort.rim:EVALUATION", group),
+        EntryPoint("twice", "lm_eval_longmem.babilong.rim:EVALUATION", group),
+        EntryPoint("other", "x:Y", "another.group"),
+    )
+    _with_entry_points(monkeypatch, *points)
+    assert names() == BUILTIN
+    origin = "of an unknown distribution (lm_eval_longmem.evaluations): it"
+    assert registry_warnings == [
+        f"lm-eval-longmem: left out the entry point booksort2 = lm_eval_longmem.booksort.rim:EVALUATION {origin} names "
+        "the evaluation 'booksort'; name the entry point booksort",
+        f"lm-eval-longmem: left out the entry point toy = lm_eval_longmem.booksort.rim:NAME {origin} gives a str, not "
+        f"an lm-eval-longmem evaluation (it lacks {', '.join(sorted(set(registry._MEMBERS) - {'title'}))}); point it "
+        "at the rim's EVALUATION",
+        f"lm-eval-longmem: left out the entry point twice = lm_eval_longmem.babilong.rim:EVALUATION {origin} another "
+        "package registers 'twice' too; uninstall one of them",
+        f"lm-eval-longmem: left out the entry point twice = lm_eval_longmem.booksort.rim:EVALUATION {origin} another "
+        "package registers 'twice' too; uninstall one of them",
+    ]
+
+
+def test_ours_take_one_harness_name_on_purpose_and_every_other_evaluation_none_by_default():
+    assert {entry.name: dict(entry.replaces_harness) for entry in evaluations()} == {
+        "forgetting_curve": {},
+        "booksort": {},
+        "babilong": {"babilong": "babilong_harness"},
+    }
+
+
+def _results(facts: dict, metrics: dict) -> dict:
+    return {"results": {"t": {"alias": "t", **metrics}}, "configs": {"t": {"longmem": facts}}}
+
+
+def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_suggest():
+    forgetting_like = {"copy_acc@1024,none": 0.5}
+    assert evaluation_of(_results({}, forgetting_like), "t") == "forgetting_curve"  # an old file: guessed
+    assert evaluation_of(_results({"evaluation": "babilong"}, forgetting_like), "t") == "babilong"
+    assert evaluation_of(_results({"evaluation": "ruler"}, forgetting_like), "t") is None  # not one of ours
+    group = {**_results({"evaluation": "booksort"}, {}), "group_subtasks": {"g": ["t"]}}
+    assert evaluation_of(group, "g") == "booksort"
+
+
+@pytest.mark.parametrize(
+    "metrics, expected",
+    [
+        ({"copy_acc@1024": 0.5}, "forgetting_curve"),
+        ({"acc@LE2500": 0.6, "acc": 0.6}, "booksort"),
+        ({"acc@qa1_4096": 0.6}, "babilong"),
+        ({"acc": 0.6, "acc_stderr": 0.01}, None),  # any harness task
+    ],
+)
+def test_the_one_guess_for_older_files(metrics, expected):
+    assert guessed_evaluation(metrics) == expected

@@ -469,3 +469,31 @@ def test_limit_order_is_one_declared_key_per_evaluation():
         assert parse_options(cls, prefix, {f"{prefix}limit_order": "Cheapest"}).limit_order == "cheapest"
         with pytest.raises(UsageError, match=f"{prefix}limit_order='shortest'"):
             parse_options(cls, prefix, {f"{prefix}limit_order": "shortest"})
+
+
+def test_a_task_that_takes_a_harness_name_says_so_once_when_built(monkeypatch):
+    """Our `babilong` takes the harness's group name on purpose (`Evaluation.replaces_harness`): building it says so
+    in one INFO line, once per process, naming where the harness's group went; other tasks say nothing."""
+    from lm_eval_longmem.common import task as task_module
+
+    monkeypatch.setattr(task_module, "_said", set())
+    lines: list[tuple[int, str]] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: lines.append((record.levelno, record.getMessage()))  # type: ignore[method-assign]
+    task_module.log.addHandler(handler)
+    level = task_module.log.level
+    task_module.log.setLevel(logging.INFO)
+    try:
+        for evaluation, name in [("babilong", "babilong"), ("babilong", "babilong"), ("booksort", "booksort"),
+                                 ("babilong", "babilong_retrieval"), ("ruler", "niah")]:  # fmt: skip
+            task_module.say_taken_name(evaluation, name)
+    finally:
+        task_module.log.removeHandler(handler)
+        task_module.log.setLevel(level)
+    assert lines == [
+        (
+            logging.INFO,
+            "'babilong' is lm-eval-longmem's babilong evaluation while the plugin is active; the harness's own "
+            "'babilong' runs as 'babilong_harness' meanwhile (LM_EVAL_LONGMEM_AUTOLOAD=0 gives it its name back)",
+        )
+    ]

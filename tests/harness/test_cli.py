@@ -42,7 +42,7 @@ def test_r9_usage_error_reaches_the_top_of_lm_eval(tmp_path):
     )
     assert "Traceback" not in proc.stderr
     assert "overrides existing task" not in proc.stderr
-    assert "lm-eval-longmem's task" not in proc.stderr
+    assert "babilong_harness" not in proc.stderr  # the line a run that builds our babilong gives
 
 
 def _hook_output(monkeypatch, capsys, exc: BaseException, argv=("lm_eval",), env: str = "") -> tuple[list, str]:

@@ -1,4 +1,4 @@
-"""`lm_eval_longmem.harness.tasks`: its reliances on lm_eval (R1-R3, R7, R8, R11, R16, R18, R20, R22 in the
+"""`lm_eval_longmem.harness.tasks`: its reliances on lm_eval (R1, R3, R7, R8, R11, R16, R18, R20, R22 in the
 harness's R-list) and its behaviour."""
 
 from __future__ import annotations
@@ -128,50 +128,14 @@ def test_r3_override_warning_record_shape(tmp_path):
 
 @pytest.mark.slow
 def test_our_replacement_of_the_builtin_babilong_is_silent(full_index):
-    """Defect 11: no override warning for our babilong; the user's override of ours still warns."""
+    """Defect 11: no override warning for our babilong; the user's override of ours still warns. The harness's own
+    group stays reachable as `babilong_harness`."""
     manager, records, user = full_index
     warnings = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
     assert not [w for w in warnings if "'babilong'" in w], warnings
     assert [w for w in warnings if "'booksort'" in w and str(user) in w], warnings
-    replaced = getattr(manager, MARK)["replaced"]
-    assert set(replaced) == {"babilong"} and Path(replaced["babilong"]).is_relative_to(
-        Path(manager_module.__file__).parent
-    )
-
-
-# ---------------------------------------------------------------- R2: load() sees the requested names
-
-
-@pytest.mark.slow
-def test_r2_load_receives_the_requested_names(full_index, monkeypatch):
-    """A run asking for babilong hears once, at INFO, that ours replaces the built-in; others hear nothing."""
-    manager, _, _ = full_index
-    getattr(manager, MARK)["announced"].clear()
-    asked = []
-
-    def load_spec(spec):  # stands in for building the task, which is not what is tested here
-        asked.append(spec)
-        raise LookupError("not built in this test")
-
-    monkeypatch.setattr(manager, "_load_spec", load_spec)
-    records = _Records()  # on the logger itself: lm_eval's setup_logging may stop propagation to caplog
-    level = tasks.log.level
-    tasks.log.setLevel(logging.INFO)
-    tasks.log.addHandler(records)
-    try:
-        with pytest.raises(LookupError):
-            manager.load(["booksort"])
-        assert not records.records
-        for _ in range(2):
-            with pytest.raises(LookupError):
-                manager.load(["babilong", "booksort"])
-    finally:
-        tasks.log.removeHandler(records)
-        tasks.log.setLevel(level)
-    assert asked == ["booksort", "babilong", "babilong"]
-    (notice,) = records.records
-    assert notice.levelno == logging.INFO and "'babilong'" in notice.getMessage()
-    assert inspect.signature(inspect.unwrap(TaskManager.load)).parameters.keys() >= {"task_list"}
+    assert Path(manager.task_index["babilong"].yaml_path).is_relative_to(task_configs_dir())
+    assert manager.task_index["babilong_harness"].kind.name == "GROUP"
 
 
 # ---------------------------------------------------------------- R7: the request-cache key
@@ -222,6 +186,19 @@ def test_r8_builtin_babilong_yaml_shape():
         assert samples and all({"input", "question", "target"} <= set(s) for s in samples)
     with pytest.raises(FileNotFoundError, match="babilong_qa21.yaml"):
         tasks.builtin_babilong_file("qa21")
+
+
+def test_r8_the_harness_babilong_group_is_what_our_alias_group_repeats():
+    """Our `babilong` takes the name of the harness's group; `task_configs/babilong_harness.yaml` is that group (its
+    tasks babilong_qa1-qa20, its aggregation, its version) under the name the babilong card gives."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from lm_eval_longmem.common.evaluations import evaluation
+
+    theirs = load_yaml(tasks.builtin_babilong_file("qa1").parent / "babilong.yaml", resolve_func=False)
+    ours = load_yaml(task_configs_dir() / "babilong_harness.yaml", resolve_func=False)
+    assert theirs.pop("group") == "babilong" and ours == theirs | {"group": "babilong_harness"}
+    assert evaluation("babilong").replaces_harness == {"babilong": "babilong_harness"}
 
 
 def test_r11_task_aggregation_hook_and_payload_order():
