@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from kit import REPO_ROOT
+from kit import REPO_ROOT, read_results, run_lm_eval
 
 from lm_eval_longmem import cli, preflight
 from lm_eval_longmem.common import evaluations as registry
@@ -28,6 +28,7 @@ from lm_eval_longmem.common.evaluations import BUILTIN, ENTRY_POINT_GROUP, evalu
 from lm_eval_longmem.plan import make_plan
 
 TOY = REPO_ROOT / "tests" / "fixtures" / "toy_evaluation"
+CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
 def entry_point_lines() -> list[str]:

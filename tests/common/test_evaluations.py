@@ -119,29 +119,3 @@ def test_ours_take_one_harness_name_on_purpose_and_every_other_evaluation_none_b
         "booksort": {},
         "babilong": {"babilong": "babilong_harness"},
     }
-
-
-def _results(facts: dict, metrics: dict) -> dict:
-    return {"results": {"t": {"alias": "t", **metrics}}, "configs": {"t": {"longmem": facts}}}
-
-
-def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_suggest():
-    forgetting_like = {"copy_acc@1024,none": 0.5}
-    assert evaluation_of(_results({}, forgetting_like), "t") == "forgetting_curve"  # an old file: guessed
-    assert evaluation_of(_results({"evaluation": "babilong"}, forgetting_like), "t") == "babilong"
-    assert evaluation_of(_results({"evaluation": "ruler"}, forgetting_like), "t") is None  # not one of ours
-    group = {**_results({"evaluation": "booksort"}, {}), "group_subtasks": {"g": ["t"]}}
-    assert evaluation_of(group, "g") == "booksort"
-
-
-@pytest.mark.parametrize(
-    "metrics, expected",
-    [
-        ({"copy_acc@1024": 0.5}, "forgetting_curve"),
-        ({"acc@LE2500": 0.6, "acc": 0.6}, "booksort"),
-        ({"acc@qa1_4096": 0.6}, "babilong"),
-        ({"acc": 0.6, "acc_stderr": 0.01}, None),  # any harness task
-    ],
-)
-def test_the_one_guess_for_older_files(metrics, expected):
-    assert guessed_evaluation(metrics) == expected
