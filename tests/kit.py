@@ -206,7 +206,7 @@ def read_results(out_dir: Path) -> dict:
 
 
 def check_intervals(results: dict) -> None:
-    """Every interval of every task in a results dict respects its metric (issue 26): `_ci_low`/`_ci_high`
+    """Every interval of every task in a results dict respects its metric: `_ci_low`/`_ci_high`
     are both null (no interval: one sample) or low <= value <= high inside the metric's range, [1, inf)
     for a perplexity (`*_ppl`), [0, 1] for every other score (accuracies, shares, answer bias); a memory
     length's bootstrap bounds (read as `_ci_low`/`_ci_high` whatever the file's spelling) are ordered tokens."""

@@ -1,5 +1,5 @@
 """The `lm-eval-longmem` console script: `run` takes lm_eval's flags and always knows our tasks; user errors
-are one line naming the file and the fix (issue 9, defects 12 and 13)."""
+are one line naming the file and the fix."""
 
 import json
 import os
@@ -55,7 +55,7 @@ def test_run_without_flags_shows_lm_evals_run_help():
     assert "--model_args" in out and "--tasks" in out
 
 
-# --- issue 9, defect 12: ordinary user errors are one line naming the file and the fix ----------------------------
+# --- ordinary user errors are one line naming the file and the fix ----------------------------
 
 LONGMEM = [sys.executable, "-m", "lm_eval_longmem.cli"]
 FIX_WORDS = ("pass ", "give ", "rerun", "use ", "choose")
@@ -191,7 +191,7 @@ def test_report_names_every_bad_path(tmp_path):
     assert inputs["missing"].name not in lines[1]
 
 
-# --- issue 9, defect 13: `babilong score --task` is checked against the file name and before any file is read -----
+# --- `babilong score --task` is checked against the file name and before any file is read -----
 
 
 @pytest.mark.slow
@@ -201,7 +201,7 @@ def test_score_refuses_a_file_named_for_another_task(tmp_path):
     proc = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", cwd=tmp_path)
     assert_one_line_error(proc, "qa7", "qa6", "--any_file_name")
     assert proc.stdout == ""
-    # a qa6 file misnamed qa7: --any_file_name scores it (its content is checked: issue 21, defect 4)
+    # a qa6 file misnamed qa7: --any_file_name scores it (its content is checked)
     _predictions(tmp_path / "qa7_0k_x.csv", [("no", "no", "Is Mary in the kitchen?")])
     forced = longmem("babilong", "score", "qa7_0k_x.csv", "--task", "qa6", "--any_file_name", cwd=tmp_path)
     assert forced.returncode == 0 and "qa7_0k_x.csv: n=1" in forced.stdout, forced.stderr
@@ -227,7 +227,7 @@ def test_score_rejects_an_unknown_task_before_reading_any_file(tmp_path):
     assert "absent" not in line and "no such file" not in line
 
 
-# --- issue 16: flags in lm_eval's style; former spellings keep working with a one-line notice --------------------
+# --- flags in lm_eval's style; former spellings keep working with a one-line notice --------------------
 
 
 def _subparsers(parser):
@@ -297,7 +297,7 @@ def test_former_spellings_still_work_with_a_one_line_notice(tmp_path):
     ]
 
 
-# --- issue 28: every command that writes refuses, before any work, to replace what it did not create -----------------
+# --- every command that writes refuses, before any work, to replace what it did not create -----------------
 
 RESULTS_BEFORE = next((Path(__file__).parent / "fixtures" / "results_before" / "run").glob("results_*.json"))
 
@@ -413,7 +413,7 @@ def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["figures", "report.html", "report.md"]
 
 
-# --- issue 28, defect 11: every numeric flag is declared with its type and range ----------------------------------------
+# --- every numeric flag is declared with its type and range ----------------------------------------
 
 
 def test_every_numeric_flag_states_its_range():
@@ -478,7 +478,7 @@ def test_a_numeric_flag_out_of_range_is_one_line_naming_it(args, message, tmp_pa
     assert proc.stderr.strip().splitlines()[-1].endswith(f"error: {message}"), proc.stderr
 
 
-# --- issue 28, defect 10: the harness's errors in our subcommands are one line -------------------------------------------
+# --- the harness's errors in our subcommands are one line -------------------------------------------
 
 
 @pytest.mark.slow
@@ -510,7 +510,7 @@ def test_shard_with_a_misspelled_task_or_missing_include_path_is_one_line(tiny_l
     assert not (tmp_path / "shares").exists()
 
 
-# --- issue 36 item 2: `run` and `demo` say the harness's errors in one line, with the closest name, one prefix ------
+# --- `run` and `demo` say the harness's errors in one line, with the closest name, one prefix ------
 
 
 @pytest.mark.slow
@@ -536,7 +536,7 @@ def test_a_misspelt_task_is_one_line_naming_the_closest(command, tmp_path):
 
 
 def test_every_subcommand_error_has_one_prefix(monkeypatch, capsys):
-    """One prefix for every subcommand (issue 36 item 8: `demo` said `lm-eval-longmem demo:`), a harness error with
+    """One prefix for every subcommand (`demo` said `lm-eval-longmem demo:`), a harness error with
     the closest name, any other error as its type and message."""
     from lm_eval_longmem import cli
 

@@ -80,7 +80,7 @@ def test_plan_of_a_weightless_llama3_8b_folder(llama3_dir):
     )
     text = "\n".join(plan_lines(plan))
     assert "8.03B parameters" in text and "vLLM on one h100: max_model_len=262147" in text
-    # issue 36, item 8: a max_model_len past the window says what vLLM then needs
+    # a max_model_len past the window says what vLLM then needs
     assert "past the model's window of 131,072 vLLM also needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text
 
 
@@ -109,7 +109,7 @@ def test_cli_json_rows_and_errors(llama3_dir, tiny_llama_dir):
     ]
 
 
-# --- issue 35: `plan` takes the user's own lm_eval command ------------------------------------------------------
+# --- `plan` takes the user's own lm_eval command ------------------------------------------------------
 
 
 def offline_words(words: list[str], local: dict[str, str]) -> list[str]:
@@ -149,7 +149,7 @@ def test_the_documents_hold_lm_eval_commands_to_plan():
 @pytest.mark.slow
 def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books_dir, tiny_llama_dir, tmp_path,
                                                      monkeypatch, capsys):  # fmt: skip
-    """Issue 35, item 3: `lm-eval-longmem plan` followed by any fenced `lm_eval` command of the documents
+    """`lm-eval-longmem plan` followed by any fenced `lm_eval` command of the documents
     (minus `lm_eval`) prints the plan, offline: hub models and the user's folders are made local first."""
     from kit import build_booksort
 
@@ -181,7 +181,7 @@ def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books
 
 
 def test_mistyped_tasks_and_flags_are_one_line_with_the_closest_name(llama3_dir, capsys):
-    """Issue 36, items 2 and 8: plan's mistakes are one line with the closest name, with the one error prefix."""
+    """Plan's mistakes are one line with the closest name, with the one error prefix."""
     from lm_eval_longmem.cli import main
 
     command = ["plan", "--model", "hf", "--model_args", f"pretrained={llama3_dir}"]
@@ -201,7 +201,7 @@ def test_mistyped_tasks_and_flags_are_one_line_with_the_closest_name(llama3_dir,
 
 
 def test_the_run_flags_that_change_the_cost_change_the_plan(llama3_dir):
-    """Issue 35, item 3: --limit takes docs in the task's limit order, --batch_size N holds N sequences, --model
+    """--limit takes docs in the task's limit order, --batch_size N holds N sequences, --model
     vllm puts the vLLM settings first; flags that change nothing (output paths) are accepted."""
     from lm_eval_longmem.cli import build_parser
     from lm_eval_longmem.plan import RunSettings
@@ -234,7 +234,7 @@ def test_the_run_flags_that_change_the_cost_change_the_plan(llama3_dir):
 
 
 def test_cpu_estimate_from_this_machines_measured_matmul_rate(llama3_dir):
-    """Issue 36, item 6: `--cpu` gives hours on this CPU from its matrix-product rate, measured once per process."""
+    """`--cpu` gives hours on this CPU from its matrix-product rate, measured once per process."""
     rate = cost.cpu_flops_per_second("float32")
     assert 1e8 < rate < 1e14 and cost.cpu_flops_per_second("float32") == rate  # measured once, then cached
     plan = make_plan(
@@ -251,7 +251,7 @@ def test_cpu_estimate_from_this_machines_measured_matmul_rate(llama3_dir):
 @pytest.mark.parametrize("name", ["booksort_in_context", "babilong"])
 def test_with_the_chat_template_plan_counts_the_demos_run_within_two_percent(name, smollm2_dir, embedded_books_dir,
                                                                           tmp_path):  # fmt: skip
-    """Issue 36, item 6: with the demo's settings (its small size, SmolLM2, the chat template as the demo applies
+    """With the demo's settings (its small size, SmolLM2, the chat template as the demo applies
     it), plan's input tokens are within 2% of the run's own count, the cost line's (the issue: Book-SORT 40,320
     against 47,000, BABILong 87,906 against 101,453)."""
     from lm_eval.tasks import TaskManager

@@ -118,8 +118,8 @@ def test_inputs_that_are_there_pass(tiny_llama_dir, embedded_books_dir, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("hub_state", ["offline", "close", "refuse"])
 def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_in_one_message(tmp_path, hub_state):
-    """Issue 26, item 4: with the hub offline, README's main job (hub model, default data) used to fail three times,
-    one source per run, each after loading the model (a hub model failed in 90 lines). Issue 36, item 1: with the
+    """With the hub offline, README's main job (hub model, default data) used to fail three times,
+    one source per run, each after loading the model (a hub model failed in 90 lines). With the
     hub simply unreachable (no offline variable), the check missed the model, after a minute of huggingface_hub's
     retries. Now, either way, one message before the model loads names the model and the three sources, each with
     its local alternative, after at most one connection to the hub."""
@@ -166,7 +166,7 @@ def test_an_offline_or_unreachable_hub_names_every_hub_source_and_the_hub_model_
 @pytest.mark.slow
 @pytest.mark.parametrize("answer", [200, "close"])
 def test_the_local_alternatives_run_with_the_hub_answering_or_not(tiny_llama_dir, embedded_books_dir, tmp_path, answer):
-    """Issue 36, item 1: the user who follows the suggested local alternatives (a model folder, local books, a
+    """The user who follows the suggested local alternatives (a model folder, local books, a
     Book-SORT build, generated BABILong) with the hub unreachable and no offline variable gets a run: no network
     traceback, no retries, one connection (the probe). With the hub answering, the same run stays online (no
     warning; the probe was the one request)."""
@@ -359,7 +359,7 @@ def readme_offline_block() -> str:
 
 @pytest.mark.slow
 def test_readme_offline_main_job_runs(smollm2_dir, embedded_books_dir, tmp_path):
-    """Issue 26, item 4: README's offline main job (embedded SmolLM2 and plays, `booksort build`, generated BABILong)
+    """README's offline main job (embedded SmolLM2 and plays, `booksort build`, generated BABILong)
     runs with the hub offline; here with `--limit 2`, cheapest docs first, and 2 BABILong questions per cell."""
     import subprocess
     import sys
@@ -380,4 +380,4 @@ def test_readme_offline_main_job_runs(smollm2_dir, embedded_books_dir, tmp_path)
     fc = results["results"]["forgetting_curve"]
     assert fc["copy_acc@256,none"] > fc["lm_acc@256,none"]  # the grid's shortest length (l/32 of 8192), two samples
     assert {n["effective"] for n in results["n-samples"].values()} == {2}
-    assert "Custom kwargs can be passed" not in proc.stderr  # issue 26, item 6
+    assert "Custom kwargs can be passed" not in proc.stderr

@@ -1,5 +1,5 @@
 """Today's readers (`report`, `plot`, `babilong report`) read results files written before the metric
-schema (issue 16) to the same tables and figures as the readers of that time.
+schema to the same tables and figures as the readers of that time.
 
 `tests/fixtures/results_before/` holds a three-task SmolLM2 run made with the code before the schema
 (results file, forgetting-curve samples: lengths "1k", effective context "none", skip reasons among
@@ -108,24 +108,24 @@ def without_paths(markdown: str) -> str:
 
 
 def without_additions(markdown: str) -> str:
-    """The report without what issue 20 added: the Book-SORT "answered A" column and its note, the
-    answer-bias flags, the per-length table and the BABILong questions per cell issue 26 added, what the numbers rest on (issue 28), and the perplexity panel's words in a forgetting-curve caption."""
+    """The report without the answer-bias additions: the Book-SORT "answered A" column and its note, the
+    answer-bias flags, the per-length table and the BABILong questions per cell, what the numbers rest on, and the perplexity panel's words in a forgetting-curve caption."""
     markdown = markdown.replace(
         ' "answered A": the share of trials answered "A" (answer bias; 50% is none on balanced data).', ""
     )
     markdown = markdown.replace(", with the perplexity of the same tokens under it (the paper's Figure 5).", ".")
     markdown = re.sub(r"\n\*\*Answer bias: [^\n]*\n", "", markdown)
-    # issue 26: the forgetting curve's per-length table (its note and rows) after the summary table
+    # the forgetting curve's per-length table (its note and rows) after the summary table
     markdown = re.sub(r"\n\nPer length: [^\n]*\n\n(\|[^\n]*\n)+", "\n", markdown)
-    # issue 28: what the numbers rest on (a first section when a run leaves something out, a headline column)
+    # what the numbers rest on (a first section when a run leaves something out, a headline column)
     markdown = re.sub(r"## What these numbers rest on\n.*?(?=\n## )\n", "", markdown, flags=re.DOTALL)
-    # issue 36: the Book-SORT caption states what its stars mean
+    # the Book-SORT caption states what its stars mean
     markdown = markdown.replace(
         ", with 95% Wilson intervals; * where the accuracy's interval lies above chance.](", ".]("
     )
-    # issue 36: the Runs table's note (model folders and results files by their names)
+    # the Runs table's note (model folders and results files by their names)
     markdown = re.sub(r"\nModel arguments as the run gave them, [^\n]*\n", "", markdown)
-    # issue 36: each headline interval beside its n (the "trials" and "questions" columns and the words saying so)
+    # each headline interval beside its n (the "trials" and "questions" columns and the words saying so)
     markdown = markdown.replace(
         ", each beside the n it rests on (the memory lengths' samples per length are in their section); ", "; "
     )
@@ -146,7 +146,7 @@ def without_additions(markdown: str) -> str:
             while j < len(lines) and lines[j].startswith("|"):
                 lines[j] = "|".join(lines[j].split("|")[:-2]) + "|"
                 j += 1
-    for i, line in enumerate(lines):  # issue 26: BABILong's "questions per cell" column
+    for i, line in enumerate(lines):  # BABILong's "questions per cell" column
         if line.startswith("| model | acc | acc@") and line.endswith(" questions per cell |"):
             j = i
             while j < len(lines) and lines[j].startswith("|"):
@@ -167,7 +167,7 @@ TRIALS = re.compile(r" \(n=\d+\)$")
 
 
 def figure_without_additions(data: list[dict]) -> list[dict]:
-    """A figure's data without what issue 20 added: the dotted share-answered-"A" lines of Book-SORT
+    """A figure's data without the answer-bias additions: the dotted share-answered-"A" lines of Book-SORT
     panel (a), and the perplexity panel under a forgetting curve (whose x label and tick labels moved
     down to it: the panels share the x axis); and without the trials a Book-SORT line's label names
     since (" (n=48)")."""
@@ -187,7 +187,7 @@ FINE_PROXY = "fine-grained memory length (copy > 99%)"
 
 
 def before_as_drawn_since_issue_36(data: list[dict]) -> list[dict]:
-    """The frozen figure data as issue 36 draws it: a memory length no tested length met reads "<S" (S the
+    """The frozen figure data as drawn today: a memory length no tested length met reads "<S" (S the
     shortest length tested) instead of 0, and the overlay's legend names a memory-length line only when one is drawn."""
     out = []
     for axis in data:

@@ -135,7 +135,7 @@ def test_the_recorded_evaluation_is_accepted_when_the_reference_predates_it_and_
 
 
 def before_issue_27(longmem):
-    """A reference's facts as recorded before issue 27: no `evaluation`, a retrieval setting stored as the condition."""
+    """A reference's facts as recorded before tasks recorded their evaluation: no `evaluation`, a retrieval setting stored as the condition."""
     setting = longmem.pop("retrieval", None)
     longmem.pop("evaluation", None)
     if setting:

@@ -1,5 +1,5 @@
 """The shared core through the real `lm_eval` command line: content-keyed caches, option errors, the window
-warning, and the task cards' option tables (issue 9, defects 1, 5, 7 and 15).
+warning, and the task cards' option tables.
 
 Every run uses the tiny random model and a few docs; the request cache (`LM_HARNESS_CACHE_PATH`) and our
 data cache (`LM_EVAL_LONGMEM_CACHE`) point at temporary folders, so no run sees another test's entries.
@@ -284,7 +284,7 @@ def test_list_options_are_found():
 
 
 def test_a_negative_whole_number_is_echoed_as_typed():
-    """Issue 28: the command line types `-3` as the float -3.0, and errors echoed `forgetting_curve_samples=-3.0`."""
+    """The command line types `-3` as the float -3.0, and errors echoed `forgetting_curve_samples=-3.0`."""
     given = metadata_words(["forgetting_curve_samples=-3"])
     with pytest.raises(
         UsageError, match=r"^--metadata forgetting_curve_samples=-3: expected a whole number >= 1; e\.g\."

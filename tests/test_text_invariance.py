@@ -1,4 +1,4 @@
-"""Issue 29: the same book with CRLF or LF line ends, with or without a byte-order mark, gives the
+"""The same book with CRLF or LF line ends, with or without a byte-order mark, gives the
 same docs and the same results in all three evaluations (every local text is read by `common.text`).
 
 The variants are written in a temporary folder from the shared books as shipped (CRLF, byte-order

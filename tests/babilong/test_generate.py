@@ -145,7 +145,7 @@ def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(tokenizer, tm
 
 @pytest.mark.slow
 def test_corpus_too_short_through_lm_eval_is_one_line_without_traceback(tiny_llama_dir, tmp_path):
-    """Issue 25: it used to end in a 20-frame ValueError traceback."""
+    """It used to end in a 20-frame ValueError traceback."""
     import json
 
     from kit import run_lm_eval

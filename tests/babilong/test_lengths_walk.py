@@ -1,4 +1,4 @@
-"""One BABILong length followed from `--metadata` text to the strings a person reads (issue 27, item 5).
+"""One BABILong length followed from `--metadata` text to the strings a person reads.
 
 `babilong_lengths=[0k,1k]` is parsed once, by `common.lengths`, into token counts; the options, the
 docs, the metric names (`acc@qa1_1024`), the results readers and the report's rows all carry the

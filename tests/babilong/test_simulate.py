@@ -239,7 +239,7 @@ def test_distributions_match_the_published_test_file(qa, shared_data):
 
 
 def test_simulate_cli_refuses_to_overwrite_without_overwrite(tmp_path, capsys):
-    """`babilong simulate --output_path FILE` must not silently replace a file (issue 21, defect 11)."""
+    """`babilong simulate --output_path FILE` must not silently replace a file."""
     from lm_eval_longmem.cli import main
 
     out = tmp_path / "qa1_sim_test.txt"
@@ -257,7 +257,7 @@ def test_simulate_cli_refuses_to_overwrite_without_overwrite(tmp_path, capsys):
 
 
 def test_simulate_never_replaces_a_folder_even_with_overwrite(tmp_path, capsys):
-    """Issue 28, defect 1: `--output_path mydata --overwrite` where mydata is a folder of results deleted it."""
+    """`--output_path mydata --overwrite` where mydata is a folder of results deleted it."""
     from lm_eval_longmem.cli import main
 
     mydata = tmp_path / "mydata"

@@ -191,7 +191,7 @@ def test_switches_drop_prompt_parts(smollm2_dir, books, cache):
 
 @pytest.mark.parametrize("docs", [[1.0], [0.0], [1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]], ids=str)
 def test_cells_and_means_on_degenerate_docs(docs):
-    """Issue 26: a cell (Wilson) and the mean over cells (Wilson on the effective size) from one doc on:
+    """A cell (Wilson) and the mean over cells (Wilson on the effective size) from one doc on:
     inside [0, 1], never of zero width, whether the docs agree or not."""
     from lm_eval_longmem.babilong.summary import Cell, mean_interval
     from lm_eval_longmem.babilong.task import CHECKS, RECALL
@@ -266,7 +266,7 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
 
 
 def test_an_effective_context_over_short_cells_is_null_with_the_reason():
-    """Issue 36, item 7 (BABILong's part): an effective context reads every length of its task, so a task whose cell
+    """An effective context reads every length of its task, so a task whose cell
     ran fewer docs than the sweep holds (a --limit) gets null, with the reason; a whole task keeps its value."""
     task = BabilongTask.__new__(BabilongTask)
     task._config = SimpleNamespace(metadata={})

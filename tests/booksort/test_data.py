@@ -233,7 +233,7 @@ def _edit_manifest(root: Path, edit) -> None:
     ],
 )
 def test_unverifiable_builds_are_refused(copy, edit, match):
-    """Another builder's trials, or a build whose files cannot be checked, must not be scored (issue 21, defect 5)."""
+    """Another builder's trials, or a build whose files cannot be checked, must not be scored."""
     _edit_manifest(copy, edit)
     text = (copy / "test.jsonl").read_text(encoding="utf-8")  # and a flipped answer the digest would have caught
     (copy / "test.jsonl").write_text(text.replace('"present_seg1_first": 1', '"present_seg1_first": 0', 1))
@@ -269,7 +269,7 @@ def test_missing_split_file_names_the_file(copy):
 
 def test_text_columns_are_large_strings(built_dir):
     """A build from many books holds more prompt text than Arrow's `string` can address (2 GB): the 42 embedded
-    plays give 146,400 test trials, about 5 GB, and `datasets` failed with an offset overflow (issue 26, found
+    plays give 146,400 test trials, about 5 GB, and `datasets` failed with an offset overflow (found
     running README's offline main job). Text columns are `large_string`; the docs are the ones `build_docs` gives."""
     meta = {"booksort_data": str(built_dir), "booksort_excerpt_lengths": 250}
     loaded = load_booksort("in_context", **meta)["test"]

@@ -54,7 +54,7 @@ def item(cell, log_odds, label):
 
 
 def test_a_model_always_answering_a_is_scored_by_what_its_log_odds_know():
-    """Issue 26: "A" on 32 of 32 trials made every cell exactly 50%; the order is still in the log-odds."""
+    """ "A" on 32 of 32 trials made every cell exactly 50%; the order is still in the log-odds."""
     items = [
         item("250x20", 3.0 + (0.4 if label == 0 else -0.4) + 0.01 * k, label) for k, label in enumerate([0, 1] * 8)
     ]

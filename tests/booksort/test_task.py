@@ -295,7 +295,7 @@ def test_trials_longer_than_the_window_are_skipped_and_counted(tiny_llama_dir, b
 
 @pytest.mark.slow
 def test_samples_are_dataset_rows_even_after_a_skipped_row(tiny_llama_dir, built_dir):
-    """Issue 9, defect 3: `--samples` indices named rows of the dataset left after unfit trials were
+    """`--samples` indices named rows of the dataset left after unfit trials were
     dropped, so a skipped row before them shifted every index to a later trial."""
     import lm_eval
 
@@ -323,7 +323,7 @@ def test_samples_are_dataset_rows_even_after_a_skipped_row(tiny_llama_dir, built
 
 @pytest.mark.slow
 def test_request_cache_serves_any_later_limit(tiny_llama_dir, built_dir, tmp_path):
-    """Issue 9, defect 2: with `--cache_requests`, `--limit 2` then `--limit 6` crashed ("argmax of an
+    """With `--cache_requests`, `--limit 2` then `--limit 6` crashed ("argmax of an
     empty sequence"): the task had cached requests of its trimmed dataset. Through the real command
     line, on one harness cache, with a window that skips some of the first trials."""
     from lm_eval_longmem.booksort.data import build_docs
@@ -465,7 +465,7 @@ def test_calibrated_accuracy_on_the_log_prob_task(tiny_llama_dir, built_dir):
 
 @pytest.mark.parametrize("values", [[1.0], [0.0], [1.0, 0.0], [1.0] * 4, [0.0] * 4, [1.0, 1.0, 1.0, 0.0]], ids=str)
 def test_every_score_of_the_task_on_degenerate_trials(values):
-    """Issue 26: a right-or-wrong score (acc, pct_A, acc_calibrated) gets a Wilson interval from one trial on,
+    """A right-or-wrong score (acc, pct_A, acc_calibrated) gets a Wilson interval from one trial on,
     inside [0, 1] and never of zero width, whether the trials agree or not."""
     for spec in (*BooksortTask.score_specs(), BooksortTask.CALIBRATED):
         assert spec.family == "binary"

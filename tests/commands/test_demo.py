@@ -203,7 +203,7 @@ def test_demo_on_the_embedded_smollm2(smollm2_dir, embedded_books_dir, tmp_path)
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert f"pretrained={smollm2_dir}" in proc.stdout
-    assert "on cpu, with the model's chat template (progress bars below)" in proc.stdout  # an instruct model (issue 26)
+    assert "on cpu, with the model's chat template (progress bars below)" in proc.stdout  # an instruct model
     assert "appears to be an instruct or chat variant but chat template is not applied" not in proc.stderr
     fc = read_results(out / "results")["results"]["forgetting_curve"]
     assert fc["copy_acc@32,none"] > fc["lm_acc@32,none"]  # SmolLM2 copies a repeated passage of Shakespeare
@@ -333,7 +333,7 @@ def _fc_results_file(tmp_path, rows, n=16):
     ids=["all-below", "censored", "inside", "one-length", "one-sample"],
 )  # fmt: skip
 def test_the_forgetting_curve_sentence_says_no_more_than_the_numbers(rows, n, words, tmp_path):
-    """Issue 36 item 5: the sentence's words are generated from the numbers, for each edge case; the interval
+    """The sentence's words are generated from the numbers, for each edge case; the interval
     bound it names holds for both ends of every interval (not a half-width)."""
     from lm_eval_longmem.commands.demo import headline_sentences
     from lm_eval_longmem.readers.results import load_run
@@ -350,7 +350,7 @@ def test_the_forgetting_curve_sentence_says_no_more_than_the_numbers(rows, n, wo
 
 
 def test_demo_help_names_every_default(capsys):
-    """Issue 36 item 8: `demo --help` did not name its default size."""
+    """`demo --help` did not name its default size."""
     from lm_eval_longmem import cli
 
     with pytest.raises(SystemExit):
@@ -361,7 +361,7 @@ def test_demo_help_names_every_default(capsys):
 
 
 def test_the_babilong_sentence_names_the_tasks_that_ran_and_no_interval_it_lacks(tmp_path):
-    """Issue 36 item 5: "qa1-qa5" only when every task between ran; a mean without an interval says so."""
+    """ "qa1-qa5" only when every task between ran; a mean without an interval says so."""
     from lm_eval_longmem.commands.demo import headline_sentences
     from lm_eval_longmem.readers.results import load_run
 

@@ -122,7 +122,7 @@ def test_one_shard_is_a_partial_merge_that_says_so(sweep, tmp_path, capsys, monk
     assert status == 0
     assert "forgetting_curve: 4 docs run + 0 skipped of 9, from 1 shard; PARTIAL: 5 docs are in no shard" in out
     assert read_results(tmp_path / "merged")["configs"]["forgetting_curve"]["longmem"]["merge"]["docs_missing"] == 5
-    # issue 28, defect 5: the report of the merged run says it is partial, first and in the headline table
+    # the report of the merged run says it is partial, first and in the headline table
     status, out, _ = command(capsys, "report", tmp_path / "merged", "--output_path", tmp_path / "report")
     report = (tmp_path / "report" / "report.md").read_text()
     assert status == 0 and "rests on: forgetting_curve PARTIAL: 5 of 9 docs in no shard" in out

@@ -204,7 +204,7 @@ def test_items_digest_counts_order_and_boundaries():
     assert cache.items_digest([{"x": 1, "y": 2}]) == cache.items_digest([{"y": 2, "x": 1}])
 
 
-# --- issue 28: writes never destroy what they did not create ----------------------------------------------------------
+# --- writes never destroy what they did not create ----------------------------------------------------------
 
 
 def _user_folder(tmp_path):
@@ -305,7 +305,7 @@ def test_check_folder_refuses_a_file_on_the_way(tmp_path):
         cache.check_folder(tmp_path / "a_file" / "below")
 
 
-# --- issue 28: input digests are read once per content, and again after an in-place change ---------------------------
+# --- input digests are read once per content, and again after an in-place change ---------------------------
 
 
 def test_input_digest_reads_once_per_content_and_again_after_an_in_place_change(folder, tmp_path, monkeypatch):

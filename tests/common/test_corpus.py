@@ -66,7 +66,7 @@ def test_a_truncated_token_cache_is_rebuilt_with_one_log_line(tiny_llama_dir, tm
 
 
 def test_text_that_is_not_utf8_is_refused_or_decoded_as_declared(tmp_path):
-    """Never decoded with replacement characters (issue 21, defect 3): one line naming the file, or the declared encoding."""
+    """Never decoded with replacement characters: one line naming the file, or the declared encoding."""
     latin = tmp_path / "latin.txt"
     latin.write_bytes("Café au lait, déjà vu.\n".encode("latin-1"))
     with pytest.raises(UsageError, match=rf"{latin} is not UTF-8 text \(byte 3 is 0xe9\).*iconv -f ISO-8859-1"):

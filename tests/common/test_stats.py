@@ -163,7 +163,7 @@ def test_share_family_agreeing_samples_get_the_interval_of_their_tokens(value):
 
 
 def test_share_family_never_widens_because_samples_agree():
-    """Issue 26: copy_std 0.0 beside [0.316, 0.999] (agreeing samples were wider than nearly agreeing ones)."""
+    """Copy_std 0.0 beside [0.316, 0.999] (agreeing samples were wider than nearly agreeing ones)."""
     widths = []
     for spread in (0.0, 0.002, 0.02, 0.1, 0.3):
         iv = stats.share_interval([0.95 - spread, 0.95 + spread * 0.5, 0.95 + spread * 0.5], [128] * 3)
@@ -207,7 +207,7 @@ def test_perplexity_family_two_samples_is_the_exponentiated_t_interval_of_the_lo
 
 
 def test_perplexity_family_never_below_one():
-    """Issue 26: a t interval of perplexities gave lm_ppl@256_ci_low = -101.0 and copy_ppl@256_ci_low = 0.648."""
+    """A t interval of perplexities gave lm_ppl@256_ci_low = -101.0 and copy_ppl@256_ci_low = 0.648."""
     for values in ([1.05, 1.6], [1.0, 1.0, 1.3], [30.0, 31.0, 29.0, 400.0], [1.2, 80.0]):
         iv = stats.log_mean_interval(values)
         assert 1.0 <= iv.low <= iv.estimate <= iv.high

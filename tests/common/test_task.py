@@ -94,8 +94,7 @@ def _numbered(tiny_llama_dir, out_dir, cache_dir, *selection):
 
 @pytest.mark.slow
 def test_doc_selection_and_config_key_the_request_cache(tiny_llama_dir, tmp_path):
-    """`--samples` then `--limit` on one cache scored docs 0 and 1 with the requests of docs 3 and 4 (issue 21,
-    defect 1); a changed `--gen_kwargs` was served the old requests too."""
+    """`--samples` then `--limit` on one cache scored docs 0 and 1 with the requests of docs 3 and 4 (defect 1); a changed `--gen_kwargs` was served the old requests too."""
     cache = tmp_path / "harness-cache"
     chosen = _numbered(tiny_llama_dir, tmp_path / "a", cache, "--samples", '{"longmem_test_numbered": [3, 4]}')
     first = _numbered(tiny_llama_dir, tmp_path / "b", cache, "--limit", "2")
@@ -106,7 +105,7 @@ def test_doc_selection_and_config_key_the_request_cache(tiny_llama_dir, tmp_path
     assert len(list(cache.glob("requests-longmem_test_numbered*"))) == 3  # one entry per selection and config
 
 
-# ---- per-doc payload and aggregation (issue 16: a payload independent of the run's cells) -------------
+# ---- per-doc payload and aggregation (a payload independent of the run's cells) -------------
 
 
 QAS = [f"qa{n}" for n in range(1, 21)]
@@ -246,7 +245,7 @@ def test_two_ranks_give_the_numbers_of_one_process_bit_for_bit():
     )  # one doc: no interval, null
 
 
-# ---- the cost line before the first request (issue 26, item 5) ----------------------------------------
+# ---- the cost line before the first request ----------------------------------------
 
 
 def _load(name: str, include: Path, metadata: dict) -> LongmemTask:
@@ -293,7 +292,7 @@ def test_cost_line_counts_token_ids_exactly_and_says_the_rank_share(tiny_llama_d
     assert f"longest sequence {2 * max(mine) + 2} tokens" in line
 
 
-# ---- issue 28, defect 3: the request-cache key covers every input by content, changed in place included ----------
+# ---- the request-cache key covers every input by content, changed in place included ----------
 
 
 def request_key(cls, metadata):
@@ -384,7 +383,7 @@ def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llam
     assert second == expected and all(second[d] != first[d] for d in first)
 
 
-# --- which docs `--limit N` takes: `<prefix>limit_order` (issue 26, item 5) ------------------------------------------
+# --- which docs `--limit N` takes: `<prefix>limit_order` ------------------------------------------
 
 
 def _limit_order_task(task_name, metadata):
@@ -428,7 +427,7 @@ def _limit_order_inputs(tiny_llama_dir, embedded_books_dir, tmp_path):
 def test_limit_takes_the_cheapest_docs_first_only_when_asked(
     task_name, tiny_llama_dir, embedded_books_dir, tmp_path, monkeypatch
 ):
-    """Issue 26, item 5: the default order (rounds over every cell, most expensive first in each) makes
+    """The default order (rounds over every cell, most expensive first in each) makes
     `--limit 1` run the longest input; `<prefix>limit_order=cheapest` runs the cheapest docs first. Either
     way the docs, their indices and what the harness gathers per doc are the same."""
     from lm_eval_longmem.harness import models

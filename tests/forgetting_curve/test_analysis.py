@@ -33,7 +33,7 @@ def test_llama3_memory_lengths_match_the_paper(llama3):
     summary = summarize(load_curve(path))
     assert (summary.fine.length, summary.fine.censored, summary.fine.label) == (4134, False, "4134")
     assert (summary.coarse.length, summary.coarse.censored, summary.coarse.label) == (9293, True, ">9293")
-    # Censored (">9293"): the samples bound it from below only, so no interval (issue 36, item 3), never [9293, 9293].
+    # Censored (">9293"): the samples bound it from below only, so no interval, never [9293, 9293].
     assert summary.coarse.interval is None
     # The bootstrap interval brackets the estimate and stays on the tested grid.
     low, high = summary.fine.interval
@@ -130,7 +130,7 @@ def test_bootstrap_interval_is_seeded_and_widens_with_noise():
 
 
 def test_a_censored_memory_length_has_no_interval():
-    """Issue 36, item 3: the demo showed `coarse_memory_length >256 [256, 256]`, a point interval beside a value the
+    """The demo showed `coarse_memory_length >256 [256, 256]`, a point interval beside a value the
     samples bound from below only. Censored: null bounds, in the summary, its JSON and the task's results."""
     curve = _curve({128: (0.999, 0.3), 256: (0.9, 0.3)}, n=4, spread=0.01)
     summary = summarize(curve, n_resamples=300)
@@ -221,13 +221,13 @@ def test_paired_values_survive_json_round_trip():
 
 
 def test_per_length_interval_of_agreeing_samples_does_not_collapse():
-    """Issue 21 defect 6: with forgetting_curve_samples=2 and both samples alike, the 95% interval was [1, 1]."""
+    """With forgetting_curve_samples=2 and both samples alike, the 95% interval was [1, 1]."""
     from lm_eval_longmem.forgetting_curve.analysis import length_stats
 
     stats_ = length_stats(64, np.array([1.0, 1.0]), np.array([0.25, 0.25]))
     assert stats_.copy.low < stats_.copy.estimate == stats_.copy.high == 1.0
     assert stats_.lm.low < 0.25 < stats_.lm.high
-    # Issue 26: agreeing samples are not wider than nearly agreeing ones (copy_std 0.0 beside [0.316, 0.999])
+    # agreeing samples are not wider than nearly agreeing ones (copy_std 0.0 beside [0.316, 0.999])
     assert stats_.copy == share_interval([1.0, 1.0], [scored_tokens(64)] * 2)
     assert stats_.copy.low > length_stats(64, np.array([0.99, 1.0]), np.array([0.25, 0.25])).copy.low
     # equal differences give no t interval: null bounds, not the zero-width [0.75, 0.75]
@@ -237,7 +237,7 @@ def test_per_length_interval_of_agreeing_samples_does_not_collapse():
 
 
 def test_one_sample_per_length_has_no_interval():
-    """Issue 26: with --limit 1 the accuracy got [0.19, 0.9997] and the difference [d, d]; one sample says
+    """With --limit 1 the accuracy got [0.19, 0.9997] and the difference [d, d]; one sample says
     nothing about the spread between samples, so every per-length bound is null ("n=1")."""
     from lm_eval_longmem.forgetting_curve.analysis import length_stats
 

@@ -124,7 +124,7 @@ def test_separator_is_bos_else_eos_else_an_error(tiny_llama_dir):
 def test_the_cards_separator_example_is_a_token_of_smollm2_and_ids_outside_the_vocabulary_are_refused(
     smollm2_dir, tiny_llama_dir
 ):
-    """Issue 28, defect 8: `<|endoftext|>` is SmolLM2's id 0, which it also uses as its unknown token, and was
+    """`<|endoftext|>` is SmolLM2's id 0, which it also uses as its unknown token, and was
     refused; `99999` was accepted and failed once the model ran, with a traceback."""
     from lm_eval_longmem.forgetting_curve.data import build_sweep
     from lm_eval_longmem.forgetting_curve.options import SweepOptions

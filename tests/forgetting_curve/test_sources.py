@@ -204,7 +204,7 @@ def test_runs_that_differ_in_the_prefix_share_the_copy_curve(tiny_llama_dir, boo
         assert lm_one[0] != lm_other[0]  # LM context: I differs
 
 
-# --- issue 28, defect 2: sources are compared as texts, not as option strings ----------------------------------------
+# --- sources are compared as texts, not as option strings ----------------------------------------
 
 
 def _docs(metadata):

@@ -317,7 +317,7 @@ def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path
 
 @pytest.mark.slow
 def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
-    """EOS stands in for [bos]: one warning, and the token used is in the results' config metadata (issue 21, defect 12)."""
+    """EOS stands in for [bos]: one warning, and the token used is in the results' config metadata."""
     import lm_eval
     from lm_eval.tasks import TaskManager
     from transformers import AutoTokenizer
@@ -334,7 +334,7 @@ def test_a_tokenizer_without_bos_is_said_and_recorded(book, tmp_path, caplog):
             batch_size=1, bootstrap_iters=0, task_manager=manager,
         )  # fmt: skip
     row = results["results"]["forgetting_curve"]
-    for score in ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl"):  # one sample of L = 8: no interval, null (issue 26)
+    for score in ("copy_acc", "lm_acc", "copy_ppl", "lm_ppl"):  # one sample of L = 8: no interval, null
         assert (
             row[f"{score}@8,none"] is not None
             and row[f"{score}@8_ci_low,none"] is row[f"{score}@8_ci_high,none"] is None
@@ -355,7 +355,7 @@ DEGENERATE = {
 
 @pytest.mark.parametrize("case", DEGENERATE)
 def test_every_score_of_the_task_on_degenerate_samples(case):
-    """Issue 26: each of the task's scores, as its family aggregates a length's samples (32 scored tokens each):
+    """Each of the task's scores, as its family aggregates a length's samples (32 scored tokens each):
     inside its metric's range, and null where the samples cannot give an interval, never [m, m]."""
     from lm_eval_longmem.common.task import cell_interval
     from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask
@@ -375,7 +375,7 @@ def test_every_score_of_the_task_on_degenerate_samples(case):
 @pytest.mark.slow
 @pytest.mark.parametrize("max_tokens", [None, 100])
 def test_a_grid_past_the_window_says_what_runs_and_how_to_stay_within_it(book, tmp_path, caplog, max_tokens):
-    """Issue 25: the warning names the lengths that will run past the claimed window, says they will run, and how not to."""
+    """The warning names the lengths that will run past the claimed window, says they will run, and how not to."""
     from lm_eval_longmem import task_manager
 
     model = build_tiny_llama(tmp_path / "tiny-32", max_position_embeddings=32)
@@ -424,7 +424,7 @@ def test_summaries_are_named_items_and_old_logged_items_give_the_same_row():
 
 
 def test_a_curve_with_short_lengths_has_null_memory_lengths_with_the_reason():
-    """Issue 36, item 7: `--limit 1` gave `coarse_memory_length 8192` (censored) from one doc. A memory length reads
+    """`--limit 1` gave `coarse_memory_length 8192` (censored) from one doc. A memory length reads
     every sample of every length, so with a length short of its samples it is null, and the reason is recorded."""
     task = ForgettingCurveTask.__new__(ForgettingCurveTask)
     task.cells, task.skips, task.docs_per_cell = ["16", "32"], {}, {}
@@ -446,7 +446,7 @@ def test_a_curve_with_short_lengths_has_null_memory_lengths_with_the_reason():
 
 @pytest.mark.slow
 def test_a_limit_run_says_what_it_rests_on(tiny_llama_dir, book, tmp_path):
-    """Issue 36, item 7, as reproduced: `--limit 1` ran one doc and reported a memory length from it (exit 0, nothing
+    """As reproduced: `--limit 1` ran one doc and reported a memory length from it (exit 0, nothing
     pointing to the cheapest order). Now the memory lengths are null with their reason in the results' facts, and
     the warning says what the limit ran and names forgetting_curve_limit_order=cheapest."""
     proc = run_lm_eval(

@@ -112,7 +112,7 @@ def test_r12_dict_flags_parse_as_the_harness_parses_them(words, monkeypatch):
 
 @pytest.mark.slow  # indexes every task of the harness (seconds)
 def test_hook_says_lm_evals_unknown_task_error_in_one_line_with_the_closest_name(monkeypatch, capsys):
-    """Issue 36 item 2: `lm_eval --tasks forgeting_curve` (R26's ValueError, wrapped or not) is one line naming
+    """`lm_eval --tasks forgeting_curve` (R26's ValueError, wrapped or not) is one line naming
     `forgetting_curve`; any other ValueError still reaches the previous hook."""
     try:
         try:

@@ -80,7 +80,7 @@ class _Stop(Exception):
 @pytest.mark.parametrize("given_manager", [False, True])
 @pytest.mark.slow
 def test_r17_simple_evaluate_creates_its_model_from_its_own_frame(monkeypatch, tmp_path, given_manager):
-    """Issue 26, item 4: `simple_evaluate` creates the model (R4's factories) before it loads any task, from its own
+    """`simple_evaluate` creates the model (R4's factories) before it loads any task, from its own
     frame, where `tasks`, `task_manager`, `model_args` and `metadata` hold what the caller passed. The check we
     install sees them there, for the lm_eval CLI (which always passes a TaskManager) and the Python API alike."""
     import lm_eval

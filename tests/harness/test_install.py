@@ -122,7 +122,7 @@ def test_install_changes_only_what_it_is_handed_and_twice_is_once():
 
 @pytest.mark.slow
 def test_importing_our_modules_changes_nothing_in_lm_eval():
-    """Issue 34: no module of ours patches lm_eval when imported (the task modules did); building a task does."""
+    """No module of ours patches lm_eval when imported (the task modules did); building a task does."""
     code = STATE + (
         "import json\n"
         "import lm_eval_longmem.backends.task, lm_eval_longmem.booksort.task, lm_eval_longmem.babilong.task\n"

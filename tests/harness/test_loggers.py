@@ -56,7 +56,7 @@ def test_r10_package_logs_follow_the_harness_level(tiny_llama_dir, embedded_book
 
 def test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample():
     """The W&B logger builds a task's sample table from `configs[task]["metric_list"]`, one column per
-    name read from every logged sample: a name the samples lack fails the whole upload (issue 28, defect 12)."""
+    name read from every logged sample: a name the samples lack fails the whole upload."""
     from lm_eval.loggers.wandb_logger import WandbLogger
 
     samples = [
@@ -74,7 +74,7 @@ def test_r15_wandb_sample_table_reads_every_metric_list_name_from_every_sample()
         WandbLogger._generate_dataset(None, samples, {**ours, "metric_list": [{"metric": "token_acc"}]})
 
 
-# --- issue 28, defect 12: every integration the harness offers for results and samples works with our tasks -------
+# --- every integration the harness offers for results and samples works with our tasks -------
 
 
 @pytest.mark.slow

@@ -255,7 +255,7 @@ def test_r24_get_model_names_the_lm_class(tiny_llama_dir, monkeypatch):
 
 
 def test_r24_an_unknown_model_name_error_shape():
-    """`lm_eval --model hff` (issue 36 item 2): the registry's error, read back as one line with the closest name."""
+    """`lm_eval --model hff`: the registry's error, read back as one line with the closest name."""
     from lm_eval.api.registry import get_model
 
     with pytest.raises(ValueError) as raised:

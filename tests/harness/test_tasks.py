@@ -279,7 +279,7 @@ def _notice_records(task_name: str, quiet: str | None) -> list[str]:
 
 
 def test_r18_custom_dataset_notice_shape():
-    """Issue 26, item 6: the harness warns for every task with a callable `custom_dataset`, suggesting RULER's
+    """The harness warns for every task with a callable `custom_dataset`, suggesting RULER's
     `max_seq_lengths` key, through `lm_eval.api.task`; the message begins with the task name and the notice."""
     (message,) = _notice_records("longmem_test_notice", None)
     assert message.startswith(f"longmem_test_notice: {tasks.CUSTOM_DATASET_NOTICE}") and "max_seq_lengths" in message

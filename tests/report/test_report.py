@@ -50,7 +50,7 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
         "babilong acc (%)",
         "questions",
         "rests on",
-    ]  # fmt: skip (every interval beside its n: issue 36 item 3)
+    ]  # fmt: skip (every interval beside its n)
     assert table.rows == [
         [
             "small-model",
@@ -139,7 +139,7 @@ def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
 # --- answer bias, perplexity under the curve, curves by text source ---------------------------------
 
 
-# --- the HTML page of a real run (issue 26: Markdown shown as Markdown, long paths wrapped) ------------------
+# --- the HTML page of a real run (Markdown shown as Markdown, long paths wrapped) ------------------
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_html_report_wraps_long_paths(uniform_run):
     results_file = load_runs([files.markdown.parent.parent / "a-results-folder-with-a-long-name"])[0].path
     assert len(str(results_file)) > 120 and "a-results-folder-with-a-long-name" not in page  # the machine's folders
     breakable = re.sub(r"([/_])", r"\1<wbr>", results_file.name)
-    assert f"<td>{breakable}</td>" in page  # issue 36: the file by its name
+    assert f"<td>{breakable}</td>" in page  # the file by its name
     cells = re.findall(r"<td>(.*?)</td>", page)
     text = [re.sub(r"<[^>]+>", " ", piece) for cell in cells for piece in cell.split("<wbr>")]
     runs = [
@@ -221,7 +221,7 @@ def test_one_sample_and_agreeing_cells_are_shown_as_such(uniform_run):
     assert by_length[one][2] == "1" and all(cell.endswith(("(n=1)", "(n=1) |")) for cell in by_length[one][3:])
 
 
-# --- issue 28, defect 5: a report says what its numbers rest on ---------------------------------------------------------
+# --- a report says what its numbers rest on ---------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -291,12 +291,12 @@ def test_a_model_s_conditions_are_laid_side_by_side_over_its_runs(tmp_path):
             "-",
             "babilong (sentences top-5 bm25): 27.5 [40.0, 70.0] (n=177)",
         ],
-    }  # fmt: skip (n: the docs each interval rests on, where the run says; issue 36)
+    }  # fmt: skip (n: the docs each interval rests on, where the run says)
     assert not blocks(build_report(load_runs([rag])), Table, "Conditions side by side")  # one condition: no section
 
 
 def test_a_null_summary_states_its_reason_first_and_in_the_headline(tmp_path):
-    """Issue 36 item 7 in the report: a `--limit 1` run leaves the memory lengths null, with the reason in
+    """A `--limit 1` run leaves the memory lengths null, with the reason in
     `configs.forgetting_curve.longmem.null_reasons`; the report says so where the null value is read."""
     path = write_run(tmp_path / "a", "limited-model", fine=128, coarse=512)
     data = json.loads(path.read_text())
@@ -323,7 +323,7 @@ def test_a_null_summary_states_its_reason_first_and_in_the_headline(tmp_path):
 
 
 def test_html_headers_break_between_words_only(two_runs):
-    """Issue 36 item 8: headers broke inside words ("coarse_memory_len|gth", "bac|ken|d") because every cell could
+    """Headers broke inside words ("coarse_memory_len|gth", "bac|ken|d") because every cell could
     break anywhere, so a column shrank below its header's words. Headers now break only at separators and spaces,
     which keeps each column at least as wide as its header's longest word."""
     from lm_eval_longmem.report.render import _CSS, render_html
@@ -348,7 +348,7 @@ def _figure_names(runs):
      ("float32", "float32"), (4, "4")],
 )  # fmt: skip
 def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs):
-    """Issue 36 item 8: the Runs table showed absolute paths of the user's machine; a local folder is shown by its
+    """The Runs table showed absolute paths of the user's machine; a local folder is shown by its
     name, a hub name and other values as given, and the results file by its name."""
     from lm_eval_longmem.report import portable
 

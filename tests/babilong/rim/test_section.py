@@ -38,12 +38,12 @@ def test_babilong_heatmap_reads_the_one_task_results(two_runs):
         (p.get_x() + 0.5, p.get_y() + 0.5) for p in acc_ax.patches if isinstance(p, Rectangle) and not p.get_fill()
     )
     assert outlined == [(0.0, 1.0), (1.0, 0.0)]  # qa1 up to 1k, qa2 up to 0k, qa3 nowhere
-    texts = [t.get_text() for t in acc_ax.texts]  # row by row: every cell's n beside its value (issue 36 item 8)
+    texts = [t.get_text() for t in acc_ax.texts]  # row by row: every cell's n beside its value
     assert texts[:3] == ["100\nn=20", "90\nn=20", "60\nn=20"] and texts[8] == "10\nn=17"
     assert texts[9:] == ["80\nn=60", "57\nn=60", "30\nn=57"]  # the mean over tasks: their questions summed
     table = blocks(report, Table, "BABILong")[0]
     assert table.header == ["model", "acc", "acc@0k", "acc@1k", "acc@4k", "effective context", "questions per cell"]
-    assert table.rows[0][-2:] == ["qa1 1k, qa2 0k, qa3 none", "17-20"]  # n per cell (issue 26, item 1)
+    assert table.rows[0][-2:] == ["qa1 1k, qa2 0k, qa3 none", "17-20"]  # n per cell
 
 
 def test_the_authors_predictions_reach_the_section_through_the_report_s_options(two_runs, tmp_path):

@@ -68,7 +68,7 @@ def test_select_prompt_scores_each_variant_on_validation(tiny_llama_dir, built_d
 def test_select_prompt_as_the_card_writes_it_runs_on_cpu_and_keeps_an_existing_file(
     tiny_llama_dir, built_dir, tmp_path
 ):
-    """Issue 28, defects 6 and 7: without `--device` on a machine without CUDA it failed (HFLM's "cuda"
+    """Without `--device` on a machine without CUDA it failed (HFLM's "cuda"
     default); `--output_path keep.json` silently replaced the file, and a folder failed after scoring."""
     import os
     import subprocess

@@ -82,7 +82,7 @@ def _one_length_row(acc: float, low: float, high: float, p: float) -> dict[str, 
     ids=["26-of-40-interval-reaches-chance", "32-of-40-above-chance"],
 )
 def test_one_excerpt_length_draws_every_point_beside_its_tick_and_stars_follow_the_interval(acc, low, high, p, starred):
-    """Issue 36 item 4, its reproduction: with one excerpt length, `acc_calibrated@LE250` was drawn at the right
+    """With one excerpt length, `acc_calibrated@LE250` was drawn at the right
     border with no tick, and a star (one-sided p 0.040) sat above the share-answered-"A" marker beside an interval
     that reaches the chance line (26/40: Wilson [49.5, 77.9]). Now every point sits within a small offset of its own
     tick, half a step from the border, and a star marks an accuracy only when its drawn interval excludes chance."""

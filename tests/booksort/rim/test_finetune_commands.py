@@ -177,7 +177,7 @@ def test_other_settings_in_the_same_folder_are_refused(first_run, tiny_llama_dir
 
 @pytest.mark.slow
 def test_a_base_model_changed_in_place_is_refused_and_retrained_with_overwrite(tiny_llama_dir, one_play, tmp_path):
-    """Issue 28, defect 4: the base model folder overwritten with other weights, the same command again said
+    """The base model folder overwritten with other weights, the same command again said
     "verified, not retrained" for both arms and kept every evaluation of the old model."""
     import shutil
 

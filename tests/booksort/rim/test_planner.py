@@ -66,7 +66,7 @@ def test_booksort_local_build_counts_and_tokens_agree_with_the_run(tiny_llama_di
 
 
 def test_the_default_sweep_shares_each_excerpt_on_the_llama3_8b_shape(tiny_llama_dir, tmp_path):
-    """Issue 35: Book-SORT's trials of one excerpt share its prefix, computed once, and the LM head runs at the
+    """Book-SORT's trials of one excerpt share its prefix, computed once, and the LM head runs at the
     answer position only; the default sweep on a Llama-3-8B shape at 128k is at most 1.2 hours on one H100
     (3.3 hours when every trial computed its whole prompt with full-vocabulary logits)."""
     folder = build_llama3_8b_shape(tmp_path / "llama3", tiny_llama_dir)

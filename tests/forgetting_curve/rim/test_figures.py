@@ -45,7 +45,7 @@ def _regions(fig):
 
 
 def test_regions_shade_only_lengths_that_meet_the_criterion():
-    """Issue 26: the fine-grained region was shaded over 0-128 although copy_acc@64 = 0.906 < 0.99."""
+    """The fine-grained region was shaded over 0-128 although copy_acc@64 = 0.906 < 0.99."""
     import matplotlib.pyplot as plt
 
     summary = _summary({16: 1.0, 32: 1.0, 64: 0.906, 128: 1.0, 256: 0.3})
@@ -115,7 +115,7 @@ def test_an_interval_between_lengths_without_one_is_an_error_bar():
     ids=["demo-lengths", "geometric-sweep"],
 )
 def test_every_tested_length_has_a_tick(lengths, labelled):
-    """Issue 36 item 4 (every plotted point at its own x with a tick): the demo's lengths 128 and 256 sat between
+    """The demo's lengths 128 and 256 sat between
     the linear axis's round-number ticks. Lengths far enough apart get labelled ticks; a geometric sweep on the
     linear axis gets a minor tick at each length beside the round-number labels."""
     import matplotlib.pyplot as plt

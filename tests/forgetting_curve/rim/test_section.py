@@ -52,7 +52,7 @@ def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs):
 
 
 def test_overlay_names_only_the_memory_lines_it_draws(tmp_path):
-    """Issue 36 item 8: no tested length copied > 99%, so no fine-grained line is drawn, the legend names none and
+    """No tested length copied > 99%, so no fine-grained line is drawn, the legend names none and
     the curve's label says "<64" (below the shortest length tested), not "fine 0"; the figure of the run says so too."""
     runs = load_runs([write_run(tmp_path / "a", "forgetful", fine=0, coarse=256)])  # copy 0.6 from 64 on
     report = build_report(runs)
