@@ -3,7 +3,8 @@
 The corrected check (`lm_eval_longmem.babilong.corrected`) is measured on real model outputs that no rule was
 written from, judged by someone who did not write the rules and saw only the rubric (the first section of
 docs/babilong-corrected-check.md), the question, the target and the output: never the story, never a check's
-verdict. Tables live in `tests/babilong/fixtures/judged/<set>.csv`, one row per judged answer:
+verdict. Tables live in `tests/babilong/fixtures/judged/<set>.csv` (admission, final, generated: what each is,
+tests/babilong/test_judged.py), one row per judged answer:
 
     set, model, source, row, sha, stratum, stratum_size, verdict, why
 
