@@ -413,6 +413,18 @@ def test_plot_and_report_replace_their_own_files_with_overwrite(tmp_path, capsys
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["figures", "report.html", "report.md"]
 
 
+def test_plot_of_a_run_no_figure_draws_says_which_evaluations_have_one(tmp_path, capsys):
+    """A results file of tasks without a figure (here a plain harness task): one line naming the evaluations that
+    draw one, and where the others are shown."""
+    path = tmp_path / "results_2026-01-01T00-00-00.json"
+    path.write_text(
+        json.dumps({"results": {"arc": {"acc,none": 0.5}}, "configs": {"arc": {}}, "versions": {"arc": 1.0}})
+    )
+    status, _, err = in_process(capsys, "plot", path, "--output_path", tmp_path / "fig", "--formats", "png")
+    assert status == 1 and "evaluations with a figure: forgetting_curve, booksort, babilong" in err
+    assert "shown by `lm-eval-longmem report`" in err and len(err.strip().splitlines()) == 1
+
+
 # --- every numeric flag is declared with its type and range ----------------------------------------
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lm_eval_longmem.common.cache import check_folder, check_target
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.evaluations import evaluations, names
+from lm_eval_longmem.common.evaluations import evaluations
 from lm_eval_longmem.readers.results import find_results_file, read_json
 
 __all__ = ["find_results_file", "plot_results"]
@@ -49,9 +49,11 @@ def plot_results(
         if (plotter := entry.plotter()) is not None and plotter.can_plot(results)
     ]
     if not plotters:
+        drawn = [entry.name for entry in evaluations() if entry.plotter() is not None]
         raise ValueError(
-            f"{results_file} holds no results of {', '.join(names())} to plot "
-            "(run the tasks with lm_eval first, or pass a file of another format an evaluation reads)"
+            f"{results_file} holds no results that a figure draws (evaluations with a figure: {', '.join(drawn)}; "
+            "the others are shown by `lm-eval-longmem report`): run those tasks with lm_eval first, or pass a "
+            "file of another format an evaluation reads"
         )
     check_folder(prefix.parent)
     for name, _ in plotters:
