@@ -165,8 +165,12 @@ def test_plan_takes_every_documented_lm_eval_command(smollm2_dir, embedded_books
         "samples": json.dumps({"forgetting_curve": [0, 1], "booksort_in_context": [0, 1, 2], "babilong": [0]}),
     }
     monkeypatch.chdir(tmp_path)
+    from lm_eval_longmem.plan import our_tasks
+
     problems = []
     for name, words in documented_lm_eval_commands():
+        if not set(words[words.index("--tasks") + 1].split(",")) <= set(our_tasks()):
+            continue  # another package's evaluation (CONTRIBUTING's worked example): planned by its own tests
         args = ["plan", *offline_words(words, local)]
         try:
             main(args)
