@@ -11,7 +11,8 @@ Subcommands:
   plot RESULTS                    figures from an lm_eval results file (or folder)
   <evaluation> ...                each evaluation's own tools (`lm-eval-longmem <evaluation> --help`)
 Each evaluation adds its own subcommands, and its own flags of `report`, through its registry entry
-(`common/evaluations.py`: `Evaluation.add_commands`, `Evaluation.add_report_arguments`). Flags are spelled
+(`common/evaluations.py`: `Evaluation.add_commands`, `Evaluation.add_report_arguments`); one that raises is
+left out of the command line with one warning line, and the other commands work (`build_parser`). Flags are spelled
 as lm_eval spells them (`common/flags.py`); former spellings such as `--out` still work, with a notice.
 Every command that writes checks its `--output_path` before any work (`common.cache.check_target`):
 it replaces a file (or a folder it wrote) only with `--overwrite`, and never anything else.
@@ -29,7 +30,7 @@ import textwrap
 from pathlib import Path
 
 from lm_eval_longmem.common.errors import UsageError, report_error
-from lm_eval_longmem.common.evaluations import evaluations, names
+from lm_eval_longmem.common.evaluations import Evaluation, leave_off_command_line, names, on_command_line
 from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
 from lm_eval_longmem.harness.cli import DEBUG_ENV, find_usage_error, harness_error_line
 
@@ -268,7 +269,7 @@ def _add_merge(sub: argparse._SubParsersAction) -> None:
     merge.set_defaults(func=_merge)
 
 
-def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
+def _add_demo_and_report(sub: argparse._SubParsersAction, entries: tuple[Evaluation, ...]) -> None:
     from lm_eval_longmem.commands.demo import SIZES, demo_tasks
 
     demo = sub.add_parser(
@@ -319,12 +320,41 @@ def _add_demo_and_report(sub: argparse._SubParsersAction) -> None:
     add_output_flags(
         report, "--out", type=Path, default=Path("longmem_report"), what="output folder (default: longmem_report)"
     )
-    for entry in evaluations():
-        entry.add_report_arguments(report)
+    for entry in entries:
+        _add_part(entry, "add_report_arguments", report)
     report.set_defaults(func=_report)
 
 
+class _PartFailed(Exception):
+    """An evaluation's part of the command line raised (`_add_part`)."""
+
+    def __init__(self, name: str, member: str, error: Exception) -> None:
+        super().__init__(name, member, error)
+        self.name, self.member, self.error = name, member, error
+
+
+def _add_part(entry: Evaluation, member: str, target: argparse.ArgumentParser | argparse._SubParsersAction) -> None:
+    """`entry.<member>(target)`: its commands or its `report` flags; whatever it raises is `_PartFailed`."""
+    try:
+        getattr(entry, member)(target)
+    except Exception as err:  # noqa: BLE001 - another package's code: one warning line, never a traceback
+        raise _PartFailed(entry.name, member, err) from err
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command line, with every evaluation's commands and `report` flags. An evaluation whose `add_commands` or
+    `add_report_arguments` raises (a bug, a flag or command name taken) is left out of it in one warning line
+    (`common.evaluations.leave_off_command_line`), and the command line is made again without it, so nothing it
+    added halfway stays."""
+    while True:
+        try:
+            return _parser(on_command_line())
+        except _PartFailed as failed:
+            leave_off_command_line(failed.name, failed.member, failed.error)
+
+
+def _parser(entries: tuple[Evaluation, ...]) -> argparse.ArgumentParser:
+    """The command line with the commands and `report` flags of `entries`."""
     parser = argparse.ArgumentParser(
         prog="lm-eval-longmem",
         description="Long-context memory evaluations for lm-evaluation-harness.",
@@ -344,12 +374,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default: png,svg)")
     plot.set_defaults(func=_plot)
-    _add_demo_and_report(sub)
+    _add_demo_and_report(sub, entries)
     _add_plan(sub)
     _add_shard(sub)
     _add_merge(sub)
-    for entry in evaluations():
-        entry.add_commands(sub)
+    for entry in entries:
+        _add_part(entry, "add_commands", sub)
     return parser
 
 

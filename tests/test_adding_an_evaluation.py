@@ -103,6 +103,55 @@ def left_out_line(dist: str, line: str) -> str:
     return f"lm-eval-longmem: left out the entry point {line} of {dist} 0.1 ({ENTRY_POINT_GROUP}): it "
 
 
+COMMAND_LINE_POINTS = {
+    "loud-commands": "loud = broken_evals.shapes:LOUD",
+    "taken-flag": "taken_flag = broken_evals.shapes:TAKEN_FLAG",
+}
+"""Two packages whose evaluations load, and whose part of the command line raises: `add_commands` after adding its
+command, `add_report_arguments` after adding a flag of its own, at a flag `report` already has."""
+
+COMMAND_LINE_WHY = {
+    "loud-commands": "its add_commands raised RuntimeError: the commands module forgot its flags",
+    "taken-flag": "its add_report_arguments raised ArgumentError: argument --output_path: conflicting option string: "
+    "--output_path",
+}
+
+
+def left_off_line(dist: str) -> str:
+    """The one warning line that leaves a package's evaluation off the command line."""
+    line = COMMAND_LINE_POINTS[dist]
+    name = line.split(" = ")[0]
+    return (
+        f"lm-eval-longmem: left out the commands and report flags of evaluation {name} (entry point {line} of {dist} "
+        f"0.1 ({ENTRY_POINT_GROUP})): {COMMAND_LINE_WHY[dist]}; fix or uninstall that package"
+    )
+
+
+def test_an_evaluation_whose_commands_or_report_flags_raise_is_one_line_and_left_off_the_command_line(
+    toy_installed, registry_warnings, tmp_path, capsys
+):
+    """`--help` and every command still work; each such evaluation's commands and flags are left out, nothing it
+    added halfway stays, and it is still an evaluation (`report` shows it)."""
+    install_packages(toy_installed, COMMAND_LINE_POINTS)
+    assert names() == (*BUILTIN, "loud", "taken_flag", "toy") and registry_warnings == []
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    commands = capsys.readouterr().out.split("positional arguments:")[1].split("options:")[0]
+    assert "babilong" in commands and "loud" not in commands
+    assert sorted(registry_warnings) == [left_off_line(dist) for dist in sorted(COMMAND_LINE_POINTS)]
+    with pytest.raises(SystemExit) as done:
+        cli.main(["report", "--help"])
+    flags = capsys.readouterr().out
+    assert "--babilong_reference" in flags and "--taken_flag_reference" not in flags
+    with pytest.raises(SystemExit) as done:
+        cli.main(["loud"])
+    assert done.value.code == 2 and "invalid choice: 'loud'" in capsys.readouterr().err
+    cli.main(["report", str(toy_results_file(tmp_path / "run")), "--output_path", str(tmp_path / "report")])
+    assert "| toy acc (%) |" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert len(registry_warnings) == 2  # said once per process
+
+
 def test_five_broken_packages_are_one_warning_line_each_and_the_toy_still_registers(
     toy_installed, registry_warnings, tmp_path
 ):
@@ -195,6 +244,28 @@ def test_report_and_plot_show_the_toy(toy_installed, tmp_path, capsys):
     assert (tmp_path / "figure_toy.png").is_file()
 
 
+def test_an_unknown_toy_key_is_one_line_that_needs_no_card(toy_installed):
+    """The toy has no card: the line gives the closest key's meaning and an example, or every key and the class
+    declaring them, which any evaluation has."""
+    from toy_eval.task import load_docs
+
+    from lm_eval_longmem.common.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        load_docs(toy_lenghts="8")
+    assert str(caught.value) == (
+        "--metadata toy_lenghts: no such option; did you mean toy_lengths? (list lengths (words) to test; "
+        "e.g. toy_lengths=8,16)"
+    )
+    with pytest.raises(UsageError) as caught:
+        load_docs(toy_colour="red")
+    assert str(caught.value) == (
+        "--metadata toy_colour: no such option; valid keys: toy_lengths, toy_limit_order (each with its meaning in "
+        "toy_eval.options.ToyOptions)"
+    )
+    assert "card" not in str(caught.value)
+
+
 def demo_tasks_help() -> str:
     """The help of `lm-eval-longmem demo --tasks`: the evaluations it offers."""
     parser = cli.build_parser()
@@ -226,26 +297,30 @@ def test_the_toy_s_own_tests_pass_once_it_is_installed(tmp_path):
 
 @pytest.mark.slow
 def test_broken_packages_break_no_command(tiny_llama_dir, embedded_books_dir, tmp_path):
-    """With the five broken packages and one that takes the harness's `passkey` unasked installed beside the toy:
-    `lm-eval-longmem --help`, `plan`, `report`, `lm_eval --tasks forgetting_curve` and a plain harness task all work,
-    each process saying each broken package in one warning line (and the `passkey` one where the harness's task
-    index is built: not in `plan`, which reads our YAMLs), with no traceback."""
+    """With the five broken packages, one that takes the harness's `passkey` unasked and two whose part of the command
+    line raises installed beside the toy: `lm-eval-longmem --help`, `plan`, `report`, `lm_eval --tasks
+    forgetting_curve` and a plain harness task all work, each process saying each broken package in one warning line
+    (the `passkey` one where the harness's task index is built: not in `plan`, which reads our YAMLs; the last two
+    where `lm-eval-longmem`'s command line is), with no traceback."""
     site = install_packages(
-        install_by_hand(tmp_path / "site"), BROKEN_POINTS | {"passkey-eval": "passkey = broken_evals.shapes:PASSKEY"}
+        install_by_hand(tmp_path / "site"),
+        BROKEN_POINTS | {"passkey-eval": "passkey = broken_evals.shapes:PASSKEY"} | COMMAND_LINE_POINTS,
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site), os.environ.get("PYTHONPATH", "")])}
     passkey = left_out_line("passkey-eval", "passkey = broken_evals.shapes:PASSKEY").removesuffix("it ")
 
-    def said(proc: subprocess.CompletedProcess, *, index: bool) -> None:
+    def said(proc: subprocess.CompletedProcess, *, index: bool, command_line: bool = False) -> None:
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert "Traceback" not in proc.stderr
         for dist, line in BROKEN_POINTS.items():
             assert proc.stderr.count(left_out_line(dist, line) + BROKEN_WHY[dist]) == 1, (dist, proc.stderr[-4000:])
         assert proc.stderr.count(passkey) == (1 if index else 0), proc.stderr[-4000:]
+        for dist in COMMAND_LINE_POINTS:
+            assert proc.stderr.count(left_off_line(dist)) == (1 if command_line else 0), (dist, proc.stderr[-4000:])
 
     def command(*args: str, index: bool) -> str:
         proc = subprocess.run([CLI, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
-        said(proc, index=index)
+        said(proc, index=index, command_line=True)
         return proc.stdout
 
     assert "plan" in command("--help", index=False)

@@ -72,8 +72,9 @@ def test_one_problem_is_one_line(tmp_path):
     with pytest.raises(UsageError) as caught:
         preflight.check_run(_run(["forgetting_curve"], {"forgetting_curve_lenghts": "16"}))
     assert str(caught.value) == (
-        "--metadata forgetting_curve_lenghts: no such option; did you mean forgetting_curve_lengths? (see the task "
-        "card's option table) (checked before loading the model)"
+        "--metadata forgetting_curve_lenghts: no such option; did you mean forgetting_curve_lengths? (explicit lengths "
+        "L (tokens of S); default: the paper's grid up to the claimed window; e.g. forgetting_curve_lengths=[1k,2k,4k]) "
+        "(checked before loading the model)"
     )
 
 

@@ -213,7 +213,6 @@ example of what a piece serves); the registry's list of names is the one excepti
 NAME_HOLDERS = {
     REGISTRY: "the registry: `BUILTIN`",
     f"{PACKAGE}.common.run": "the one guess of an older results file's evaluation (`guessed_evaluation`)",
-    f"{PACKAGE}.harness.tasks": "the harness's own BABILong task folder (`lm_eval/tasks/babilong`), not ours",
 }
 """The modules outside an evaluation's package that may spell an evaluation's name in code, and why."""
 

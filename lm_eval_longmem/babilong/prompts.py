@@ -7,8 +7,8 @@ examples each inside `<example>` tags, the answer-format instruction, the sample
 stripped, as in the authors' runs without that part.
 
 The instruction, answer-format and example texts are not stored in this repository: they are read
-at run time from lm-eval's own `lm_eval/tasks/babilong/babilong_qaN.yaml` (a dependency, located
-and read by `lm_eval_longmem.harness.tasks`), whose
+at run time from lm-eval's own `lm_eval/tasks/babilong/babilong_qaN.yaml` (a dependency, read by
+`lm_eval_longmem.harness.tasks.read_builtin_task_config`: `HARNESS_FOLDER`, `harness_task`), whose
 `description` holds the instruction followed by the answer-format lines, and whose
 `fewshot_config.samples` hold the examples. All examples listed there are used (qa5 has three, as
 in the paper; the built-in task itself uses only two).
@@ -19,7 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from lm_eval_longmem.harness.tasks import read_builtin_babilong_config
+from lm_eval_longmem.harness.tasks import read_builtin_task_config
+
+HARNESS_FOLDER = "babilong"
+"""The harness's own BABILong task folder (`lm_eval/tasks/babilong/`), whose tasks hold the texts."""
+
+
+def harness_task(qa: str) -> str:
+    """The name of the harness's task of bAbI task `qa` ("qa1" -> "babilong_qa1")."""
+    return f"babilong_{qa.lower()}"
+
 
 _TEMPLATE = "{instruction}\n\n{examples}\n\n{answer_format}\n\n<context>\n{context}\n</context>\n\nQuestion: {question}"
 _ANSWER_FORMAT_STARTS = ("Always return", "Your answer")
@@ -61,7 +70,7 @@ class PromptSwitches:
 @cache
 def harness_prompt_parts(qa: str) -> PromptParts:
     """Instruction, examples and answer format of task `qa`, read from the installed harness."""
-    path, config = read_builtin_babilong_config(qa)
+    path, config = read_builtin_task_config(HARNESS_FOLDER, harness_task(qa))
     lines = [line.strip() for line in str(config.get("description", "")).strip().splitlines() if line.strip()]
     split = next((i for i, line in enumerate(lines) if line.startswith(_ANSWER_FORMAT_STARTS)), None)
     samples = (config.get("fewshot_config") or {}).get("samples") or []

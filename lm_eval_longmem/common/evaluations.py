@@ -23,7 +23,9 @@ Where entries come from:
   by another package's) is left out with one warning line naming its distribution and entry point, and
   everything else works. So is an evaluation whose task or group name is one the harness (or another
   evaluation) already has, when the harness's task index meets it (`refused_folders`), unless it lists that
-  name in `Evaluation.replaces_harness`: taking a harness name is said, never silent.
+  name in `Evaluation.replaces_harness`: taking a harness name is said, never silent. An evaluation whose
+  `add_commands` or `add_report_arguments` raises loses its part of `lm-eval-longmem`'s command line, said in
+  one warning line (`leave_off_command_line`); the rest of the command line, and its other parts, work.
 
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
 `LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which recognises files
@@ -35,7 +37,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -252,6 +254,8 @@ class Registry:
     """Another package's evaluation name -> its entry point and distribution, as the warnings name it."""
     left_out: dict[str, str]
     """Another package's evaluation name -> why it was left out after it loaded (`refused_folders`)."""
+    off_command_line: dict[str, str] = field(default_factory=dict)
+    """An evaluation's name -> why its commands and `report` flags are left out (`leave_off_command_line`)."""
 
 
 def _origin(point: Any) -> str:
@@ -276,9 +280,13 @@ def _loaded(point: Any) -> tuple[Evaluation | None, str]:
         if not Path(found.task_folder()).is_dir():
             return None, f"gives no folder of task YAMLs (task_folder() is {found.task_folder()}); fix that package"
     except Exception as err:  # noqa: BLE001 - whatever someone else's package raises is one line, never ours to raise
-        first = (str(err).strip().splitlines() or [""])[0][:200]
-        return None, f"cannot be loaded ({type(err).__name__}: {first}); fix or uninstall that package"
+        return None, f"cannot be loaded ({_said(err)}); fix or uninstall that package"
     return found, ""
+
+
+def _said(err: BaseException) -> str:
+    """An exception as a warning line quotes it: its type and its message's first line."""
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
 
 
 @lru_cache(maxsize=1)
@@ -341,6 +349,31 @@ def refused_folders(overrides: Sequence[Any]) -> list[Path]:
         )
         refused.append(folder)
     return refused
+
+
+def leave_off_command_line(name: str, member: str, err: BaseException) -> None:
+    """Leave the commands and `report` flags of evaluation `name` out of `lm-eval-longmem`'s command line, its
+    `member` (`add_commands` or `add_report_arguments`) having raised `err`: one warning line naming it (and its
+    entry point and distribution), once per process."""
+    registry = registered()
+    if name in registry.off_command_line:
+        return
+    registry.off_command_line[name] = f"its {member} raised {_said(err)}"
+    origin = registry.origins.get(name)
+    whose = f"evaluation {name} ({origin})" if origin else f"lm-eval-longmem's evaluation {name}"
+    fix = "fix or uninstall that package" if origin else "please report this"
+    log.warning(
+        "lm-eval-longmem: left out the commands and report flags of %s: %s; %s",
+        whose,
+        registry.off_command_line[name],
+        fix,
+    )
+
+
+def on_command_line() -> tuple[Evaluation, ...]:
+    """The evaluations whose commands and `report` flags `lm-eval-longmem` has (`leave_off_command_line`)."""
+    left_off = registered().off_command_line
+    return tuple(entry for entry in evaluations() if entry.name not in left_off)
 
 
 def task_folders() -> list[Path]:

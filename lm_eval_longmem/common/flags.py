@@ -5,7 +5,8 @@ One spelling per concept: `--output_path` for where a command writes (with `--ov
 `lm_eval run` parses them (`k=v,k2=v2`, several such words, or one JSON object). A former spelling
 keeps working and prints one line naming the new one. Every numeric flag is declared with its type
 and range (`number`), like a `--metadata` option: a value outside it is one line naming the flag
-and the range (argparse's usage error, exit status 2).
+and the range (argparse's usage error, exit status 2). An evaluation's own commands, `lm-eval-longmem <name>
+COMMAND`, are one group (`command_group`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lm_eval_longmem.harness.cli import dict_flag_action
@@ -121,3 +123,31 @@ def number(
 
     parse.__name__ = name  # argparse names the type in its own messages
     return parse
+
+
+@dataclass(frozen=True)
+class CommandGroup:
+    """`lm-eval-longmem <name> COMMAND ...` (`command_group`): its subcommands are added with `add`."""
+
+    commands: argparse._SubParsersAction
+    epilog: str | None
+    """Its examples, shown (as written) under its help and under each subcommand's."""
+
+    def add(
+        self, name: str, run: Callable[[argparse.Namespace], Any], *, help: str, epilog: str | None = None
+    ) -> argparse.ArgumentParser:
+        """Subcommand `name`, run by `run(args)`, with `epilog` (default: the group's) under its help."""
+        parser = self.commands.add_parser(
+            name, help=help, epilog=epilog or self.epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        parser.set_defaults(func=run)
+        return parser
+
+
+def command_group(
+    subparsers: argparse._SubParsersAction, name: str, *, help: str, epilog: str | None = None
+) -> CommandGroup:
+    """An evaluation's command `name` (spelt with `-`), which takes one of its subcommands (`CommandGroup.add`)."""
+    parser = subparsers.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dest = f"{name.replace('-', '_')}_command"
+    return CommandGroup(parser.add_subparsers(dest=dest, metavar="COMMAND", required=True), epilog)

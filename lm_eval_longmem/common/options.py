@@ -9,7 +9,9 @@ object (memoised per metadata), so nothing is parsed twice and the task cards' o
 checked against the declaration (`tests/test_docs.py`).
 
 Every error is a `UsageError` whose one line names the key, what was wrong and a valid example; a
-key with the evaluation's prefix that is not declared is an error naming the closest valid key.
+key with the evaluation's prefix that is not declared is an error naming the closest valid key with its
+meaning and an example (or every valid key, and the class that declares them): what any evaluation has,
+whether or not it has a card.
 """
 
 from __future__ import annotations
@@ -101,9 +103,7 @@ def _parse_cached(cls: type, prefix: str, frozen: str) -> Any:
     known = {d.key for d in keys}
     for key in sorted(metadata):
         if key.startswith(prefix) and key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}?" if close else f"valid keys: {', '.join(sorted(known))}"
-            raise UsageError(f"--metadata {key}: no such option; {hint} (see the task card's option table)")
+            raise UsageError(f"--metadata {key}: no such option; {_closest(key, prefix, keys, cls)}")
     values = {}
     for d in keys:
         raw = metadata.get(d.key)
@@ -115,6 +115,17 @@ def _parse_cached(cls: type, prefix: str, frozen: str) -> Any:
         except (ValueError, TypeError) as err:
             raise UsageError(f"--metadata {d.key}={_shown(raw)}: {err}; e.g. {d.key}={d.spec.example}") from None
     return cls(**values)
+
+
+def _closest(key: str, prefix: str, keys: list[Declared], cls: type) -> str:
+    """What the error for the undeclared `key` offers: the closest declared key (compared past the `prefix` they
+    share), with its meaning and an example; or every declared key, and where they are declared with their meanings."""
+    close = difflib.get_close_matches(key.removeprefix(prefix), sorted(d.name for d in keys), n=1, cutoff=0.6)
+    if close:
+        d = next(d for d in keys if d.name == close[0])
+        return f"did you mean {d.key}? ({d.spec.help}; e.g. {d.key}={d.spec.example})"
+    listed = ", ".join(sorted(d.key for d in keys))
+    return f"valid keys: {listed} (each with its meaning in {cls.__module__}.{cls.__qualname__})"
 
 
 LIMIT_ORDERS = ("balanced", "cheapest")

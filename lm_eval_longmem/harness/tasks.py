@@ -5,7 +5,7 @@ Discovery: `patch_task_manager` makes every `TaskManager` index our task folders
 (installed by `harness.install`; the folders are the package's own and those `install_task_folders` was
 handed); `new_task_manager` and `load_tasks` build one explicitly. The rest are
 what our task base calls while lm_eval builds and runs it: the request-cache key, the aggregation hook
-(installed by `harness.install`), the harness's BABILong YAMLs, the quieted `custom_dataset` notice, docs
+(installed by `harness.install`), the harness's own task YAMLs read as data, the quieted `custom_dataset` notice, docs
 dealt to data-parallel ranks, metrics declared on a built task.
 """
 
@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_longmem.harness.marks import MARK
+
+SUPPORTED = "lm-eval>=0.4.13,<0.5"
+"""The harness versions we support (the pin in pyproject.toml), as a message tells the user to install them."""
+
 
 INDEX_LOGGER = "lm_eval.tasks._index"
 """R3: the logger that warns when an include path replaces a task name."""
@@ -87,8 +91,8 @@ def with_our_tasks(include_path: str | os.PathLike[str] | list | tuple | None) -
 def patch_task_manager(manager_module: Any) -> None:
     """Make `TaskManager` index our tasks beside the built-ins (idempotent).
 
-    Order of task directories: lm_eval's built-ins, then ours (so our `babilong` replaces the
-    built-in group, on purpose, without the harness's override warning), then the user's own
+    Order of task directories: lm_eval's built-ins, then ours (so a built-in name an evaluation takes on
+    purpose, `replaces_harness`, is replaced without the harness's override warning), then the user's own
     `include_path` (so users can still override us). `include_defaults=False` asks for the
     user's paths only, so ours are left out too. Arguments are bound to the wrapped signature,
     so positional and keyword calls are treated alike. The index is built as `index_our_tasks` says.
@@ -102,7 +106,7 @@ def patch_task_manager(manager_module: Any) -> None:
         log.warning(
             "lm-eval-longmem: this lm_eval's TaskManager takes no include_path/include_defaults, so our "
             'tasks are not added; pass --include_path "$(python -m lm_eval_longmem.paths)" or install '
-            "lm-eval>=0.4.13,<0.5"
+            f"{SUPPORTED}"
         )
         return
     builtin_dir = Path(manager_module.__file__).resolve().parent
@@ -301,27 +305,28 @@ def install_aggregation() -> None:
     evaluator_utils._compute_task_aggregations = compute
 
 
-# ---------------------------------------------------------------- the harness's BABILong texts (R8)
+# ---------------------------------------------------------------- the harness's own task YAMLs (R8)
 
 
-def builtin_babilong_file(qa: str) -> Path:
-    """The installed harness's YAML for BABILong task `qa` (`lm_eval/tasks/babilong/babilong_qaN.yaml`)."""
+def builtin_task_file(folder: str, task: str) -> Path:
+    """The installed harness's YAML of its task `task` in its task folder `folder` (`lm_eval/tasks/<folder>/<task>.yaml`:
+    the harness names a task's file after it)."""
     import lm_eval.tasks
 
-    path = Path(lm_eval.tasks.__file__).parent / "babilong" / f"babilong_{qa.lower()}.yaml"
+    path = Path(lm_eval.tasks.__file__).parent / folder / f"{task}.yaml"
     if not path.is_file():
         raise FileNotFoundError(
-            f"the installed lm_eval has no {path.name} (looked in {path.parent}); BABILong prompts are "
-            "read from the harness's own babilong task: install lm-eval>=0.4.13,<0.5"
+            f"the installed lm_eval has no {path.name} (looked in {path.parent}); lm-eval-longmem reads the "
+            f"harness's own task {task} from it: install {SUPPORTED}"
         )
     return path
 
 
-def read_builtin_babilong_config(qa: str) -> tuple[Path, dict[str, Any]]:
-    """The path and raw config (`!function` tags left unresolved) of the harness's task `qa`."""
+def read_builtin_task_config(folder: str, task: str) -> tuple[Path, dict[str, Any]]:
+    """The path and raw config (`!function` tags left unresolved) of the harness's task `task` (`builtin_task_file`)."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    path = builtin_babilong_file(qa)
+    path = builtin_task_file(folder, task)
     return path, load_yaml(path, resolve_func=False)
 
 

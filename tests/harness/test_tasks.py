@@ -10,6 +10,8 @@ from pathlib import Path
 
 import lm_eval.tasks.manager as manager_module
 import pytest
+import tomllib
+from kit import REPO_ROOT
 
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.harness import tasks
@@ -177,15 +179,13 @@ def test_r7_request_cache_is_keyed_by_tokenizer_name(tmp_path, monkeypatch):
 
 
 def test_r8_builtin_babilong_yaml_shape():
-    for qa in ("qa1", "QA5", "qa20"):
-        path, config = tasks.read_builtin_babilong_config(qa)
-        assert path.name == f"babilong_{qa.lower()}.yaml" and path.is_file()
+    for qa in ("qa1", "qa5", "qa20"):
+        path, config = tasks.read_builtin_task_config("babilong", f"babilong_{qa}")
+        assert path.name == f"babilong_{qa}.yaml" and path.is_file() and config["task"] == f"babilong_{qa}"
         lines = [line.strip() for line in str(config["description"]).splitlines() if line.strip()]
         assert any(line.startswith(("Always return", "Your answer")) for line in lines[1:])
         samples = config["fewshot_config"]["samples"]
         assert samples and all({"input", "question", "target"} <= set(s) for s in samples)
-    with pytest.raises(FileNotFoundError, match="babilong_qa21.yaml"):
-        tasks.builtin_babilong_file("qa21")
 
 
 def test_r8_the_harness_babilong_group_is_what_our_alias_group_repeats():
@@ -195,10 +195,24 @@ def test_r8_the_harness_babilong_group_is_what_our_alias_group_repeats():
 
     from lm_eval_longmem.common.evaluations import evaluation
 
-    theirs = load_yaml(tasks.builtin_babilong_file("qa1").parent / "babilong.yaml", resolve_func=False)
+    _, theirs = tasks.read_builtin_task_config("babilong", "babilong")
     ours = load_yaml(task_configs_dir() / "babilong_harness.yaml", resolve_func=False)
     assert theirs.pop("group") == "babilong" and ours == theirs | {"group": "babilong_harness"}
     assert evaluation("babilong").replaces_harness == {"babilong": "babilong_harness"}
+
+
+@pytest.mark.parametrize(("folder", "task"), [("babilong", "babilong_qa21"), ("no_such_folder", "no_such_task")])
+def test_a_harness_task_that_is_not_installed_is_one_line_naming_it_and_the_lm_eval_to_install(folder, task):
+    with pytest.raises(FileNotFoundError) as caught:
+        tasks.builtin_task_file(folder, task)
+    [line] = str(caught.value).splitlines()
+    assert line.startswith(f"the installed lm_eval has no {task}.yaml (looked in ")
+    assert f"/lm_eval/tasks/{folder}); " in line and line.endswith(f"install {tasks.SUPPORTED}")
+
+
+def test_the_lm_eval_we_ask_for_is_the_one_we_depend_on():
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert f"lm-eval[hf]{tasks.SUPPORTED.removeprefix('lm-eval')}" in project["dependencies"]
 
 
 def test_r11_task_aggregation_hook_and_payload_order():

@@ -4,23 +4,24 @@
 `section` (its part of the report, with the authors' predictions as references), `figures` (the heatmap,
 `plot`), `conditions_figure` (in-context and retrieval runs side by side), `commands` (`lm-eval-longmem
 babilong score | audit | simulate | report`), `planner` (its rows of `plan`), `demo` (its part of the
-demo and headline sentence). The entry's members import them only when called (`common.evaluations`).
+demo and headline sentence). The entry's members import them only when called (`common.builtin_evaluation`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lm_eval_longmem.babilong.options import NAME
 from lm_eval_longmem.babilong.scores import ACC
-from lm_eval_longmem.common.evaluations import DemoPart, Evaluation, Headline, Planner, Plotter, ReportSection
+from lm_eval_longmem.common.builtin_evaluation import BuiltinEvaluation
+from lm_eval_longmem.common.evaluations import Headline
 
 if TYPE_CHECKING:
     import argparse
 
 
-class Babilong(Evaluation):
+class Babilong(BuiltinEvaluation):
     """BABILong (`babilong/`)."""
 
     name = NAME
@@ -30,26 +31,6 @@ class Babilong(Evaluation):
     # reachable as this alias group (task_configs/babilong_harness.yaml, documented in the card).
     replaces_harness = {NAME: "babilong_harness"}
 
-    def task_folder(self) -> Path:
-        from lm_eval_longmem.paths import task_configs_dir
-
-        return task_configs_dir() / NAME
-
-    def report(self) -> ReportSection:
-        from lm_eval_longmem.babilong.rim.section import SECTION
-
-        return SECTION
-
-    def source_problems(self, metadata: dict[str, Any]) -> list[str]:
-        from lm_eval_longmem.babilong.data import source_problems
-
-        return source_problems(metadata)
-
-    def add_commands(self, subparsers: argparse._SubParsersAction) -> None:
-        from lm_eval_longmem.babilong.rim.commands import add_commands
-
-        add_commands(subparsers)
-
     def add_report_arguments(self, parser: argparse.ArgumentParser) -> None:
         from lm_eval_longmem.babilong.rim.section import REFERENCE_OPTION
 
@@ -57,21 +38,6 @@ class Babilong(Evaluation):
             f"--{REFERENCE_OPTION}", type=Path, action="append", default=[], metavar="DIR",
             help="a folder of the BABILong authors' prediction CSVs (e.g. their RAG Llama-3 runs), drawn as a reference line",
         )  # fmt: skip
-
-    def plotter(self) -> Plotter:
-        from lm_eval_longmem.babilong.rim import figures
-
-        return figures
-
-    def planner(self) -> Planner:
-        from lm_eval_longmem.babilong.rim.planner import babilong_rows
-
-        return babilong_rows
-
-    def demo(self) -> DemoPart:
-        from lm_eval_longmem.babilong.rim.demo import DEMO
-
-        return DEMO
 
 
 EVALUATION = Babilong()

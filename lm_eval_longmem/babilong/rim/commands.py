@@ -26,7 +26,7 @@ from lm_eval_longmem.babilong.simulate import simulate, write_babi_file
 from lm_eval_longmem.babilong.simulate_world import SIMULATOR_VERSION
 from lm_eval_longmem.common.cache import check_target
 from lm_eval_longmem.common.errors import UsageError, report_error
-from lm_eval_longmem.common.flags import add_flag, add_output_flags, number
+from lm_eval_longmem.common.flags import add_flag, add_output_flags, command_group, number
 from lm_eval_longmem.common.options import distinct
 from lm_eval_longmem.readers.results import find_results_file, load_run
 
@@ -225,19 +225,13 @@ def _report(args: argparse.Namespace) -> None:
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add `babilong score`, `babilong audit` and `babilong report` to the `lm-eval-longmem` command line."""
-    parser = subparsers.add_parser(
-        "babilong",
-        help="BABILong: rescore prediction files, report on results",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    group = command_group(
+        subparsers, "babilong", help="BABILong: rescore prediction files, report on results", epilog=EPILOG
     )
-    sub = parser.add_subparsers(dest="babilong_command", metavar="COMMAND", required=True)
-
-    score = sub.add_parser(
+    score = group.add(
         "score",
+        _score,
         help="score a predictions CSV (columns target, output, question) with the authors' check and ours",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     score.add_argument("files", nargs="+", type=Path, help="predictions CSV file(s) of one task")
     score.add_argument("--task", required=True, help="the bAbI task the files answer: qa1 .. qa20")
@@ -249,13 +243,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="score even when the file name names another task",
     )
-    score.set_defaults(func=_score)
 
-    audit = sub.add_parser(
+    audit = group.add(
         "audit",
+        _audit,
         help="count, per file, the answers on which acc and acc_corrected disagree, by direction and rule",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     audit.add_argument(
         "files",
@@ -288,13 +280,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="audit even when the file name names another task",
     )
-    audit.set_defaults(func=_audit)
 
-    sim = sub.add_parser(
-        "simulate",
-        help="write fresh bAbI samples from the built-in world simulator (bAbI text format)",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    sim = group.add(
+        "simulate", _simulate, help="write fresh bAbI samples from the built-in world simulator (bAbI text format)"
     )
     sim.add_argument("--task", required=True, help="the bAbI task: qa1 .. qa20")
     sim.add_argument("--samples", type=number(int, low=1), default=1000, help="questions to write (default 1000)")
@@ -312,13 +300,11 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="more names, places and objects than bAbI's",
     )
     add_output_flags(sim, "--out", type=Path, required=True, what="the file to write, e.g. qa3_sim_test.txt")
-    sim.set_defaults(func=_simulate)
 
-    report = sub.add_parser(
+    report = group.add(
         "report",
+        _report,
         help="task x length table, qa1-qa5 mean per length and effective context from an lm_eval results file",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     report.add_argument("results", type=Path, help="a results_*.json file or a folder holding one (newest is used)")
     report.add_argument(
@@ -326,4 +312,3 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         help="accuracy (a fraction, 0 < t <= 1) for effective context (default 0.85)",
     )  # fmt: skip
     report.add_argument("--metric", choices=CHECKS, default=ACC, help=f"which check (default {ACC})")
-    report.set_defaults(func=_report)

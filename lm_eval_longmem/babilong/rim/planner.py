@@ -18,9 +18,7 @@ SENTENCE_TOKENS = 32
 """Tokens of one retrieved sentence (RAG-S), a rough figure for book text."""
 
 
-def babilong_rows(
-    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
-) -> tuple[list[Row], list[str]]:
+def rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
     """One row per selected length (`common.evaluations.Planner`)."""
     from lm_eval_longmem.babilong.data import HUB_SETS, babilong_options, selected_lengths
     from lm_eval_longmem.babilong.prompts import build_prompt

@@ -23,7 +23,7 @@ from lm_eval_longmem.booksort.options import AUTHORS
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, VARIANTS
 from lm_eval_longmem.common.cache import FOLDER, atomic_write, check_target
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.flags import add_dict_flag, add_flag, add_output_flags, number
+from lm_eval_longmem.common.flags import CommandGroup, add_dict_flag, add_flag, add_output_flags, command_group, number
 from lm_eval_longmem.common.options import distinct
 
 EPILOG = textwrap.dedent(
@@ -154,22 +154,15 @@ def _select_prompt(args: argparse.Namespace) -> None:
         atomic_write(args.output_path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def add_commands(subparsers: Any) -> None:
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``booksort build``, ``select-prompt`` and ``finetune`` to the ``lm-eval-longmem`` command."""
-    parser = subparsers.add_parser(
+    group = command_group(
+        subparsers,
         "booksort",
         help="Book-SORT: build the dataset from books, select a prompt variant, run the fine-tuned condition",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="booksort_command", metavar="COMMAND", required=True)
-
-    b = sub.add_parser(
-        "build",
-        help="build Book-SORT from plain-text books (paper, Appendix A)",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    b = group.add("build", _build, help="build Book-SORT from plain-text books (paper, Appendix A)")
     b.add_argument("--books", nargs="+", required=True, type=Path, help=".txt books and/or directories of them")
     add_output_flags(
         b,
@@ -195,13 +188,9 @@ def add_commands(subparsers: Any) -> None:
         default=SEGMENT_LENGTHS,
         help="segment lengths in words (default: 20,50)",
     )
-    b.set_defaults(func=_build)
 
-    s = sub.add_parser(
-        "select-prompt",
-        help="score every prompt variant on the validation split, report the best",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    s = group.add(
+        "select-prompt", _select_prompt, help="score every prompt variant on the validation split, report the best"
     )
     s.add_argument("--model", default="hf", help="lm_eval model type (default hf)")
     add_dict_flag(s, "--model_args", required=True, help="as for lm_eval, e.g. pretrained=NAME,max_length=8192")
@@ -219,8 +208,7 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--apply_chat_template", action="store_true")
     s.add_argument("--system_instruction", default=None)
     add_output_flags(s, "--output", type=Path, default=None, what="also write the scores as JSON to this file")
-    s.set_defaults(func=_select_prompt)
-    _add_finetune(sub)
+    _add_finetune(group)
 
 
 # --- booksort finetune: the fine-tuned (parametric) memory condition ---------------------------------
@@ -257,13 +245,13 @@ def _finetune(args: argparse.Namespace) -> None:
     print(f"wrote {args.output_path / 'booksort_finetune.json'} and booksort_finetune.md")
 
 
-def _add_finetune(sub: Any) -> None:
-    f = sub.add_parser(
+def _add_finetune(group: CommandGroup) -> None:
+    f = group.add(
         "finetune",
+        _finetune,
         help="fine-tuned memory condition (paper, section 3.2): train with and without the book chunks, "
         "evaluate booksort_memoryless per epoch",
         epilog=FINETUNE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dict_flag(f, "--model_args", required=True, help="as for lm_eval: pretrained=NAME[,dtype=...] or a JSON object")
     add_dict_flag(
@@ -294,4 +282,3 @@ def _add_finetune(sub: Any) -> None:
     f.add_argument(
         "--apply_chat_template", action="store_true", help="lm_eval --apply_chat_template for the evaluations"
     )
-    f.set_defaults(func=_finetune)

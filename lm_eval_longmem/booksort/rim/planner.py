@@ -34,9 +34,7 @@ TEST_EXCERPTS = 100
 """Test excerpts per book x L_E x L_S on the hub, each with one trial per distance bin (paper, section 2.2)."""
 
 
-def booksort_rows(
-    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
-) -> tuple[list[Row], list[str]]:
+def rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
     """One row per excerpt length (`common.evaluations.Planner`)."""
     from lm_eval_longmem.booksort.build import EXCERPT_LENGTHS, N_BINS, SEGMENT_LENGTHS
     from lm_eval_longmem.booksort.data import HUB_DATASET, add_bin_index, booksort_options, make_doc, read_split, select

@@ -7,7 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from lm_eval_longmem.common.flags import number
+from lm_eval_longmem.common.flags import command_group, number
 from lm_eval_longmem.common.lengths import parse_length
 from lm_eval_longmem.forgetting_curve.analysis import summarize, summary_json
 from lm_eval_longmem.forgetting_curve.rim.reader import load_curve
@@ -36,13 +36,11 @@ def _summarize(args: argparse.Namespace) -> None:
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add `forgetting-curve summarize` to the `lm-eval-longmem` command line."""
-    group = subparsers.add_parser("forgetting-curve", help="forgetting-curve tools (summarize)")
-    commands = group.add_subparsers(dest="forgetting_curve_command", metavar="COMMAND", required=True)
-    summarize_cmd = commands.add_parser(
+    group = command_group(subparsers, "forgetting-curve", help="forgetting-curve tools (summarize)", epilog=EPILOG)
+    summarize_cmd = group.add(
         "summarize",
+        _summarize,
         help="print fine/coarse memory lengths (censoring, bootstrap intervals) and per-length statistics as JSON",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     summarize_cmd.add_argument("file", type=Path, help="results JSON, samples JSONL, or an original tool's JSON")
     summarize_cmd.add_argument(
@@ -56,4 +54,3 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--resamples", type=number(int, low=100), default=2000, help="bootstrap resamples, 100 or more (default 2000)"
     )
     summarize_cmd.add_argument("--seed", type=number(int, low=0), default=0, help="bootstrap seed (default 0)")
-    summarize_cmd.set_defaults(func=_summarize)

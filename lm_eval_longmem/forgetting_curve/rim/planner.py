@@ -10,9 +10,7 @@ from lm_eval_longmem.common.model_info import Window
 from lm_eval_longmem.plan import Row, TaskFacts, corpus_text
 
 
-def forgetting_curve_rows(
-    task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window
-) -> tuple[list[Row], list[str]]:
+def rows(task: TaskFacts, metadata: dict[str, Any], tokenizer: Any, window: Window) -> tuple[list[Row], list[str]]:
     """One row per length of the sweep (`common.evaluations.Planner`)."""
     from lm_eval_longmem.forgetting_curve.data import (
         COPY,
