@@ -17,6 +17,16 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+
+def _thread_share() -> int:
+    """This test process's share of the CPUs under pytest-xdist (`-n`), set before torch loads: N processes
+    that each start a thread per CPU would wait on each other's threads."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cpus // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+
+
+os.environ.setdefault("OMP_NUM_THREADS", str(_thread_share()))  # the `lm_eval` processes tests start inherit it
+
 from kernels import compares_model_floats  # noqa: E402
 from kit import SHARED_DATA, build_long_llama, build_tiny_llama, read_results, read_samples, run_lm_eval  # noqa: E402,F401
 
