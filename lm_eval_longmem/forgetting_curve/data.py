@@ -51,7 +51,16 @@ from lm_eval_longmem.common.model_info import load_tokenizer, model_window
 from lm_eval_longmem.common.options import parse_options
 from lm_eval_longmem.common.order import forward_work, interleave
 from lm_eval_longmem.forgetting_curve.analysis import scored_tokens
-from lm_eval_longmem.forgetting_curve.options import AUTHORS, DEFAULT_POINTS, OURS, PREFIX, RANDOM, SweepOptions
+from lm_eval_longmem.forgetting_curve.options import (
+    AUTHORS,
+    DEFAULT_POINTS,
+    LINEAR,
+    LOG,
+    OURS,
+    PREFIX,
+    RANDOM,
+    SweepOptions,
+)
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -78,7 +87,12 @@ def resolve_lengths(options: SweepOptions, metadata: dict[str, Any]) -> tuple[li
             f"explicit lengths, e.g. --metadata {PREFIX}lengths=[1k,2k,4k]"
         )
     if options.protocol == AUTHORS:
-        return authors_grid(claimed, options.points), claimed
+        return authors_grid(claimed, options.points, options.grid), claimed
+    if options.grid == LOG:
+        raise UsageError(
+            f"--metadata {PREFIX}grid={LOG} is the authors' tool's grid: add {PREFIX}protocol={AUTHORS}, "
+            f"or give explicit {PREFIX}lengths"
+        )
     lengths = length_grid(claimed, options.points)
     if not lengths:
         raise UsageError(
@@ -454,14 +468,18 @@ AUTHORS_TITLE_FIELD = "short_book_title"
 """The PG-19 column their tool puts (with a newline) before each book's text (also with a newline)."""
 
 
-def authors_grid(last: int | None, points: int) -> list[int]:
-    """Their linear grid, `np.linspace(8, last, points, dtype=int)` (`last` plays their `--test_max_length`)."""
+def authors_grid(last: int | None, points: int, spacing: str = LINEAR) -> list[int]:
+    """Their grid (`last` plays their `--test_max_length`, `points` their `--granularity`): linear,
+    `np.linspace(8, last, points, dtype=int)`, or log, `np.unique(np.geomspace(8, last, points, dtype=int))`
+    (their `--granularity_type log`, which drops repeated lengths)."""
     if last is None or last < AUTHORS_FIRST_LENGTH:
         raise UsageError(
             f"{PREFIX}protocol=authors: the authors' grid runs from {AUTHORS_FIRST_LENGTH} tokens up to "
             f"{PREFIX}claimed_length (their --test_max_length), here {last}: pass e.g. --metadata "
             f"{PREFIX}claimed_length=16000 (their Llama-3-8B run), or explicit {PREFIX}lengths"
         )
+    if spacing == LOG:
+        return [int(L) for L in np.unique(np.geomspace(AUTHORS_FIRST_LENGTH, last, num=points, dtype=int))]
     grid = [int(L) for L in np.linspace(AUTHORS_FIRST_LENGTH, last, points, dtype=int)]
     if len(set(grid)) < len(grid):
         raise UsageError(

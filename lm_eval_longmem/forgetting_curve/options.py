@@ -18,6 +18,8 @@ RANDOM = "random"
 """The source value for uniform random token ids (the paper's `random` setting, Table 2)."""
 OURS, AUTHORS = "ours", "authors"
 """The two sample constructions (`forgetting_curve_protocol`): ours, and the authors' tool's (`data.py`)."""
+LINEAR, LOG = "linear", "log"
+"""The grid's spacing (`forgetting_curve_grid`): the paper's linear grid, or the authors' tool's `log` one."""
 
 
 def sweep_lengths(value: Any) -> tuple[int, ...]:
@@ -48,6 +50,13 @@ class SweepOptions:
         None, length, "the claimed window l the grid runs up to; default: the model's window", "8k"
     )
     points: int = option(DEFAULT_POINTS, whole_number(1), "grid granularity n: lengths l/n, 2l/n, ..., l", "16")
+    grid: str = option(
+        LINEAR,
+        one_of(LINEAR, LOG),
+        "spacing of the grid: linear, or log (authors protocol only: their --granularity_type log, points lengths "
+        "from 8 to the claimed window in equal ratios, repeats dropped)",
+        LOG,
+    )
     samples: int = option(DEFAULT_SAMPLES, whole_number(1), "samples per length", "10")
     seed: int = option(0, whole_number(0), "seed of every sample's span draw", "1")
     corpus: str | None = option(

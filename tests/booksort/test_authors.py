@@ -16,8 +16,9 @@ from transformers import AutoTokenizer
 
 from lm_eval_longmem import task_manager
 from lm_eval_longmem.backends.request_type import TokenAccuracy, compact_ids
+from lm_eval_longmem.booksort.build import book_title
 from lm_eval_longmem.booksort.data import build_docs, make_doc, user_text
-from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS
+from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, authors_title
 from lm_eval_longmem.booksort.task import authors_answer, authors_answer_space, authors_label_ids, our_answer
 from lm_eval_longmem.common.errors import UsageError
 
@@ -68,6 +69,14 @@ def test_title_casing_is_theirs_only_in_their_protocol():
     hub_row = {**ROW, "book_title": "Pomona; Or, The Future Of English"}
     theirs = make_doc(hub_row, variant_name="prompt_2", condition="in_context", protocol="authors")
     assert "from the book Pomona; Or, The Future Of English." in user_text(theirs, EXCERPT)
+
+
+def test_a_title_line_is_read_before_their_banner_and_without_it_their_title_is_ours():
+    """docs/parity.md: their builder reads the `*** START OF ... EBOOK <title> ***` banner, ours the `Title:` line
+    first; a book without its `Title:` line gets their title (in their casing under their protocol)."""
+    banner = "*** START OF THE PROJECT GUTENBERG EBOOK HAMLET ***"
+    assert book_title(f"Title: Hamlet, Prince of Denmark\n\n{banner}\n", "x") == "Hamlet, Prince of Denmark"
+    assert authors_title(book_title(f"{banner}\n", "x")) == "HAMLET".title()
 
 
 def test_decisions_on_fixed_log_probabilities(smollm2_dir):
@@ -205,3 +214,36 @@ def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir,
             == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment"
         )
         assert "Macbeth" in user_text(doc, task.excerpts(doc))
+
+
+def test_a_template_whose_assistant_turn_opens_otherwise_puts_that_opening_before_the_prefix(smollm2_dir, built_dir):
+    """docs/parity.md: with a Qwen3-style template (an empty think block in the last assistant turn, none in the
+    generation prompt) the harness's prompt is theirs with that block before "Answer: Segment"."""
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    tokenizer.chat_template = (
+        "{% for m in messages %}{% if m.role == 'assistant' and loop.last %}"
+        "{{ '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' + m.content }}"
+        "{% else %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+    )
+    meta = {**_meta(smollm2_dir, built_dir), "booksort_books": "macbeth"}
+    task = task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"][
+        "booksort_in_context"
+    ]
+
+    def chat(history, add_generation_prompt=True):  # the call HFLM.apply_chat_template makes
+        return tokenizer.apply_chat_template(
+            history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
+
+    doc = next(iter(task.test_docs()))
+    messages = [
+        {"role": "system", "content": doc["prompt_system"]},
+        {"role": "user", "content": user_text(doc, task.excerpts(doc))},
+    ]
+    theirs = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ours = task.rendered_prompt(doc, apply_chat_template=True, chat_template=chat)
+    assert ours == theirs + "<think>\n\n</think>\n\nAnswer: Segment"

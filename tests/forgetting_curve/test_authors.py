@@ -141,6 +141,30 @@ def test_the_grid_is_the_one_of_their_llama3_result(shared_data):
     assert grid[: len(published)] == published and grid[-1] == 16000 and len(grid) == 32
 
 
+@pytest.mark.parametrize(
+    "last, points, expected",
+    [(100, 6, [8, 13, 21, 36, 60, 100]), (20, 10, [8, 9, 10, 12, 13, 14, 16, 18, 20])],
+)
+def test_their_log_grid_is_equal_ratios_from_8_floored_repeats_dropped(last, points, expected):
+    """Their `--granularity_type log`: 8 * (last / 8) ** (k / (points - 1)), floored; 8.86 and 8 both give 8, kept once."""
+    assert authors_grid(last, points, "log") == expected
+
+
+def test_a_log_grid_run_draws_its_samples_as_their_tool(tiny_llama_dir, books):
+    """Their one random sequence runs over the log grid's lengths in order, as over the linear one."""
+    metadata = _metadata(tiny_llama_dir, books, forgetting_curve_grid="log", forgetting_curve_points=6)
+    pieces = [BOOKS[name] for name in sorted(BOOKS)]
+    theirs = their_sequences(pieces, AutoTokenizer.from_pretrained(tiny_llama_dir), [8, 13, 21, 36, 60, 100], 3, 0)
+    _, ours = our_sequences(metadata)
+    assert_same(theirs, ours)
+
+
+def test_the_log_grid_is_refused_under_ours(tiny_llama_dir, books):
+    metadata = {**_metadata(tiny_llama_dir, books, forgetting_curve_grid="log"), "forgetting_curve_protocol": "ours"}
+    with pytest.raises(UsageError, match="forgetting_curve_grid=log is the authors' tool's grid: add"):
+        build_sweep(metadata)
+
+
 def test_ours_stays_the_default(tiny_llama_dir, books):
     """Naming ours gives exactly the docs of a run that does not name a protocol."""
     plain = _metadata(tiny_llama_dir, books)
