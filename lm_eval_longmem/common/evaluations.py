@@ -26,8 +26,8 @@ Where entries come from:
   name in `Evaluation.replaces_harness`: taking a harness name is said, never silent.
 
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
-`LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which recognises files
-written before tasks recorded it by their metric names).
+`LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which asks each entry's
+`results_reading` to recognise a file written before tasks recorded it).
 """
 
 from __future__ import annotations
@@ -79,9 +79,9 @@ class ReportSection(Protocol):
     """Where its sections stand among the evaluations' sections (lowest first)."""
     headline_header: Sequence[str]
     """Its columns of the headline table."""
-    scores: Sequence[str | metric_names.ScoreSpec] = ()
-    """Its tasks' per-doc scores (a bare name: a binary accuracy, as in `LongmemTask.SCORES`): the report refuses a run in which one has a value its family cannot have
-    (`report.impossible_values`: a proportion outside [0, 1], a perplexity below 1)."""
+    scores: Sequence[metric_names.ScoreSpec] = ()
+    """Its tasks' per-doc scores (as in `LongmemTask.SCORES`): the report refuses a run in which one has a value its
+    family cannot have (`report.impossible_values`: a proportion outside [0, 1], a perplexity below 1)."""
 
     def headline_cells(self, run: Run) -> list[str]:
         """Its cells of `run`'s row of the headline table (one per column of `headline_header`)."""
@@ -180,6 +180,27 @@ class DemoPart(Protocol):
         return False
 
 
+class ResultsReading(Protocol):
+    """How readers read an evaluation's results files where the metric-name grammar alone does not
+    (`common.run`): files written before its tasks recorded their evaluation or condition, and spellings of its
+    own. Subclass it to take the defaults of the optional members."""
+
+    def recognises(self, metrics: Mapping[str, Any]) -> bool:
+        """Whether a task of a results file that did not record its evaluation is one of its, from its metrics
+        (under the grammar's names, `metric_names.canonical_row`). Default: it recognises none."""
+        return False
+
+    def canonical(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """One of its tasks' metrics (under the grammar's names) as readers see them: names and values it spells
+        its own way rewritten to today's. Default: as they are."""
+        return metrics
+
+    def condition(self, config: Mapping[str, Any]) -> str | None:
+        """The condition (`common.conditions.CONDITIONS`) of one of its tasks whose results did not record one,
+        from the task's entry of the results' `configs`. Default None: in-context."""
+        return None
+
+
 @runtime_checkable
 class Evaluation(Protocol):
     """One evaluation: what generic code needs of it. Subclass it to take the defaults of the optional
@@ -189,7 +210,7 @@ class Evaluation(Protocol):
     """Its package's and group task's name, what its tasks record as their `evaluation`, the prefix of its
     `--metadata` keys (`<name>_`) and its `lm-eval-longmem <name>` command (spelt with `-`)."""
     title: str
-    """How prose names it ("Book-SORT")."""
+    """How prose names it (its paper's spelling, capitals and hyphens included)."""
     headline: Headline
     replaces_harness: Mapping[str, str] = {}
     """The harness's task or group names its tasks take on purpose -> the name under which the harness's own stays
@@ -233,6 +254,11 @@ class Evaluation(Protocol):
 
     def demo(self) -> DemoPart | None:
         """Its part of `lm-eval-longmem demo`; None: the demo does not run it."""
+        return None
+
+    def results_reading(self) -> ResultsReading | None:
+        """How readers read its results files beyond the grammar; None: every task recorded its evaluation and
+        condition, and its metric names are the grammar's."""
         return None
 
 

@@ -1,11 +1,12 @@
 """One lm_eval run as every reader sees it: `Run` (a parsed results file) and what a results dict says of a task
 (its metrics under today's names, its facts, its evaluation and condition, its samples).
 
-These sit below the registry (`common.evaluations`), whose parts take and give `Run`s; reading and finding the
-files is `readers.results`, which hands these names on. A task of ours records its evaluation's name in the
-results (`configs.<task>.longmem.evaluation`); a file written before tasks recorded it is recognised by its
-metric names, here and only here (`guessed_evaluation`). Whether that evaluation is registered in this
-installation is the registry's to say (`report.blocks.is_ours`).
+The registry's parts take and give `Run`s (`common.evaluations` names them in annotations only); reading and
+finding the files is `readers.results`, which hands these names on. A task of ours records its evaluation's name
+and its condition in the results (`configs.<task>.longmem`); for a file written before tasks recorded them, and
+for names an evaluation spells its own way, these functions ask the evaluations' registry entries
+(`Evaluation.results_reading`): no evaluation is named here. Whether an evaluation a file names is registered in
+this installation is the registry's to say (`report.blocks.is_ours`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.conditions import CONDITIONS, IN_CONTEXT, MEMORYLESS, RETRIEVAL
+from lm_eval_longmem.common import evaluations, metric_names
+from lm_eval_longmem.common.conditions import CONDITIONS, IN_CONTEXT, RETRIEVAL
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 
@@ -118,11 +119,25 @@ class Run:
 
 def task_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
     """`task`'s metrics in an lm_eval results dict, without the filter suffix (`acc,none` -> `acc`) and under
-    today's names (`metric_names.canonical_row`): the unfiltered ones when the task has them, else
-    those of its first filter (`exact_match,strict-match`)."""
+    today's names: the unfiltered ones when the task has them, else those of its first filter
+    (`exact_match,strict-match`), under the grammar's names (`metric_names.canonical_row`), then as its
+    evaluation reads them (`ResultsReading.canonical`)."""
+    metrics = _grammar_metrics(results, task)
+    reading = _reading(evaluation_of(results, task))
+    return reading.canonical(metrics) if reading is not None else metrics
+
+
+def _grammar_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """`task`'s metrics under the grammar's names alone (`metric_names.canonical_row`)."""
     table = results.get("results")
     row = table.get(task) if isinstance(table, dict) else None
     return metric_names.canonical_row(row) if isinstance(row, dict) else {}
+
+
+def _reading(evaluation: str | None) -> evaluations.ResultsReading | None:
+    """How the registered evaluation `evaluation` reads its results files (None: not registered, or no reading)."""
+    entry = next((e for e in evaluations.evaluations() if e.name == evaluation), None)
+    return entry.results_reading() if entry is not None else None
 
 
 def n_samples(results: dict[str, Any], task: str) -> int | None:
@@ -154,7 +169,7 @@ def evaluation_of(results: dict[str, Any], task: str) -> str | None:
 
     A task of ours records it in its facts (`configs.<task>.longmem.evaluation`). A group is one
     evaluation's when all its tasks are. A harness task whose name merely starts like ours is none. Files
-    written before tasks recorded it are recognised by their metric names (`guessed_evaluation`). The name
+    written before tasks recorded it are recognised by their metrics (`guessed_evaluation`). The name
     may be of an evaluation not installed here: whether it is registered is the registry's to say
     (`report.blocks.is_ours`).
     """
@@ -166,7 +181,7 @@ def evaluation_of(results: dict[str, Any], task: str) -> str | None:
     recorded = facts(results, task).get("evaluation")
     if isinstance(recorded, str) and recorded:
         return recorded
-    return guessed_evaluation(task_metrics(results, task))
+    return guessed_evaluation(_grammar_metrics(results, task))
 
 
 def tasks_of(results: dict[str, Any], evaluation: str) -> list[str]:
@@ -193,11 +208,11 @@ def condition_of(results: dict[str, Any], task: str) -> str | None:
 def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
     """`task`'s `condition` (and, for retrieval, its `retrieval` setting) as a task records them today.
 
-    The one place conditions of files written before tasks recorded them (lm-eval-longmem before issue
-    27) are derived: a task that stored its setting as its condition ("in-context", or "sentences top-5
-    bm25" for retrieval); a task whose config's `dataset_kwargs` named its prompt's condition
-    (`memoryless`); any other task of ours ran in-context. A fine-tuned run always recorded itself (the
-    fine-tuning command came with conditions)."""
+    The one place conditions of files written before tasks recorded them are derived: a task that stored its
+    setting as its condition ("in-context", or "sentences top-5 bm25" for retrieval); a task whose evaluation
+    reads a condition from its config (`ResultsReading.condition`: an option of its YAML, say); any other
+    task of ours ran in-context. A fine-tuned run always recorded itself (the fine-tuning command came with
+    conditions)."""
     recorded = facts(results, task)
     found = recorded.get("condition")
     if found in CONDITIONS:
@@ -206,9 +221,10 @@ def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
         return {"condition": found} if found == IN_CONTEXT else {"condition": RETRIEVAL, "retrieval": found}
     configs = results.get("configs")
     config = configs.get(task) if isinstance(configs, dict) else None
-    kwargs = config.get("dataset_kwargs") if isinstance(config, dict) else None
-    memoryless = isinstance(kwargs, dict) and kwargs.get("condition") == "memoryless"
-    return {"condition": MEMORYLESS if memoryless else IN_CONTEXT}
+    if not isinstance(config, dict):
+        return {"condition": IN_CONTEXT}
+    reading = _reading(evaluation_of(results, task))
+    return {"condition": (reading.condition(config) if reading is not None else None) or IN_CONTEXT}
 
 
 def read_samples_file(path: Path) -> list[dict[str, Any]]:
@@ -237,17 +253,12 @@ def read_samples_file(path: Path) -> list[dict[str, Any]]:
 
 
 def guessed_evaluation(metrics: Mapping[str, Any]) -> str | None:
-    """The evaluation of a task in a file written before tasks recorded theirs, from its metric names
-    (today's, `metric_names.canonical_row`): `copy_acc@L` (the forgetting curve), `acc@LE<words>` (Book-SORT),
-    `acc@qaN_LEN` (BABILong). The one place a result's
-    evaluation is guessed; never used for a file whose task recorded it, and only ever needed for ours."""
-    parsed = [found for key in metrics if (found := metric_names.parse(key))]
-    if any(n.score == "copy_acc" and n.cell for n in parsed):
-        return "forgetting_curve"
-    if any(
-        n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in parsed
-    ):
-        return "booksort"
-    if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in parsed):
-        return "babilong"
+    """The evaluation of a task in a file written before tasks recorded theirs, from its metrics (under the
+    grammar's names, `metric_names.canonical_row`): the first registered evaluation, in the registry's order,
+    whose entry recognises them (`ResultsReading.recognises`). The one place a result's evaluation is
+    guessed; never used for a file whose task recorded it."""
+    for entry in evaluations.evaluations():
+        reading = entry.results_reading()
+        if reading is not None and reading.recognises(metrics):
+            return entry.name
     return None

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_longmem.common.run import Run, evaluation_of, guessed_evaluation
+from lm_eval_longmem.common import evaluations as registry
+from lm_eval_longmem.common.conditions import MEMORYLESS
+from lm_eval_longmem.common.evaluations import Evaluation, ResultsReading
+from lm_eval_longmem.common.run import Run, condition_of, evaluation_of, guessed_evaluation, task_metrics
 from lm_eval_longmem.report.blocks import is_ours
 
 
@@ -38,3 +41,38 @@ def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_su
 )
 def test_the_one_guess_for_older_files(metrics, expected):
     assert guessed_evaluation(metrics) == expected
+
+
+class _NeedleResults(ResultsReading):
+    def recognises(self, metrics):
+        return any(key.startswith("hits@") for key in metrics)
+
+    def canonical(self, metrics):
+        return {key.replace("hits", "acc"): value for key, value in metrics.items()}
+
+    def condition(self, config):
+        return MEMORYLESS if config.get("dataset_kwargs", {}).get("blind") else None
+
+
+class _Needle(Evaluation):
+    name = "needle"
+
+    def results_reading(self):
+        return _NeedleResults()
+
+
+def test_an_evaluations_own_reading_is_reached_through_the_registry(monkeypatch):
+    """Whose a file's unrecorded task is, the names and the condition it spells its own way: each evaluation's
+    entry says (`Evaluation.results_reading`), one of another package as one of ours; none says it by default."""
+    monkeypatch.setattr(registry, "evaluations", lambda: (*registry.registered().entries, _Needle()))
+    results = {
+        "results": {"t": {"hits@8,none": 0.5, "hits@8_ci_low,none": 0.25}, "u": {"acc,none": 0.1}},
+        "configs": {"t": {"dataset_kwargs": {"blind": True}}, "u": {"dataset_kwargs": {"blind": True}}},
+    }
+    assert evaluation_of(results, "t") == "needle" and evaluation_of(results, "u") is None
+    assert task_metrics(results, "t") == {"acc@8": 0.5, "acc@8_ci_low": 0.25}
+    assert task_metrics(results, "u") == {"acc": 0.1}  # not an evaluation's: the grammar alone
+    assert condition_of(results, "t") == MEMORYLESS and condition_of(results, "u") is None
+    results["configs"]["t"]["longmem"] = {"evaluation": "needle", "condition": "in-context"}
+    assert condition_of(results, "t") == "in-context"  # what the task recorded wins
+    assert Evaluation.results_reading(_Needle()) is None  # the default: the grammar alone

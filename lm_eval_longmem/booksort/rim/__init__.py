@@ -19,6 +19,8 @@ from lm_eval_longmem.common.evaluations import DemoPart, Evaluation, Headline, P
 if TYPE_CHECKING:
     import argparse
 
+    from lm_eval_longmem.common.evaluations import ResultsReading
+
 
 class Booksort(Evaluation):
     """Book-SORT (`booksort/`)."""
@@ -61,6 +63,11 @@ class Booksort(Evaluation):
         from lm_eval_longmem.booksort.rim.demo import DEMO
 
         return DEMO
+
+    def results_reading(self) -> ResultsReading:
+        from lm_eval_longmem.booksort.scores import RESULTS_READING
+
+        return RESULTS_READING
 
 
 EVALUATION = Booksort()

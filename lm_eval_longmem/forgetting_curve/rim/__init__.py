@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.evaluations import DemoPart, Evaluation, Headline, Planner, Plotter, ReportSection
 from lm_eval_longmem.forgetting_curve.options import NAME
+from lm_eval_longmem.forgetting_curve.scores import memory_length
 
 if TYPE_CHECKING:
     import argparse
+
+    from lm_eval_longmem.common.evaluations import ResultsReading
 
 
 class ForgettingCurve(Evaluation):
@@ -23,9 +25,7 @@ class ForgettingCurve(Evaluation):
 
     name = NAME
     title = "Forgetting curve"
-    headline = Headline(
-        metric_names.memory_length("fine"), "longest length L (tokens) copied with > 99% token accuracy"
-    )
+    headline = Headline(memory_length("fine"), "longest length L (tokens) copied with > 99% token accuracy")
 
     def task_folder(self) -> Path:
         from lm_eval_longmem.paths import task_configs_dir
@@ -66,6 +66,11 @@ class ForgettingCurve(Evaluation):
         from lm_eval_longmem.forgetting_curve.rim.demo import DEMO
 
         return DEMO
+
+    def results_reading(self) -> ResultsReading:
+        from lm_eval_longmem.forgetting_curve.scores import RESULTS_READING
+
+        return RESULTS_READING
 
 
 EVALUATION = ForgettingCurve()
