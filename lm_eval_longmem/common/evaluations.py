@@ -26,8 +26,9 @@ Where entries come from:
   name in `Evaluation.replaces_harness`: taking a harness name is said, never silent.
 
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
-`LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which asks each entry's
-`results_reading` to recognise a file written before tasks recorded it).
+`LongmemTask.EVALUATION`); readers take it from there (`readers.results.evaluation_of`, which asks each entry's
+`results_reading` to recognise a file written before tasks recorded it). `ResultsReading` is defined below the
+registry, in `common.run` (whose readers apply it), and handed on here.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.run import ResultsReading
 
 if TYPE_CHECKING:  # the generic types an evaluation's members take and give (plain classes below the registry)
     import argparse
@@ -178,27 +180,6 @@ class DemoPart(Protocol):
         """Whether `target` already holds, intact, what `build` would make now (an earlier demo's, with the same
         settings): the demo then keeps it without `--overwrite` and skips `build`."""
         return False
-
-
-class ResultsReading(Protocol):
-    """How readers read an evaluation's results files where the metric-name grammar alone does not
-    (`common.run`): files written before its tasks recorded their evaluation or condition, and spellings of its
-    own. Subclass it to take the defaults of the optional members."""
-
-    def recognises(self, metrics: Mapping[str, Any]) -> bool:
-        """Whether a task of a results file that did not record its evaluation is one of its, from its metrics
-        (under the grammar's names, `metric_names.canonical_row`). Default: it recognises none."""
-        return False
-
-    def canonical(self, metrics: dict[str, Any]) -> dict[str, Any]:
-        """One of its tasks' metrics (under the grammar's names) as readers see them: names and values it spells
-        its own way rewritten to today's. Default: as they are."""
-        return metrics
-
-    def condition(self, config: Mapping[str, Any]) -> str | None:
-        """The condition (`common.conditions.CONDITIONS`) of one of its tasks whose results did not record one,
-        from the task's entry of the results' `configs`. Default None: in-context."""
-        return None
 
 
 @runtime_checkable
