@@ -2,7 +2,7 @@
 
 Given a run's `--tasks`, `--model_args` and `--metadata`, `make_plan` reads the model's config and
 tokenizer (nothing else: no weights, no data set) and lays out, per task and cell (a length, or
-another factor of the evaluation's sweep): docs, requests, input tokens, the longest sequence, and from the
+another value the evaluation's sweep varies): docs, requests, input tokens, the longest sequence, and from the
 cost model (`common/cost.py`) prefill FLOPs, the KV cache of one sequence, the logits memory of the
 request type, the estimated peak on the HF backend and the data phase's tokenizing. With a GPU
 from `cost.GPUS` it adds an estimated GPU time at a stated utilisation, whether one sequence fits

@@ -211,9 +211,10 @@ def check_intervals(results: dict) -> None:
     for a perplexity (`*_ppl`), [0, 1] for every other score (accuracies, shares, answer bias); a memory
     length's bootstrap bounds (read as `_ci_low`/`_ci_high` whatever the file's spelling) are ordered tokens."""
     from lm_eval_longmem.common import metric_names
+    from lm_eval_longmem.readers.results import task_metrics
 
-    for task, row in (results.get("results") or {}).items():
-        metrics = metric_names.canonical_row(row)
+    for task in results.get("results") or {}:
+        metrics = task_metrics(results, task)
         for key, low in metrics.items():
             parsed = metric_names.parse(key)
             if parsed is None or parsed.stat != "_ci_low":

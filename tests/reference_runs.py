@@ -57,7 +57,7 @@ import yaml
 from kit import REPO_ROOT, SHARED_DATA, build_booksort, read_samples, run_lm_eval
 from tolerances import ARITHMETIC_RTOL, close, logprob_tol, metric_rtol, near_tie, perplexity_rtol
 
-from lm_eval_longmem.common.metric_names import CONFIG_KEY, score_spec
+from lm_eval_longmem.common.metric_names import CONFIG_KEY
 from lm_eval_longmem.common.task import LongmemTask
 from lm_eval_longmem.readers.results import condition_facts, evaluation_of, facts
 
@@ -271,7 +271,7 @@ def perplexity_scores(name: str, task: dict[str, Any]) -> frozenset[str]:
         return frozenset()
     importlib.import_module(f"lm_eval_longmem.{found}.task")
     classes = [cls for cls in _subclasses(LongmemTask) if cls.EVALUATION == found]
-    specs = [score_spec(s) for cls in classes for s in cls.SCORES]
+    specs = [spec for cls in classes for spec in cls.SCORES]
     return frozenset(spec.name for spec in specs if spec.family == "perplexity")
 
 

@@ -270,7 +270,7 @@ def test_the_page_documents_every_member_of_the_entry_and_its_parts():
         for node in stub.body
         if isinstance(node, ast.ClassDef)
     }
-    for name in ("Evaluation", "ReportSection", "Plotter", "Planner", "DemoPart"):
+    for name in ("Evaluation", "ReportSection", "Plotter", "Planner", "DemoPart", "ResultsReading"):
         protocol = getattr(evaluations, name)
         members = (
             set(typing.get_protocol_members(protocol))

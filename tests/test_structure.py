@@ -212,7 +212,6 @@ example of what a piece serves); the registry's list of names is the one excepti
 
 NAME_HOLDERS = {
     REGISTRY: "the registry: `BUILTIN`",
-    f"{PACKAGE}.common.run": "the one guess of an older results file's evaluation (`guessed_evaluation`)",
 }
 """The modules outside an evaluation's package that may spell an evaluation's name in code, and why."""
 
@@ -302,6 +301,42 @@ def test_the_shared_core_and_other_evaluations_name_an_evaluation_in_no_code():
                     f"{path.relative_to(REPO_ROOT)}:{line}: {text!r}" for line, text in code_spellings(tree, pattern)
                 ]
     assert found == [], "\n".join(found)
+
+
+SINGLE_EVALUATION_CONCEPTS = re.compile(
+    r"memoryless|memory_length|memory_censored|claimed_length|effective_context|\bFACTORS\b|\bfactor(_value)?\b"
+)
+"""What one evaluation alone means, spelt the way its code spells it: a prompt condition's YAML value, a whole-run
+summary's name, the factors of its cells. Each is built and read in its evaluation's package (`<name>/scores.py`)."""
+
+
+def test_the_shared_core_and_generic_modules_hold_no_single_evaluations_concept():
+    """No code of the shared core or of a generic module builds, parses or dispatches on what only one evaluation
+    means (`SINGLE_EVALUATION_CONCEPTS`): those reach generic code through the registry (`Evaluation.results_reading`
+    for the readers), never by name."""
+    found = []
+    for module, path in package_modules().items():
+        if module in NAME_HOLDERS or part(module).split(".")[0] not in (*SHARED_PARTS, *GENERIC_PARTS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{path.relative_to(REPO_ROOT)}:{line}: {text!r}"
+            for line, text in code_spellings(tree, SINGLE_EVALUATION_CONCEPTS)
+        ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_concept_check_finds_what_it_looks_for():
+    tree = ast.parse(
+        '"""memory_length in a docstring."""\nx = metric_names.factor("LE", 1)\ny = "fine_memory_length"\n'
+    )
+    assert sorted(text for _, text in code_spellings(tree, SINGLE_EVALUATION_CONCEPTS)) == [
+        "factor",
+        "fine_memory_length",
+    ]
+    assert not SINGLE_EVALUATION_CONCEPTS.search("default_factory") and not SINGLE_EVALUATION_CONCEPTS.search(
+        "MEMORYLESS"
+    )
 
 
 def test_the_registry_imports_only_the_shared_core():

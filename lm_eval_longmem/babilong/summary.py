@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from lm_eval_longmem.babilong.scores import ACC, Metric
+from lm_eval_longmem.babilong.scores import ACC
+from lm_eval_longmem.common.metric_names import ScoreSpec
 from lm_eval_longmem.common.stats import Interval, mean_of_proportions_interval
 
 DEFAULT_THRESHOLD = 0.85
@@ -43,15 +44,17 @@ def ordered(cells: Iterable[Cell]) -> list[Cell]:
     return sorted(cells, key=lambda c: (int(c.qa[2:]), c.length))
 
 
-def mean_interval(cells: Sequence[Cell], metric: str) -> Interval:
-    """Unweighted mean over the cells of a score (`metric`: a check or `ABSTAINED`, a field of `Cell`) with its 95% interval (`stats.mean_of_proportions_interval`)."""
-    return mean_of_proportions_interval([(round(getattr(c, metric).estimate * c.n), c.n) for c in cells])
+def mean_interval(cells: Sequence[Cell], score: ScoreSpec) -> Interval:
+    """Unweighted mean over the cells of a score (a check or `ABSTAINED`, a field of `Cell` under its name) with its
+    95% interval (`stats.mean_of_proportions_interval`)."""
+    return mean_of_proportions_interval([(round(getattr(c, score.name).estimate * c.n), c.n) for c in cells])
 
 
 def effective_context(
-    cells: Iterable[Cell], *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = ACC
+    cells: Iterable[Cell], *, threshold: float = DEFAULT_THRESHOLD, check: ScoreSpec = ACC
 ) -> dict[str, int | None]:
-    """Per task, the longest length up to which accuracy stays >= `threshold` (None: not even the shortest)."""
+    """Per task, the longest length up to which the accuracy of answer check `check` stays >= `threshold` (None:
+    not even the shortest)."""
     by_task: dict[str, list[Cell]] = {}
     for cell in cells:
         by_task.setdefault(cell.qa, []).append(cell)
@@ -59,7 +62,7 @@ def effective_context(
     for qa, task_cells in by_task.items():
         best = None
         for cell in sorted(task_cells, key=lambda c: c.length):
-            if getattr(cell, metric).estimate < threshold:
+            if getattr(cell, check.name).estimate < threshold:
                 break
             best = cell.length
         result[qa] = best

@@ -40,7 +40,7 @@ from lm_eval_longmem.babilong.corrected import check
 from lm_eval_longmem.babilong.data import Haystacks
 from lm_eval_longmem.babilong.options import NAME, PREFIX, BabilongOptions
 from lm_eval_longmem.babilong.prompts import build_prompt
-from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, CHECKS, RECALL
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, CHECKS, RECALL, effective_context
 from lm_eval_longmem.babilong.simulate_world import labels_for_simulated
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import IN_CONTEXT, RETRIEVAL
@@ -108,7 +108,7 @@ def cells_from_items(items: Sequence[Answer]) -> list[summary.Cell]:
     cells = []
     for (qa, length), rows in grouped.items():
         n = len(rows)
-        acc, corrected = (proportion_interval(round(math.fsum(getattr(r, k) for r in rows)), n) for k in CHECKS)
+        acc, corrected = (proportion_interval(round(math.fsum(getattr(r, k.name) for r in rows)), n) for k in CHECKS)
         abstained = (
             proportion_interval(round(math.fsum(r.corrected_abstained or 0.0 for r in rows)), n)
             if all(r.corrected_abstained is not None for r in rows) else None
@@ -183,8 +183,8 @@ class BabilongTask(LongmemTask):
         labels = labels_for_simulated(doc["qa"], True) if wide else None
         verdict = check(doc["qa"], doc["target"], results[0].strip(), doc["question"], labels)
         scores = {
-            ACC: float(verdict.acc),
-            ACC_CORRECTED: float(verdict.acc_corrected),
+            ACC.name: float(verdict.acc),
+            ACC_CORRECTED.name: float(verdict.acc_corrected),
             ABSTAINED.name: float(verdict.abstained),
             REASON: verdict.reason,
         }
@@ -196,8 +196,8 @@ class BabilongTask(LongmemTask):
         return Answer(
             doc["qa"],
             int(doc["length"]),
-            scores[ACC],
-            scores[ACC_CORRECTED],
+            scores[ACC.name],
+            scores[ACC_CORRECTED.name],
             scores.get(RECALL.name),
             scores[ABSTAINED.name],
             scores.get(REASON),
@@ -216,15 +216,15 @@ class BabilongTask(LongmemTask):
         cells = cells_from_items(items)
         short = short_tasks(self.short_cells())
         out: dict[str, float | None] = {}
-        for check_name in (*CHECKS, ABSTAINED.name):
+        for score in (*CHECKS, ABSTAINED):
             for length in (None, *lengths):
                 on = () if length is None else (length,)
-                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], check_name)
-                out.update(zip(metric_names.with_interval(check_name, *on), mean))
-            if check_name != ABSTAINED.name:
-                effective = summary.effective_context(cells, metric=check_name)  # type: ignore[arg-type]  # one of CHECKS
+                mean = summary.mean_interval([c for c in cells if length is None or c.length == length], score)
+                out.update(zip(metric_names.with_interval(score.name, *on), mean))
+            if score in CHECKS:
+                effective = summary.effective_context(cells, check=score)
                 for qa in tasks:
-                    name = metric_names.effective_context(check_name, qa)
+                    name = effective_context(score, qa)
                     out[name] = None if qa in short else effective.get(qa)
                     if qa in short:
                         self.null_reasons[name] = short[qa]
@@ -239,16 +239,16 @@ class BabilongTask(LongmemTask):
     def summary_directions(self) -> dict[str, bool | None]:
         lengths, tasks = self.summary_cells()
         out: dict[str, bool | None] = {}
-        for check_name in (*CHECKS, ABSTAINED.name):
-            better = ABSTAINED.higher_is_better if check_name == ABSTAINED.name else True
+        for score in (*CHECKS, ABSTAINED):
             for length in (None, *lengths):
                 out.update(
                     dict.fromkeys(
-                        metric_names.with_interval(check_name, *(() if length is None else (length,))), better
+                        metric_names.with_interval(score.name, *(() if length is None else (length,))),
+                        score.higher_is_better,
                     )
                 )
-            if check_name != ABSTAINED.name:
-                out.update(dict.fromkeys((metric_names.effective_context(check_name, qa) for qa in tasks), True))
+            if score in CHECKS:
+                out.update(dict.fromkeys((effective_context(score, qa) for qa in tasks), True))
         if self.options.uses_retrieval:
             out.update(
                 dict.fromkeys(

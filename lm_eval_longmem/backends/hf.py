@@ -40,8 +40,8 @@ full-logits one), never tries a size whose estimated peak (`common.cost`) exceed
 available, decides from that estimate alone on CPU (`_auto_batch_size`), and under data
 parallelism every rank takes the smallest size any rank found.
 
-Shared prefixes. Requests whose inputs share a long common prefix (`prefix_groups`: Book-SORT's trials of one
-excerpt, the labels of one trial) are scored as a group when the model's cache allows it (`shares_prefixes`):
+Shared prefixes. Requests whose inputs share a long common prefix (`prefix_groups`: the questions on one
+excerpt, the answer choices of one question) are scored as a group when the model's cache allows it (`shares_prefixes`):
 the body runs the prefix once with its KV cache, then each distinct suffix against that cache, cropped back
 after each (`score_group`), so memory is one sequence's cache plus one suffix. The results agree with scoring
 each request alone to fp32 rounding (other matrix shapes), whatever the batch size or which requests share the
@@ -709,7 +709,7 @@ def loglikelihood_accuracy(self: HFLM, requests: list[Instance], disable_tqdm: b
     # `--batch_size auto` under data parallelism probes the batch size in collective calls, one per segment of the
     # batched requests, so every rank must batch as many requests: no groups (a rank's share of grouped requests
     # differs), and the ranks' lists padded to the longest (the harness pads a multiple-choice task's requests
-    # under `loglikelihood`, not under the type Book-SORT sends).
+    # under `loglikelihood`, not under `loglikelihood_accuracy`).
     collective = self.world_size > 1 and self.batch_size == "auto"
     groups = prefix_groups(encoded) if chunked and not collective and shares_prefixes(self, probe) else []
     grouped = {i for _, members in groups for i in members}

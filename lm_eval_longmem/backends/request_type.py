@@ -17,7 +17,7 @@ Request (``Instance.args``)
       Without it a request whose model input is longer than the backend's ``max_length`` is an
       error. With it the HF backend runs any length the architecture can physically run (rotary
       or ALiBi models: any length that fits in memory; learned position tables: their size), so
-      the forgetting curve can measure memory past a model's claimed window. Nothing is ever
+      a task can measure memory past a model's claimed window. Nothing is ever
       truncated: a request that cannot run is a ``ValueError`` naming its length and the limit.
 
 Response
@@ -110,7 +110,7 @@ class EncodedRequest(NamedTuple):
 
 def progress_label(requests: Sequence[Any], encoded: Sequence[EncodedRequest]) -> str:
     """The progress bar's label: it counts input tokens (`EncodedRequest.n_tokens`), of every task whose requests the
-    harness handed over together, each task's share named as its cost line names it ("... input tokens of forgetting_curve 21,616 + booksort_in_context
+    harness handed over together, each task's share named as its cost line names it ("... input tokens of task_a 21,616 + task_b
     46,900").
     A count of requests would show a wrong rate and ETA, since the longest requests run first."""
     shares: dict[str, int] = {}
@@ -125,8 +125,8 @@ def progress_label(requests: Sequence[Any], encoded: Sequence[EncodedRequest]) -
 def as_loglikelihood(answer: Sequence) -> tuple[float, bool]:
     """A `TokenAccuracy` as the harness's `loglikelihood` answers the same pair: ``(logprob, all_greedy)``.
 
-    A task that sends its `multiple_choice` requests as `loglikelihood_accuracy` (Book-SORT's
-    protocol) stores these in `resps`, so its metrics and logged samples keep the stock shape.
+    A task that sends its `multiple_choice` requests as `loglikelihood_accuracy` (to score prompts given
+    as exact token ids) stores these in `resps`, so its metrics and logged samples keep the stock shape.
     """
     bits, logprob = answer
     return float(logprob), set(bits) == {"1"}

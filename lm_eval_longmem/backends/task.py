@@ -9,8 +9,8 @@ By default each doc gives one request, ``(prompt, doc_to_target(doc))``, where t
 one the harness builds for a `loglikelihood` task (description, few-shot examples,
 `doc_to_text`, chat template), and `process_results` reports `token_acc` (share of continuation
 tokens the model predicts greedily) and `logprob` (summed log-probability), both averaged over
-docs. Subclasses override `accuracy_requests` to send several requests per doc (the forgetting
-curve sends a copy pair and an LM pair, both as token-id lists) and `process_results` to score
+docs. Subclasses override `accuracy_requests` to send several requests per doc (a copy pair and a
+baseline pair, say, both as token-id lists) and `process_results` to score
 them; set `beyond_max_length = True` on the task to let its requests run past the model's
 `max_length` (see `request_type`).
 

@@ -62,11 +62,11 @@ from lm_eval_longmem.backends.request_type import as_loglikelihood, as_token_ids
 from lm_eval_longmem.booksort.data import Excerpts, fine_tuned_checkpoint, prompt_work, user_text
 from lm_eval_longmem.booksort.options import AUTHORS, NAME, PREFIX, BooksortOptions
 from lm_eval_longmem.booksort.prompts import AUTHORS_PROMPTS, LABELS
-from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
+from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, INVALID, PCT_A, factor
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.conditions import FINE_TUNED, IN_CONTEXT, MEMORYLESS
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, P_ABOVE_CHANCE, SUMMARY_KEY, ScoreSpec, factor
+from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, P_ABOVE_CHANCE, SUMMARY_KEY, ScoreSpec
 from lm_eval_longmem.common.stats import (
     above_chance,
     mean_of_proportions_above_chance,
@@ -393,7 +393,7 @@ class BooksortTask(LongmemTask):
         return {
             ACC.name: float(answer == gold),
             PCT_A.name: float(answer == LABELS[0]),
-            metric_names.INVALID: float(answer is None),
+            INVALID: float(answer is None),
             "log_odds": log_odds,  # type: ignore[dict-item]  # None for a generated answer (no log-odds), as Trial.log_odds
         }
 
@@ -401,7 +401,7 @@ class BooksortTask(LongmemTask):
         return Trial(
             le_ls_cell(doc),
             scores[ACC.name],
-            scores[metric_names.INVALID],
+            scores[INVALID],
             scores[PCT_A.name],
             scores["log_odds"],
             int(doc["label"]),
@@ -427,7 +427,7 @@ class BooksortTask(LongmemTask):
         answered_a = [t.pct_A for t in items]
         out.update({metric_names.name(PCT_A.name, stat=s): fn(answered_a) for s, fn in _PCT_A.items()})
         if self.OUTPUT_TYPE == "generate_until":
-            out[metric_names.INVALID] = sum(t.invalid for t in items)
+            out[INVALID] = sum(t.invalid for t in items)
         return out
 
     def summary_directions(self) -> dict[str, bool | None]:
@@ -437,5 +437,5 @@ class BooksortTask(LongmemTask):
         }
         out.update(dict.fromkeys((metric_names.name(PCT_A.name, stat=s) for s in _PCT_A), None))
         if self.OUTPUT_TYPE == "generate_until":
-            out[metric_names.INVALID] = False
+            out[INVALID] = False
         return out

@@ -11,6 +11,7 @@ A subclass is defined in `lm_eval_longmem.<name>.rim` (its `__init__.py`); the p
 * `plotter()`: the module `<name>.rim.figures`;
 * `planner()`: `<name>.rim.planner:rows`;
 * `demo()`: `<name>.rim.demo:DEMO`;
+* `results_reading()`: `<name>.scores:RESULTS_READING`;
 * the other members: `Evaluation`'s defaults.
 
 Each part is imported by its module path (`importlib`) only when its member is called, so loading the registry
@@ -25,7 +26,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lm_eval_longmem.common.evaluations import DemoPart, Evaluation, Planner, Plotter, ReportSection
+from lm_eval_longmem.common.evaluations import DemoPart, Evaluation, Planner, Plotter, ReportSection, ResultsReading
 
 if TYPE_CHECKING:
     import argparse
@@ -62,3 +63,6 @@ class BuiltinEvaluation(Evaluation):
 
     def demo(self) -> DemoPart:
         return self._part("rim.demo", "DEMO")
+
+    def results_reading(self) -> ResultsReading:
+        return self._part("scores", "RESULTS_READING")

@@ -18,7 +18,7 @@ Location: `$LM_EVAL_LONGMEM_CACHE` if set, else `~/.cache/lm_eval_longmem`. What
 
 It is also the one place every command writes through (`atomic_write`): a write never destroys what
 it did not create. A file is replaced only by a file; a folder is replaced only by a folder, and
-only when the caller's `replaces(path)` says it is one of ours (a cache entry, an earlier Book-SORT
+only when the caller's `replaces(path)` says it is one of ours (a cache entry, an earlier
 build, a checkpoint); anything else at the target (a folder where a file goes, a link, a socket) is
 refused, `--overwrite` or not. `check_target` is the same rule for the commands' `--output_path`,
 asked before any work starts, with `--overwrite` deciding only whether a file (or a folder of ours)

@@ -1,8 +1,8 @@
 """The conditions a model is evaluated under: one vocabulary for every evaluation.
 
 The papers compare a model against itself under other conditions: the text in its context (every
-evaluation), no text at all (Book-SORT's memory-less control), only the pieces a retriever picked
-from it (BABILong's RAG), or the text learnt into the weights (Book-SORT's fine-tuned memory). Each
+evaluation), no text at all (a memory-less control), only the pieces a retriever picked from it
+(retrieval-augmented generation), or the text learnt into the weights (a fine-tuned memory). Each
 run of a task of ours records which one it ran under (`configs.<task>.longmem.condition`,
 `LongmemTask.result_facts`); readers take it from there (`readers.results.condition_of`) and the
 report lays a model's conditions side by side.

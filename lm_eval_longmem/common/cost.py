@@ -91,7 +91,7 @@ EAGER = "eager"
 TOKENIZE_TOKENS_PER_CPU_SECOND = 300_000
 """Tokens a fast (Rust) Hugging Face tokenizer turns out per CPU second on one long text. Measured on
 the 2-core development machine: SmolLM2's tokenizer on one book (150,502 tokens in 0.46 CPU s,
-324k tokens/s); other tokenizers and CPUs differ by a small factor, so data-phase times are rough."""
+324k tokens/s); other tokenizers and CPUs differ by a small multiple, so data-phase times are rough."""
 
 HF_GPU_MEMORY_SHARE = 0.90
 """Share of a card's memory the HF path may plan to use (the rest: CUDA context, allocator slack)."""

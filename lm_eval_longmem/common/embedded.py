@@ -85,8 +85,8 @@ def book_title(text: str) -> str:
 def embedded_books_dir() -> Path:
     """A folder of `<work>.txt` files (the stripped texts), for tools that read a folder of books.
 
-    Each file starts with a `Title: ...` line, as Project Gutenberg files do, so Book-SORT's prompts
-    name the play ("Hamlet, Prince of Denmark") rather than the file.
+    Each file starts with a `Title: ...` line, as Project Gutenberg files do, so a prompt that names its book
+    names the play ("Hamlet, Prince of Denmark") rather than the file.
 
     Written once into the cache and keyed by the wheel files' content, so a changed wheel gets a
     new folder and two processes never see a half-written one.

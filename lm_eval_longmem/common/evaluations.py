@@ -28,8 +28,9 @@ Where entries come from:
   one warning line (`leave_off_command_line`); the rest of the command line, and its other parts, work.
 
 A task of ours records its evaluation's `name` in the results file (`configs.<task>.longmem.evaluation`,
-`LongmemTask.EVALUATION`); readers take it from there (`common.run.evaluation_of`, which recognises files
-written before tasks recorded it by their metric names).
+`LongmemTask.EVALUATION`); readers take it from there (`readers.results.evaluation_of`, which asks each entry's
+`results_reading` to recognise a file written before tasks recorded it). `ResultsReading` is defined below the
+registry, in `common.run` (whose readers apply it), and handed on here.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lm_eval_longmem.common import metric_names
+from lm_eval_longmem.common.run import ResultsReading
 
 if TYPE_CHECKING:  # the generic types an evaluation's members take and give (plain classes below the registry)
     import argparse
@@ -81,9 +83,9 @@ class ReportSection(Protocol):
     """Where its sections stand among the evaluations' sections (lowest first)."""
     headline_header: Sequence[str]
     """Its columns of the headline table."""
-    scores: Sequence[str | metric_names.ScoreSpec] = ()
-    """Its tasks' per-doc scores (a bare name: a binary accuracy, as in `LongmemTask.SCORES`): the report refuses a run in which one has a value its family cannot have
-    (`report.impossible_values`: a proportion outside [0, 1], a perplexity below 1)."""
+    scores: Sequence[metric_names.ScoreSpec] = ()
+    """Its tasks' per-doc scores (as in `LongmemTask.SCORES`): the report refuses a run in which one has a value its
+    family cannot have (`report.impossible_values`: a proportion outside [0, 1], a perplexity below 1)."""
 
     def headline_cells(self, run: Run) -> list[str]:
         """Its cells of `run`'s row of the headline table (one per column of `headline_header`)."""
@@ -191,7 +193,7 @@ class Evaluation(Protocol):
     """Its package's and group task's name, what its tasks record as their `evaluation`, the prefix of its
     `--metadata` keys (`<name>_`) and its `lm-eval-longmem <name>` command (spelt with `-`)."""
     title: str
-    """How prose names it ("Book-SORT")."""
+    """How prose names it (its paper's spelling, capitals and hyphens included)."""
     headline: Headline
     replaces_harness: Mapping[str, str] = {}
     """The harness's task or group names its tasks take on purpose -> the name under which the harness's own stays
@@ -235,6 +237,11 @@ class Evaluation(Protocol):
 
     def demo(self) -> DemoPart | None:
         """Its part of `lm-eval-longmem demo`; None: the demo does not run it."""
+        return None
+
+    def results_reading(self) -> ResultsReading | None:
+        """How readers read its results files beyond the grammar; None: every task recorded its evaluation and
+        condition, and its metric names are the grammar's."""
         return None
 
 

@@ -4,7 +4,7 @@ A length is a token count, an `int`, from option parsing (`parse_length`, `parse
 `common.options.length`/`lengths` and the evaluations' option types) through data, metric names
 (`acc@qa1_4096`) and results readers, to the edge where a person reads it: report tables, figure
 axes, CLI text and error lines, which all call `format_length` and nothing else. Specs are ints or
-strings with an optional binary suffix, as the BABILong configs name them: "4k" = 4096,
+strings with an optional binary suffix, as long-context data sets name them: "4k" = 4096,
 "1M" = 1048576, "512" = 512. Lists arrive from the command line as "1k,4k", "[512, 1024]" or a real
 list.
 """
@@ -57,8 +57,8 @@ def parse_lengths(spec: str | int | Sequence[str | int]) -> list[int]:
 def format_length(n: int) -> str:
     """A token count as people read it, the inverse of `parse_length`: 4096 -> "4k", 1048576 -> "1M", 1000 -> "1000".
 
-    0 is "0k", the BABILong authors' name of the length without background text; these are also the
-    names of the authors' hub configs and prediction files, so one spelling serves data and display.
+    0 is "0k", the length without background text; data sets that name their lengths this way (hub configs,
+    prediction files) are read and shown in one spelling.
     """
     if n == 0:
         return "0k"

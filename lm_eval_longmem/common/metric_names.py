@@ -1,4 +1,4 @@
-"""Every metric name of ours, formatted and parsed here and nowhere else; and what a score is.
+"""Every metric name of ours follows one grammar, formatted and parsed here; and what a score is.
 
 The names lm_eval writes under ``results.<task>`` (before its ``,<filter>`` suffix, ``,none`` for
 our tasks) follow one grammar::
@@ -7,31 +7,22 @@ our tasks) follow one grammar::
     CELL = PART { "_" PART }
     STAT = "_ci_low" | "_ci_high" | "_p_above_chance"        (none: the mean, or the summary itself)
 
-* SCORE: a per-doc score (``acc``, ``copy_acc``, declared as a `ScoreSpec`) or a whole-run summary
-  (``fine_memory_length``, ``effective_context``).
-* CELL: the docs a statistic is over. One length spelling for all three evaluations: **a length
-  in tokens is written as its plain integer** (``copy_acc@1024``, ``acc@4096``, ``acc@qa1_4096``,
-  ``acc@0`` for BABILong's "0k"). Book-SORT's factors keep their names, since they are not token
-  counts: ``LE250`` (excerpt length, words), ``LS20`` (segment length, words), ``bin2`` (distance
-  bin), ``book0``, and ``LE250_bin2``.
-* STAT: the 95% interval's bounds and Book-SORT's one-sided p-value against chance.
+* SCORE: a per-doc score (``acc``, declared as a `ScoreSpec`) or a whole-run summary.
+* CELL: the docs a statistic is over. One length spelling for every evaluation: **a length in tokens
+  is written as its plain integer** (``acc@1024``, ``acc@qa1_4096``, ``acc@0``); any other part is a
+  word an evaluation chooses (``qa1``, ``LE250``: not token counts).
+* STAT: the 95% interval's bounds, and a one-sided p-value against chance (for an answer of two
+  choices).
 
-Every name is built here: per-cell metrics by `name` (from `cell` parts: `length_part`, Book-SORT's
-`factor`), whole-run summaries by `name` with no cell or by their own builders (`memory_length`,
-`memory_censored`, `CLAIMED_LENGTH`, `effective_context`, `INVALID`, `SKIPPED`), and a mean with its
-interval by `with_interval` (`MEAN_AND_INTERVAL`). Readers parse them here too (`parse`,
-`cells_of`, `factor_value`, `lengths_of_effective_context` ...).
+The grammar is built and parsed here (`name`, `cell`, `length_part`, `with_interval`; `parse`,
+`cells_of`, `canonical_row`) and nowhere else. An evaluation's own names (a part of its cells, a
+whole-run summary) are each built by one function of its package on this grammar, and spellings of its
+own that the grammar reads otherwise (an older file's, a bound written the old way) are rewritten by its
+registry entry's `Evaluation.results_reading` when a reader takes a task's metrics
+(`common.run.task_metrics`): readers see one shape whatever the file's age.
 
-One spelling of an interval's bounds for readers: ``_ci_low``/``_ci_high``. The forgetting curve's
-memory-length bounds have always been written ``fine_memory_length_low``/``_high``; results files keep
-that spelling (`as_written`: renaming them would change every results file and the frozen reference
-runs for no number), and `parse` reads ``_low``/``_high`` as ``_ci_low``/``_ci_high``, so a reader
-asks for ``memory_length("fine", stat="_ci_low")`` in any file.
-
-Results files written before this schema named BABILong's lengths "4k" and stored
-``effective_context@qaN`` as "4k"/"none": `parse` reads every length part that
-`lengths.parse_length` reads, and `canonical_row` rewrites an old row into today's names, so
-readers see one shape whatever the file's age.
+Results files written before this schema spelt lengths "4k": `parse` reads every length part that
+`lengths.parse_length` reads as its integer.
 """
 
 from __future__ import annotations
@@ -50,8 +41,6 @@ STATS = (CI_LOW, CI_HIGH, P_ABOVE_CHANCE)
 """Statistic suffixes; a name without one is the mean (or the summary itself)."""
 MEAN_AND_INTERVAL = ("", CI_LOW, CI_HIGH)
 """The mean and its 95% interval's bounds, in this order: what every cell and mean over cells reports."""
-OLD_STATS = {"_low": CI_LOW, "_high": CI_HIGH}
-"""The interval's bounds as the memory lengths spell them in results files (`as_written`), read as today's."""
 HARNESS_STDERR = "_stderr"
 """The suffix lm_eval gives the standard error it adds beside a metric (``acc_stderr,none``)."""
 
@@ -93,11 +82,6 @@ class ScoreSpec:
             raise ValueError(f"score {self.name!r}: a share names its units (and only a share does)")
 
 
-def score_spec(score: str | ScoreSpec) -> ScoreSpec:
-    """A declared score: a bare name is a binary accuracy."""
-    return score if isinstance(score, ScoreSpec) else ScoreSpec(score)
-
-
 class Name(NamedTuple):
     """A parsed metric name."""
 
@@ -137,71 +121,8 @@ def with_interval(score: str, *parts: str | int) -> tuple[str, ...]:
     return tuple(name(score, *parts, stat=stat) for stat in MEAN_AND_INTERVAL)
 
 
-# --- Book-SORT's factor cells ---------------------------------------------------------------------
-
-FACTORS = ("LE", "LS", "bin", "book")
-"""Book-SORT's factor tags: excerpt length L_E (words), segment length L_S (words), distance bin, book index."""
-
-
-def factor(tag: str, value: int) -> str:
-    """A Book-SORT factor part (``factor("LE", 250)`` -> ``LE250``), a part of a cell."""
-    if tag not in FACTORS:
-        raise ValueError(f"unknown factor {tag!r}: one of {FACTORS}")
-    return f"{tag}{int(value)}"
-
-
-def factor_value(part: str, tag: str) -> int | None:
-    """The number of a factor part (``LE250`` -> 250 for tag ``LE``), None for any other part."""
-    rest = part[len(tag) :] if part.startswith(tag) else ""
-    return int(rest) if rest.isdigit() else None
-
-
-# --- whole-run summaries --------------------------------------------------------------------------
-
 SKIPPED = "skipped"
 """Every task of ours: the docs skipped (never truncated); the reasons are in the run's facts."""
-INVALID = "invalid"
-"""Book-SORT generation: the answers that name neither segment."""
-CLAIMED_LENGTH = "claimed_length"
-"""The forgetting curve: the model's claimed context window (tokens), null when unknown."""
-
-
-def memory_length(criterion: str, stat: str = "") -> str:
-    """The forgetting curve's memory length under `criterion` (``fine``, ``coarse``), or a bound of its
-    bootstrap interval (`CI_LOW`, `CI_HIGH`): the name readers use (results files hold `as_written`)."""
-    if stat not in ("", CI_LOW, CI_HIGH):
-        raise ValueError(f"a memory length has no statistic {stat!r}")
-    return name(f"{criterion}_memory_length", stat=stat)
-
-
-def memory_censored(criterion: str) -> str:
-    """The forgetting curve's flag (0/1): the memory length under `criterion` reached the last tested length."""
-    return f"{criterion}_memory_censored"
-
-
-def as_written(metric: str) -> str:
-    """The spelling a results file holds for `metric`: itself, except the bounds of a memory length's
-    interval, written ``fine_memory_length_low``/``_high`` since the first results files (see the module
-    docstring); `parse` reads either spelling."""
-    parsed = parse(metric)
-    if (
-        parsed is not None
-        and parsed.score.endswith("_memory_length")
-        and not parsed.cell
-        and parsed.stat in (CI_LOW, CI_HIGH)
-    ):
-        return parsed.score + next(old for old, stat in OLD_STATS.items() if stat == parsed.stat)
-    return metric
-
-
-def effective_context(check: str, qa: str = "") -> str:
-    """BABILong: the effective context of bAbI task `qa` under the answer check `check` (a score ``acc``
-    or ``acc_<kind>``): ``effective_context@qa1``, ``effective_context_<kind>@qa1``; without `qa`, the score
-    part alone (what `parse` gives as a name's `score`)."""
-    if check != "acc" and not check.startswith("acc_"):
-        raise ValueError(f"{check!r} is not an answer check (acc or acc_<kind>)")
-    score = "effective_context" + check.removeprefix("acc")
-    return name(score, qa) if qa else score
 
 
 def part_length(part: str) -> int | None:
@@ -226,8 +147,6 @@ def parse(key: str) -> Name | None:
         return None
     stat = next((s for s in STATS if text.endswith(s)), "")
     text = text[: len(text) - len(stat)]
-    if not stat and (old := next((s for s in OLD_STATS if text.endswith(s)), "")):
-        stat, text = OLD_STATS[old], text[: len(text) - len(old)]
     score, at, rest = text.partition("@")
     if not score or (at and not rest):
         return None
@@ -240,8 +159,8 @@ def canonical_row(row: dict[str, Any], filter_name: str | None = None) -> dict[s
 
     `filter_name`: the filter to read; default ``none`` when the row has it, else its first filter
     (``exact_match,strict-match``). Names that are not ours (the harness's ``acc_stderr``) are kept
-    as they are; an old file's ``effective_context`` ("4k" -> 4096, "none" -> None) becomes a number,
-    and a memory length's ``_low``/``_high`` bound becomes ``_ci_low``/``_ci_high``.
+    as they are. What an evaluation spells its own way is its entry's to rewrite
+    (`Evaluation.results_reading`, applied by `common.run.task_metrics`).
     """
     filters = [f for key in row if (f := split_filter(key)[1]) is not None]
     chosen = filter_name or (NO_FILTER if NO_FILTER in filters else (filters[0] if filters else None))
@@ -251,12 +170,7 @@ def canonical_row(row: dict[str, Any], filter_name: str | None = None) -> dict[s
         if found != chosen:
             continue
         parsed = parse(key)
-        if parsed is None:
-            out[text] = value
-            continue
-        if parsed.score.startswith(effective_context("acc")) and isinstance(value, str):
-            value = None if value == "none" else part_length(value)
-        out[str(parsed)] = value
+        out[text if parsed is None else str(parsed)] = value
     return out
 
 

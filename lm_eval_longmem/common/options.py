@@ -2,7 +2,7 @@
 
 The harness hands every task (and its `custom_dataset` hook) one flat dict: `--model_args` merged
 with `--metadata`, values as strings or JSON literals. Each evaluation declares its keys as one
-frozen dataclass (`forgetting_curve/options.py`, ...) whose fields are made with `option()`: name,
+frozen dataclass (`<evaluation>/options.py`) whose fields are made with `option()`: name,
 default, parser (type and allowed range), one-line meaning and an example. `parse_options` turns
 the metadata into that dataclass; the data builder and the task both call it and get the same
 object (memoised per metadata), so nothing is parsed twice and the task cards' option tables are

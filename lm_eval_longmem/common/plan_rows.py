@@ -35,7 +35,7 @@ class Row:
     task: str
     output_type: str
     cell: str
-    """The cell as the task names it: a length ("4096", "4k") or another factor ("LE2500")."""
+    """The cell as the task names it: a length ("4096", "4k") or another part of its sweep ("LE2500")."""
     length: int
     """Tokens of the cell: its length, or for a cell not measured in tokens a doc's estimated prompt tokens."""
     docs: int

@@ -2,22 +2,23 @@
 (its metrics under today's names, its facts, its evaluation and condition, its samples).
 
 These sit below the registry (`common.evaluations`), whose parts take and give `Run`s; reading and finding the
-files is `readers.results`, which hands these names on. A task of ours records its evaluation's name in the
-results (`configs.<task>.longmem.evaluation`); a file written before tasks recorded it is recognised by its
-metric names, here and only here (`guessed_evaluation`). Whether that evaluation is registered in this
-installation is the registry's to say (`report.blocks.is_ours`).
+files is `readers.results`, which hands these names on with the registry's `Readings`. A task of ours records its
+evaluation's name and its condition in the results (`configs.<task>.longmem`); for a file written before tasks
+recorded them, and for names an evaluation spells its own way, these functions ask the `ResultsReading` of each
+evaluation they are given (`Evaluation.results_reading`): no evaluation is named here. Whether an evaluation a
+file names is registered in this installation is the registry's to say (`report.blocks.is_ours`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lm_eval_longmem.common import metric_names
-from lm_eval_longmem.common.conditions import CONDITIONS, IN_CONTEXT, MEMORYLESS, RETRIEVAL
+from lm_eval_longmem.common.conditions import CONDITIONS, IN_CONTEXT, RETRIEVAL
 from lm_eval_longmem.common.errors import UsageError
 from lm_eval_longmem.common.metric_names import CONFIG_KEY
 
@@ -34,6 +35,32 @@ class ResultsFileError(UsageError):
         """What the file is, in a few words (for the line that says it was passed over)."""
 
 
+class ResultsReading(Protocol):
+    """How readers read an evaluation's results files where the metric-name grammar alone does not: files written
+    before its tasks recorded their evaluation or condition, and spellings of its own (an evaluation's
+    `Evaluation.results_reading`). Subclass it to take the defaults of the optional members."""
+
+    def recognises(self, metrics: Mapping[str, Any]) -> bool:
+        """Whether a task of a results file that did not record its evaluation is one of its, from its metrics
+        (under the grammar's names, `metric_names.canonical_row`). Default: it recognises none."""
+        return False
+
+    def canonical(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """One of its tasks' metrics (under the grammar's names) as readers see them: names and values it spells
+        its own way rewritten to today's. Default: as they are."""
+        return metrics
+
+    def condition(self, config: Mapping[str, Any]) -> str | None:
+        """The condition (`common.conditions.CONDITIONS`) of one of its tasks whose results did not record one,
+        from the task's entry of the results' `configs`. Default None: in-context."""
+        return None
+
+
+Readings = Mapping[str, ResultsReading]
+"""Each evaluation's `ResultsReading`, by the evaluation's name, in the registry's order
+(`readers.results.readings`: every registered one's)."""
+
+
 @dataclass(frozen=True)
 class Run:
     """One lm_eval run: its results file, parsed."""
@@ -42,6 +69,9 @@ class Run:
     """The `results_*.json` file."""
     data: dict[str, Any]
     """Its content: `results`, `groups`, `configs`, `n-samples`, `config`, `model_name`, ..."""
+    readings: Readings = field(default_factory=dict, repr=False, compare=False)
+    """How each evaluation reads its results files (`readers.results.load_run` gives the registry's); none: the
+    metric-name grammar alone, and a task that recorded no evaluation is none's."""
 
     @property
     def date(self) -> str:
@@ -74,7 +104,7 @@ class Run:
 
     def metrics(self, task: str) -> dict[str, Any]:
         """`task`'s metrics under today's names (`task_metrics`)."""
-        return task_metrics(self.data, task)
+        return task_metrics(self.data, task, self.readings)
 
     def facts(self, task: str) -> dict[str, Any]:
         """`task`'s non-metric facts (`facts`)."""
@@ -82,19 +112,19 @@ class Run:
 
     def skip_reasons(self, task: str) -> dict[str, dict[str, int]]:
         """{cell: {reason: count}} of `task`'s skipped docs (`skip_reasons`)."""
-        return skip_reasons(self.data, task)
+        return skip_reasons(self.data, task, self.readings)
 
     def evaluation(self, task: str) -> str | None:
         """The evaluation `task` belongs to (`evaluation_of`), None for any other task or group."""
-        return evaluation_of(self.data, task)
+        return evaluation_of(self.data, task, self.readings)
 
     def condition(self, task: str) -> str | None:
         """Which of `common.conditions.CONDITIONS` our `task` ran under (`condition_of`), None for any other task."""
-        return condition_of(self.data, task)
+        return condition_of(self.data, task, self.readings)
 
     def condition_label(self, task: str) -> str:
         """The condition as headings show it: the condition, or for retrieval its setting ("sentences top-5 bm25")."""
-        found = condition_facts(self.data, task)
+        found = condition_facts(self.data, task, self.readings)
         return str(found.get("retrieval") or found.get("condition") or "-")
 
     def n_samples(self, task: str) -> int | None:
@@ -116,10 +146,18 @@ class Run:
         return read_samples_file(path)
 
 
-def task_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
+def task_metrics(results: dict[str, Any], task: str, readings: Readings) -> dict[str, Any]:
     """`task`'s metrics in an lm_eval results dict, without the filter suffix (`acc,none` -> `acc`) and under
-    today's names (`metric_names.canonical_row`): the unfiltered ones when the task has them, else
-    those of its first filter (`exact_match,strict-match`)."""
+    today's names: the unfiltered ones when the task has them, else those of its first filter
+    (`exact_match,strict-match`), under the grammar's names (`metric_names.canonical_row`), then as its
+    evaluation reads them (`ResultsReading.canonical`)."""
+    metrics = _grammar_metrics(results, task)
+    reading = readings.get(evaluation_of(results, task, readings) or "")
+    return reading.canonical(metrics) if reading is not None else metrics
+
+
+def _grammar_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """`task`'s metrics under the grammar's names alone (`metric_names.canonical_row`)."""
     table = results.get("results")
     row = table.get(task) if isinstance(table, dict) else None
     return metric_names.canonical_row(row) if isinstance(row, dict) else {}
@@ -141,63 +179,63 @@ def facts(results: dict[str, Any], task: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def skip_reasons(results: dict[str, Any], task: str) -> dict[str, dict[str, int]]:
+def skip_reasons(results: dict[str, Any], task: str, readings: Readings) -> dict[str, dict[str, int]]:
     """{cell: {reason: count}} of `task`'s skipped docs: from its facts, or (older files) from its metrics."""
     found = facts(results, task).get("skip_reasons")
     if found is None:
-        found = task_metrics(results, task).get("skip_reasons")
+        found = task_metrics(results, task, readings).get("skip_reasons")
     return found if isinstance(found, dict) else {}
 
 
-def evaluation_of(results: dict[str, Any], task: str) -> str | None:
+def evaluation_of(results: dict[str, Any], task: str, readings: Readings) -> str | None:
     """The lm-eval-longmem evaluation `task` of a results dict belongs to, else None.
 
     A task of ours records it in its facts (`configs.<task>.longmem.evaluation`). A group is one
     evaluation's when all its tasks are. A harness task whose name merely starts like ours is none. Files
-    written before tasks recorded it are recognised by their metric names (`guessed_evaluation`). The name
+    written before tasks recorded it are recognised by their metrics (`guessed_evaluation`). The name
     may be of an evaluation not installed here: whether it is registered is the registry's to say
     (`report.blocks.is_ours`).
     """
     groups = results.get("group_subtasks")
     subtasks = groups.get(task) if isinstance(groups, dict) else None
     if isinstance(subtasks, list) and subtasks:
-        kinds = {evaluation_of(results, sub) for sub in subtasks}
+        kinds = {evaluation_of(results, sub, readings) for sub in subtasks}
         return kinds.pop() if len(kinds) == 1 and None not in kinds else None
     recorded = facts(results, task).get("evaluation")
     if isinstance(recorded, str) and recorded:
         return recorded
-    return guessed_evaluation(task_metrics(results, task))
+    return guessed_evaluation(_grammar_metrics(results, task), readings)
 
 
-def tasks_of(results: dict[str, Any], evaluation: str) -> list[str]:
+def tasks_of(results: dict[str, Any], evaluation: str, readings: Readings) -> list[str]:
     """The tasks (not groups) of `evaluation` in a results dict, in the file's order (`evaluation_of`)."""
     table = results.get("results")
     groups = results.get("group_subtasks")
     return [
         task
         for task in (table if isinstance(table, dict) else ())
-        if not (isinstance(groups, dict) and groups.get(task)) and evaluation_of(results, task) == evaluation
+        if not (isinstance(groups, dict) and groups.get(task)) and evaluation_of(results, task, readings) == evaluation
     ]
 
 
-def condition_of(results: dict[str, Any], task: str) -> str | None:
+def condition_of(results: dict[str, Any], task: str, readings: Readings) -> str | None:
     """Which of `common.conditions.CONDITIONS` our `task` of a results dict ran under, else None (not ours,
     or a group). Recorded by the task (`configs.<task>.longmem.condition`); derived for older files
     (`condition_facts`)."""
-    if evaluation_of(results, task) is None or task in (results.get("group_subtasks") or {}):
+    if evaluation_of(results, task, readings) is None or task in (results.get("group_subtasks") or {}):
         return None
-    found = condition_facts(results, task).get("condition")
+    found = condition_facts(results, task, readings).get("condition")
     return found if found in CONDITIONS else None
 
 
-def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
+def condition_facts(results: dict[str, Any], task: str, readings: Readings) -> dict[str, Any]:
     """`task`'s `condition` (and, for retrieval, its `retrieval` setting) as a task records them today.
 
-    The one place conditions of files written before tasks recorded them (lm-eval-longmem before issue
-    27) are derived: a task that stored its setting as its condition ("in-context", or "sentences top-5
-    bm25" for retrieval); a task whose config's `dataset_kwargs` named its prompt's condition
-    (`memoryless`); any other task of ours ran in-context. A fine-tuned run always recorded itself (the
-    fine-tuning command came with conditions)."""
+    The one place conditions of files written before tasks recorded them are derived: a task that stored its
+    setting as its condition ("in-context", or "sentences top-5 bm25" for retrieval); a task whose evaluation
+    reads a condition from its config (`ResultsReading.condition`: an option of its YAML, say); any other
+    task of ours ran in-context. A fine-tuned run always recorded itself (the fine-tuning command came with
+    conditions)."""
     recorded = facts(results, task)
     found = recorded.get("condition")
     if found in CONDITIONS:
@@ -206,9 +244,10 @@ def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
         return {"condition": found} if found == IN_CONTEXT else {"condition": RETRIEVAL, "retrieval": found}
     configs = results.get("configs")
     config = configs.get(task) if isinstance(configs, dict) else None
-    kwargs = config.get("dataset_kwargs") if isinstance(config, dict) else None
-    memoryless = isinstance(kwargs, dict) and kwargs.get("condition") == "memoryless"
-    return {"condition": MEMORYLESS if memoryless else IN_CONTEXT}
+    if not isinstance(config, dict):
+        return {"condition": IN_CONTEXT}
+    reading = readings.get(evaluation_of(results, task, readings) or "")
+    return {"condition": (reading.condition(config) if reading is not None else None) or IN_CONTEXT}
 
 
 def read_samples_file(path: Path) -> list[dict[str, Any]]:
@@ -236,18 +275,9 @@ def read_samples_file(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def guessed_evaluation(metrics: Mapping[str, Any]) -> str | None:
-    """The evaluation of a task in a file written before tasks recorded theirs, from its metric names
-    (today's, `metric_names.canonical_row`): `copy_acc@L` (the forgetting curve), `acc@LE<words>` (Book-SORT),
-    `acc@qaN_LEN` (BABILong). The one place a result's
-    evaluation is guessed; never used for a file whose task recorded it, and only ever needed for ours."""
-    parsed = [found for key in metrics if (found := metric_names.parse(key))]
-    if any(n.score == "copy_acc" and n.cell for n in parsed):
-        return "forgetting_curve"
-    if any(
-        n.score == "acc" and len(n.cell) == 1 and metric_names.factor_value(n.cell[0], "LE") is not None for n in parsed
-    ):
-        return "booksort"
-    if any(n.score == "acc" and len(n.cell) == 2 and n.cell[0].startswith("qa") for n in parsed):
-        return "babilong"
-    return None
+def guessed_evaluation(metrics: Mapping[str, Any], readings: Readings) -> str | None:
+    """The evaluation of a task in a file written before tasks recorded theirs, from its metrics (under the
+    grammar's names, `metric_names.canonical_row`): the first of `readings`, in their order, that recognises
+    them (`ResultsReading.recognises`). The one place a result's evaluation is guessed; never used for a file
+    whose task recorded it."""
+    return next((name for name, reading in readings.items() if reading.recognises(metrics)), None)

@@ -3,10 +3,10 @@
 * 0/1 scores (an answer right or wrong): Wilson score intervals and exact binomial tests
   (`proportion_interval`, `above_chance`), so nothing collapses at 0% or 100% or with a handful
   of trials (2/2 correct is p = 0.25 against chance, not 0).
-* Means of per-cell proportions (Book-SORT's paper accuracy over L_E x L_S cells, BABILong's qa1-qa5 headline):
+* Means of per-cell proportions (a paper's accuracy averaged over its conditions or tasks):
   the same on Kish's effective size (`mean_of_proportions_interval`,
   `mean_of_proportions_above_chance`).
-* Shares of tokens per sample (forgetting-curve accuracies): Wilson on the Korn-Graubard
+* Shares of tokens per sample (teacher-forced token accuracies): Wilson on the Korn-Graubard
   effective sample size (`share_interval`): inside [0, 1], never narrower for more spread, never
   zero width when samples agree.
 * Perplexities: the t interval of the mean log, exponentiated (`log_mean_interval`), at least 1.
@@ -238,7 +238,7 @@ def bootstrap_interval(
     `statistic` is called with one resampled array per group, each with the resamples on leading
     axes and the group's rows on the next axis (shape ``(..., n_rows, *row_shape)``), and returns
     one value per resample. Rows stay whole, so paired values (one sample's copy and LM accuracy)
-    stay paired; groups (one forgetting-curve length each) are resampled separately (stratified).
+    stay paired; groups (one sweep length each, say) are resampled separately (stratified).
     """
     arrays = [np.asarray(g) for g in groups]
 

@@ -56,7 +56,7 @@ from lm_eval_longmem.common import cost, metric_names, stats
 from lm_eval_longmem.common.cache import cache_key, input_digest, sha256_hex
 from lm_eval_longmem.common.conditions import IN_CONTEXT
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec, score_spec
+from lm_eval_longmem.common.metric_names import CELLS_KEY, CONFIG_KEY, SUMMARY_KEY, ScoreSpec
 from lm_eval_longmem.common.model_info import Window, load_config, load_tokenizer, model_digest, model_window
 from lm_eval_longmem.common.options import declared, parse_options
 from lm_eval_longmem.common.text import READER_VERSION
@@ -146,8 +146,8 @@ class LongmemTask(ConfigurableTask):
     """The evaluation's option dataclass (None: the task takes no options of ours)."""
     PREFIX: ClassVar[str] = ""
     """Prefix of its `--metadata` keys."""
-    SCORES: ClassVar[tuple[str | ScoreSpec, ...]] = ()
-    """Per-doc scores that get `score@cell` metrics: a `ScoreSpec`, or a bare name for a binary accuracy."""
+    SCORES: ClassVar[tuple[ScoreSpec, ...]] = ()
+    """Per-doc scores that get `score@cell` metrics (`ScoreSpec("acc")`: a binary accuracy)."""
     ITEM: ClassVar[Any] = None
     """The NamedTuple of what one doc gives the whole-run summaries (`summary_item`, `summarize`); None: no summaries."""
     EVALUATION: ClassVar[str | None] = None
@@ -250,7 +250,7 @@ class LongmemTask(ConfigurableTask):
 
         A doc may carry the count its builder made of its prompt (`prompt_tokens`, with `prompt_sha256`,
         the sha256 of that prompt): when `text` is that prompt, the count is read, not made again
-        (BABILong's generator counts each prompt as it builds it). Any other text (a chat template,
+        (a generator that counts each prompt as it builds it). Any other text (a chat template,
         a system instruction, an answer choice added) is counted once per content (`token_counts`).
         """
         digest = sha256_hex(text)
@@ -544,8 +544,8 @@ class LongmemTask(ConfigurableTask):
 
     @classmethod
     def score_specs(cls) -> tuple[ScoreSpec, ...]:
-        """`SCORES` as specs (a bare name is a binary accuracy)."""
-        return tuple(score_spec(s) for s in cls.SCORES)
+        """The per-doc scores: `SCORES`."""
+        return cls.SCORES
 
     def run_score_specs(self) -> tuple[ScoreSpec, ...]:
         """Per-doc scores that need the whole run (a threshold fitted on every doc, say), computed at
@@ -705,7 +705,7 @@ class LongmemTask(ConfigurableTask):
         has none), so readers never guess it from metric names; with it, `condition`: which of
         `common.conditions.CONDITIONS` the run is (`condition`); `null_reasons` (only when there is one):
         {summary metric: why it is null} (`summarize` fills it, e.g. for short cells); evaluations add their
-        own (BABILong: its retrieval setting).
+        own (a retrieval setting, say).
         """
         facts = {"skip_reasons": self.skips, "docs_per_cell": self.docs_per_cell, "sweep_cells": self.sweep_cells()}
         if self.null_reasons:

@@ -11,7 +11,7 @@ Every local text file any evaluation reads goes through `read_text`:
 So the same book as shipped by Project Gutenberg (CRLF, byte-order mark) and converted to LF
 without the mark is the same text, and gives the same docs and numbers in all three evaluations.
 
-Books (the forgetting-curve corpus, BABILong's background, Book-SORT's books, the embedded plays)
+Books (a corpus, a folder of background books, the embedded plays)
 are then stripped of the Project Gutenberg licence header and footer by `strip_gutenberg`
 (`read_book` does both). bAbI task files are read with `read_text` alone: they have no boilerplate.
 

@@ -10,7 +10,7 @@ template included): a count that is one token short lets the backend cut the pro
   every later one with its leading space): with no normalizer, the pre-tokenizer splits the text
   into words before the model sees it, and the model (BPE, WordPiece, Unigram, ...) tokenizes each
   word on its own; a GPT-2 or Llama-3 style split never joins a space to what precedes it. So a
-  builder that knows the count of every piece (BABILong: every background sentence, cached) adds
+  builder that knows the count of every piece (every background sentence, cached) adds
   them up. `join_additive` accepts a tokenizer only when this holds for it: no normalizer, added
   tokens without white space that do not swallow the space after them, and a pre-tokenizer that
   splits every probe `left + " " + right` exactly into the words of `left` and of `" " + right`.

@@ -14,8 +14,8 @@ geometric mean). Where S and I come from (`Sources`, section 3.4) is decided in
 The memory lengths need the whole curve, which no single doc has. So every doc also gives its
 `Point` (length, sample, copy and LM accuracy) to `summarize`, which builds the curve from all
 points once (`analysis.py`) and gives each memory length, its censoring flag (0/1) and the bounds of
-its bootstrap interval, and the claimed window (names from `common/metric_names.py`). Lengths whose 2L+1 input positions the backend
-cannot run are skipped before any request is built (`fit_reason`) and listed in `skip_reasons`;
+its bootstrap interval, and the claimed window (names from `scores.py`). Lengths whose 2L+1 input positions
+the backend cannot run are skipped before any request is built (`fit_reason`) and listed in `skip_reasons`;
 memory lengths that reach the last tested length are then censored.
 """
 
@@ -31,7 +31,6 @@ import numpy as np
 
 from lm_eval_longmem.backends.request_type import OUTPUT_TYPE, TokenAccuracy, compact_ids
 from lm_eval_longmem.backends.task import LoglikelihoodAccuracyTask
-from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.metric_names import CI_HIGH, CI_LOW, cell
 from lm_eval_longmem.forgetting_curve import analysis
 from lm_eval_longmem.forgetting_curve.data import (
@@ -52,7 +51,18 @@ from lm_eval_longmem.forgetting_curve.data import (
     vocabulary_ids,
 )
 from lm_eval_longmem.forgetting_curve.options import AUTHORS, NAME, PREFIX, RANDOM, SweepOptions
-from lm_eval_longmem.forgetting_curve.scores import COPY_ACC, COPY_PPL, LM_ACC, LM_PPL, SCORED, SCORES
+from lm_eval_longmem.forgetting_curve.scores import (
+    CLAIMED_LENGTH,
+    COPY_ACC,
+    COPY_PPL,
+    LM_ACC,
+    LM_PPL,
+    SCORED,
+    SCORES,
+    as_written,
+    memory_censored,
+    memory_length,
+)
 
 log = logging.getLogger(f"lm_eval.{__name__}")
 
@@ -275,30 +285,25 @@ class ForgettingCurveTask(LoglikelihoodAccuracyTask):
         why = short_curve_reason(short) if short else ""
         out: dict[str, float | None] = {}
         for criterion in analysis.CRITERIA:
-            name = metric_names.memory_length(criterion)
+            name = memory_length(criterion)
             length, censored = analysis.curve_memory(curve, criterion)
             interval = None if short else analysis.memory_interval(curve, criterion, seed=0)
             out[name] = None if short else length
-            out[metric_names.memory_censored(criterion)] = None if short else int(censored)
+            out[memory_censored(criterion)] = None if short else int(censored)
             for stat, bound in zip((CI_LOW, CI_HIGH), interval or (None, None)):
-                out[metric_names.as_written(metric_names.memory_length(criterion, stat))] = bound
+                out[as_written(memory_length(criterion, stat))] = bound
             if short:
                 self.null_reasons[name] = why
-        out[metric_names.CLAIMED_LENGTH] = self.claimed
+        out[CLAIMED_LENGTH] = self.claimed
         return out
 
     def summary_directions(self) -> dict[str, bool | None]:
         out: dict[str, bool | None] = {}
         for criterion in analysis.CRITERIA:
-            out[metric_names.memory_length(criterion)] = True
-            out[metric_names.memory_censored(criterion)] = None
-            out.update(
-                {
-                    metric_names.as_written(metric_names.memory_length(criterion, stat)): True
-                    for stat in (CI_LOW, CI_HIGH)
-                }
-            )
-        return out | {metric_names.CLAIMED_LENGTH: None}
+            out[memory_length(criterion)] = True
+            out[memory_censored(criterion)] = None
+            out.update({as_written(memory_length(criterion, stat)): True for stat in (CI_LOW, CI_HIGH)})
+        return out | {CLAIMED_LENGTH: None}
 
     def apply_filters(self) -> None:
         """After the model has answered: shorten the logged token-id arguments (keeps `--log_samples` small).

@@ -13,8 +13,9 @@ Every problem with a file is a `ResultsFileError` whose message is one line nami
 the fix, so command lines can print it as it is.
 
 A file's run, `Run`, and what a results dict says of one task (`task_metrics`, `facts`, `tasks_of`, ...) are
-defined below the registry, in `common.run` (the registry's parts take and give `Run`s), and handed on here:
-this module is where evaluations import them from (docs/evaluation-api.md).
+defined below the registry, in `common.run` (the registry's parts take and give `Run`s), and handed on here with
+every registered evaluation's reading of its files (`readings`: `Evaluation.results_reading`): this module is
+where evaluations import them from (docs/evaluation-api.md).
 """
 
 from __future__ import annotations
@@ -25,19 +26,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lm_eval_longmem.common.run import (
-    ResultsFileError,
-    Run,
-    condition_facts,
-    condition_of,
-    evaluation_of,
-    facts,
-    n_samples,
-    read_samples_file,
-    skip_reasons,
-    task_metrics,
-    tasks_of,
-)
+from lm_eval_longmem.common import run as common_run
+from lm_eval_longmem.common.evaluations import evaluations
+from lm_eval_longmem.common.run import ResultsFileError, Run, facts, n_samples, read_samples_file
 
 __all__ = [
     "RESULTS_GLOB",
@@ -54,6 +45,7 @@ __all__ = [
     "n_samples",
     "read_json",
     "read_samples_file",
+    "readings",
     "run_labels",
     "skip_reasons",
     "task_metrics",
@@ -61,6 +53,42 @@ __all__ = [
 ]
 
 RESULTS_GLOB = "results_*.json"
+
+
+def readings() -> common_run.Readings:
+    """Every registered evaluation's reading of its results files (`Evaluation.results_reading`), in the registry's
+    order: what the functions below read a results dict with."""
+    return {entry.name: reading for entry in evaluations() if (reading := entry.results_reading()) is not None}
+
+
+def task_metrics(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """`task`'s metrics under today's names (`common.run.task_metrics`)."""
+    return common_run.task_metrics(results, task, readings())
+
+
+def skip_reasons(results: dict[str, Any], task: str) -> dict[str, dict[str, int]]:
+    """{cell: {reason: count}} of `task`'s skipped docs (`common.run.skip_reasons`)."""
+    return common_run.skip_reasons(results, task, readings())
+
+
+def evaluation_of(results: dict[str, Any], task: str) -> str | None:
+    """The evaluation `task` belongs to (`common.run.evaluation_of`), None for any other task or group."""
+    return common_run.evaluation_of(results, task, readings())
+
+
+def tasks_of(results: dict[str, Any], evaluation: str) -> list[str]:
+    """The tasks (not groups) of `evaluation` in a results dict, in the file's order (`common.run.tasks_of`)."""
+    return common_run.tasks_of(results, evaluation, readings())
+
+
+def condition_of(results: dict[str, Any], task: str) -> str | None:
+    """Which condition our `task` ran under (`common.run.condition_of`), None for any other task."""
+    return common_run.condition_of(results, task, readings())
+
+
+def condition_facts(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """`task`'s condition and retrieval setting as a task records them today (`common.run.condition_facts`)."""
+    return common_run.condition_facts(results, task, readings())
 
 
 def read_json(path: Path) -> Any:
@@ -157,7 +185,7 @@ def load_run(path: Path) -> Run:
             f'{path} is JSON but not an lm_eval results file (no "results" object): pass the results_*.json lm_eval wrote',
             reason='JSON but not an lm_eval results file (no "results" object)',
         )
-    return Run(Path(path), data)
+    return Run(Path(path), data, readings())
 
 
 def load_runs(paths: Iterable[Path]) -> list[Run]:

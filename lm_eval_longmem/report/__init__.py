@@ -361,10 +361,7 @@ def impossible_values(run: Run) -> list[str]:
     of a proportion's family (binary, share: `common.metric_names.Family`) or a p-value outside [0, 1], a perplexity
     below 1, by the scores each evaluation's report section declares (`ReportSection.scores`). A file with one was
     damaged or edited; the report refuses it rather than show 170% beside an interval of [0, 71.6]."""
-    scores = {
-        entry.name: {spec.name: spec for spec in map(metric_names.score_spec, section.scores)}
-        for entry, section in report_sections()
-    }
+    scores = {entry.name: {spec.name: spec for spec in section.scores} for entry, section in report_sections()}
     found = []
     for task in run.tasks:
         known = scores.get(run.evaluation(task) or "", {})

@@ -16,6 +16,7 @@ from lm_eval_longmem.common.evaluations import (
     ENTRY_POINT_GROUP,
     Evaluation,
     Plotter,
+    ResultsReading,
     evaluation,
     evaluations,
     names,
@@ -58,6 +59,7 @@ def test_every_member_of_an_entry_gives_what_its_users_call(name):
     part = entry.demo()
     assert part is not None and callable(part.metadata) and callable(part.sentence)
     assert entry.source_problems({}) == [] or all(isinstance(line, str) for line in entry.source_problems({}))
+    assert ResultsReading in type(entry.results_reading()).__mro__  # each of ours reads files older than the records
 
 
 @pytest.mark.parametrize("name", BUILTIN)

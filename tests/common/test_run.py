@@ -1,40 +1,72 @@
 """What a results dict says of a task: tasks record their evaluation in the results file, so readers take it from
-there; older files are recognised by their metric names; the registry says which evaluations are installed."""
+there; for older files, and for names an evaluation spells its own way, each evaluation's `ResultsReading` says.
+(The registry's readings, ours and another package's: `tests/readers/test_results.py`.)"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from lm_eval_longmem.common.run import Run, evaluation_of, guessed_evaluation
-from lm_eval_longmem.report.blocks import is_ours
-
-
-def _results(facts: dict, metrics: dict) -> dict:
-    return {"results": {"t": {"alias": "t", **metrics}}, "configs": {"t": {"longmem": facts}}}
-
-
-def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_suggest():
-    forgetting_like = {"copy_acc@1024,none": 0.5}
-    assert evaluation_of(_results({}, forgetting_like), "t") == "forgetting_curve"  # an old file: guessed
-    assert evaluation_of(_results({"evaluation": "babilong"}, forgetting_like), "t") == "babilong"
-    ruler = _results({"evaluation": "ruler"}, forgetting_like)  # an evaluation not installed here
-    assert evaluation_of(ruler, "t") == "ruler"
-    assert not is_ours(Run(Path("results.json"), ruler), "t")  # the registry says which are ours
-    assert is_ours(Run(Path("results.json"), _results({"evaluation": "babilong"}, {})), "t")
-    group = {**_results({"evaluation": "booksort"}, {}), "group_subtasks": {"g": ["t"]}}
-    assert evaluation_of(group, "g") == "booksort"
-
-
-@pytest.mark.parametrize(
-    "metrics, expected",
-    [
-        ({"copy_acc@1024": 0.5}, "forgetting_curve"),
-        ({"acc@LE2500": 0.6, "acc": 0.6}, "booksort"),
-        ({"acc@qa1_4096": 0.6}, "babilong"),
-        ({"acc": 0.6, "acc_stderr": 0.01}, None),  # any harness task
-    ],
+from lm_eval_longmem.common.conditions import MEMORYLESS
+from lm_eval_longmem.common.run import (
+    ResultsReading,
+    Run,
+    condition_of,
+    evaluation_of,
+    guessed_evaluation,
+    task_metrics,
+    tasks_of,
 )
-def test_the_one_guess_for_older_files(metrics, expected):
-    assert guessed_evaluation(metrics) == expected
+
+
+class _NeedleResults(ResultsReading):
+    def recognises(self, metrics):
+        return any(key.startswith("hits@") for key in metrics)
+
+    def canonical(self, metrics):
+        return {key.replace("hits", "acc"): value for key, value in metrics.items()}
+
+    def condition(self, config):
+        return MEMORYLESS if config.get("dataset_kwargs", {}).get("blind") else None
+
+
+class _Plain(ResultsReading):
+    """An evaluation that takes every default."""
+
+
+READINGS = {"plain": _Plain(), "needle": _NeedleResults()}
+
+
+def _results() -> dict:
+    return {
+        "results": {"t": {"hits@8,none": 0.5, "hits@8_ci_low,none": 0.25}, "u": {"acc,none": 0.1}},
+        "configs": {"t": {"dataset_kwargs": {"blind": True}}, "u": {"dataset_kwargs": {"blind": True}}},
+    }
+
+
+def test_an_unrecorded_task_is_read_by_the_evaluation_that_recognises_it():
+    results = _results()
+    assert evaluation_of(results, "t", READINGS) == "needle" and evaluation_of(results, "u", READINGS) is None
+    assert task_metrics(results, "t", READINGS) == {"acc@8": 0.5, "acc@8_ci_low": 0.25}
+    assert task_metrics(results, "u", READINGS) == {"acc": 0.1}  # no evaluation's: the grammar alone
+    assert condition_of(results, "t", READINGS) == MEMORYLESS and condition_of(results, "u", READINGS) is None
+    assert tasks_of(results, "needle", READINGS) == ["t"]
+    assert guessed_evaluation({"hits@8": 1.0}, READINGS) == "needle"
+    assert guessed_evaluation({"hits@8": 1.0}, {}) is None  # no reading given: nothing is guessed
+
+
+def test_what_the_task_recorded_wins_over_any_reading():
+    results = _results()
+    results["configs"]["t"]["longmem"] = {"evaluation": "plain", "condition": "in-context"}
+    assert evaluation_of(results, "t", READINGS) == "plain"
+    assert task_metrics(results, "t", READINGS) == {"hits@8": 0.5, "hits@8_ci_low": 0.25}  # plain rewrites nothing
+    assert condition_of(results, "t", READINGS) == "in-context"
+    ruler = {"results": {"t": {"hits@8,none": 0.5}}, "configs": {"t": {"longmem": {"evaluation": "ruler"}}}}
+    assert evaluation_of(ruler, "t", READINGS) == "ruler"  # an evaluation not installed here: no reading of it
+    assert task_metrics(ruler, "t", READINGS) == {"hits@8": 0.5}
+
+
+def test_a_run_reads_with_the_readings_it_was_given():
+    assert Run(Path("results.json"), _results(), READINGS).metrics("t") == {"acc@8": 0.5, "acc@8_ci_low": 0.25}
+    assert Run(Path("results.json"), _results()).evaluation("t") is None  # made by hand: the grammar alone
+    group = {**_results(), "group_subtasks": {"g": ["t"]}}
+    assert evaluation_of(group, "g", READINGS) == "needle"

@@ -121,7 +121,11 @@ class Toy(LongmemTask):
     """A task of ours without data or model: a 0/1 score, a share of 7 units and a perplexity per doc,
     and a run score (the share above the run's median share)."""
 
-    SCORES = ("acc", ScoreSpec("share", "share", units="units"), ScoreSpec("ppl", "perplexity", higher_is_better=False))
+    SCORES = (
+        ScoreSpec("acc"),
+        ScoreSpec("share", "share", units="units"),
+        ScoreSpec("ppl", "perplexity", higher_is_better=False),
+    )
 
     def doc_cells(self, doc):
         return (cell(doc["qa"], doc["length"]),)

@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
+from lm_eval_longmem.common import evaluations as registry
+from lm_eval_longmem.common.conditions import MEMORYLESS
+from lm_eval_longmem.common.evaluations import Evaluation, ResultsReading
+from lm_eval_longmem.readers import results as results_reader
 from lm_eval_longmem.readers.results import (
     ResultsFileError,
+    Run,
     condition_facts,
     condition_of,
+    evaluation_of,
     find_results_file,
     find_results_files,
     load_run,
     load_runs,
     read_json,
     read_samples_file,
+    readings,
     run_labels,
+    task_metrics,
 )
+from lm_eval_longmem.report.blocks import is_ours
 
 
 def write_run(folder, date, *, model="HuggingFaceTB/SmolLM2-135M-Instruct", results=None, mtime=None):
@@ -181,3 +191,68 @@ def test_a_folder_passes_over_a_json_that_is_not_a_run_and_names_it(tmp_path, ca
         ResultsFileError, match=r"out5: no results_\*\.json that is an lm_eval run \(each named above\)"
     ):
         load_runs([tmp_path / "out5"])
+
+
+def _results(facts: dict, metrics: dict) -> dict:
+    return {"results": {"t": {"alias": "t", **metrics}}, "configs": {"t": {"longmem": facts}}}
+
+
+def test_readers_take_the_evaluation_the_task_recorded_over_what_metric_names_suggest():
+    forgetting_like = {"copy_acc@1024,none": 0.5}
+    assert evaluation_of(_results({}, forgetting_like), "t") == "forgetting_curve"  # an old file: guessed
+    assert evaluation_of(_results({"evaluation": "babilong"}, forgetting_like), "t") == "babilong"
+    ruler = _results({"evaluation": "ruler"}, forgetting_like)  # an evaluation not installed here
+    assert evaluation_of(ruler, "t") == "ruler"
+    assert not is_ours(Run(Path("results.json"), ruler), "t")  # the registry says which are ours
+    assert is_ours(Run(Path("results.json"), _results({"evaluation": "babilong"}, {})), "t")
+    group = {**_results({"evaluation": "booksort"}, {}), "group_subtasks": {"g": ["t"]}}
+    assert evaluation_of(group, "g") == "booksort"
+
+
+@pytest.mark.parametrize(
+    "metrics, expected",
+    [
+        ({"copy_acc@1024,none": 0.5}, "forgetting_curve"),
+        ({"acc@LE2500,none": 0.6, "acc,none": 0.6}, "booksort"),
+        ({"acc@qa1_4096,none": 0.6}, "babilong"),
+        ({"acc,none": 0.6, "acc_stderr,none": 0.01}, None),  # any harness task
+    ],
+)
+def test_the_one_guess_for_older_files(metrics, expected):
+    assert list(readings()) == list(registry.BUILTIN)  # ours, in the registry's order
+    assert evaluation_of(_results({}, metrics), "t") == expected
+
+
+class _NeedleResults(ResultsReading):
+    def recognises(self, metrics):
+        return any(key.startswith("hits@") for key in metrics)
+
+    def canonical(self, metrics):
+        return {key.replace("hits", "acc"): value for key, value in metrics.items()}
+
+    def condition(self, config):
+        return MEMORYLESS if config.get("dataset_kwargs", {}).get("blind") else None
+
+
+class _Needle(Evaluation):
+    name = "needle"
+
+    def results_reading(self):
+        return _NeedleResults()
+
+
+def test_another_packages_reading_is_reached_through_the_registry(tmp_path, monkeypatch):
+    """An evaluation of another package reads its older files as ours do (`Evaluation.results_reading`); one
+    that says nothing of them (the default) is read with the grammar alone."""
+    monkeypatch.setattr(results_reader, "evaluations", lambda: (*registry.evaluations(), _Needle()))
+    results = {
+        "results": {"t": {"hits@8,none": 0.5}, "u": {"acc,none": 0.1}},
+        "configs": {"t": {"dataset_kwargs": {"blind": True}}, "u": {}},
+    }
+    assert list(readings())[-1] == "needle"
+    assert evaluation_of(results, "t") == "needle" and task_metrics(results, "t") == {"acc@8": 0.5}
+    assert condition_of(results, "t") == MEMORYLESS and condition_of(results, "u") is None
+    path = tmp_path / "results_2026-01-01T00-00-00.json"
+    path.write_text(json.dumps(results))
+    assert load_run(path).metrics("t") == {"acc@8": 0.5}
+    assert Evaluation.results_reading(_Needle()) is None  # the default: the grammar alone

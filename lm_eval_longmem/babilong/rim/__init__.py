@@ -26,7 +26,7 @@ class Babilong(BuiltinEvaluation):
 
     name = NAME
     title = "BABILong"
-    headline = Headline(ACC, "mean accuracy over every bAbI task x length that ran (authors' answer check)")
+    headline = Headline(ACC.name, "mean accuracy over every bAbI task x length that ran (authors' answer check)")
     # The harness ships a `babilong` group of its own (babilong_qa1-20); ours takes its name, and it stays
     # reachable as this alias group (task_configs/babilong_harness.yaml, documented in the card).
     replaces_harness = {NAME: "babilong_harness"}

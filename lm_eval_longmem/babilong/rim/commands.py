@@ -220,7 +220,7 @@ def _report(args: argparse.Namespace) -> None:
     from lm_eval_longmem.babilong.rim.reader import format_report
 
     results = load_run(find_results_file(args.results)).data
-    print(format_report(results, threshold=args.threshold, metric=args.metric))
+    print(format_report(results, threshold=args.threshold, check=next(c for c in CHECKS if c.name == args.metric)))
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -311,4 +311,6 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
         "--threshold", type=number(float, low=0, high=1, open_low=True), default=0.85,
         help="accuracy (a fraction, 0 < t <= 1) for effective context (default 0.85)",
     )  # fmt: skip
-    report.add_argument("--metric", choices=CHECKS, default=ACC, help=f"which check (default {ACC})")
+    report.add_argument(
+        "--metric", choices=[c.name for c in CHECKS], default=ACC.name, help=f"which check (default {ACC.name})"
+    )

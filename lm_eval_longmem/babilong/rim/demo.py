@@ -74,7 +74,7 @@ class BabilongDemo(DemoPart):
         if task is None or not cells:
             return None
         metrics = run.metrics(task)
-        overall = tuple(metrics.get(key) for key in metric_names.with_interval(ACC))
+        overall = tuple(metrics.get(key) for key in metric_names.with_interval(ACC.name))
         tasks = sorted({c.qa for c in cells}, key=lambda qa: int(qa[2:]))
         per_length = "; ".join(
             f"{percent(mean)} at {format_length(length)}" for length, mean in reader.read_length_means(run.data).items()

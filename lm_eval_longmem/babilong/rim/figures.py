@@ -57,13 +57,13 @@ def figure(results: dict[str, Any], title: str) -> Any:
     effective = read_effective_context(results)
     rows = tasks + ["mean"]
     fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 2.6 + 1.4 * len(lengths)), 1.6 + 0.42 * len(rows)), squeeze=False)
-    for ax, metric, panel in zip(axes[0], CHECKS, (f"{ACC} (authors' answer check)", ACC_CORRECTED)):
+    for ax, check, panel in zip(axes[0], CHECKS, (f"{ACC.name} (authors' answer check)", ACC_CORRECTED.name)):
         grid = np.full((len(rows), len(lengths)), np.nan)
         n = np.zeros((len(rows), len(lengths)), dtype=int)  # questions behind each cell; 0: the file does not say
         for cell in cells:
-            grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, metric).estimate
+            grid[tasks.index(cell.qa), lengths.index(cell.length)] = 100 * getattr(cell, check.name).estimate
             n[tasks.index(cell.qa), lengths.index(cell.length)] = cell.n
-        for ln, value in read_length_means(results, metric).items():
+        for ln, value in read_length_means(results, check).items():
             if ln in lengths:
                 j = lengths.index(ln)
                 grid[len(rows) - 1, j] = 100 * value.estimate

@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from lm_eval_longmem.babilong import scores
 from lm_eval_longmem.babilong.options import DEFAULT_TASKS, NAME
-from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED, Metric
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC, ACC_CORRECTED
 from lm_eval_longmem.babilong.summary import DEFAULT_THRESHOLD, Cell, effective_context, ordered
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.lengths import format_length
+from lm_eval_longmem.common.metric_names import ScoreSpec
 from lm_eval_longmem.common.stats import Interval
 from lm_eval_longmem.readers.results import facts, skip_reasons, task_metrics, tasks_of
 
@@ -26,7 +28,7 @@ def _task_cells(metrics: dict[str, Any]) -> list[tuple[str, int]]:
     """(qa, length) of every `acc@qaN_LEN` mean among canonical metric names."""
     return [
         (qa, int(length))
-        for qa, length in (c for c in metric_names.cells_of(metrics, ACC) if len(c) == 2)
+        for qa, length in (c for c in metric_names.cells_of(metrics, ACC.name) if len(c) == 2)
         if qa.startswith("qa") and qa[2:].isdigit() and length.isdigit()
     ]
 
@@ -36,12 +38,12 @@ def babilong_task(results: dict[str, Any]) -> str | None:
     return next(iter(tasks_of(results, NAME)), None)
 
 
-def _interval(metrics: dict[str, Any], score: str, *parts: str | int) -> Interval:
+def _interval(metrics: dict[str, Any], score: ScoreSpec, *parts: str | int) -> Interval:
     def get(key: str) -> float:
         value = metric_names.number(metrics.get(key))
         return math.nan if value is None else value
 
-    return Interval(*(get(key) for key in metric_names.with_interval(score, *parts)))
+    return Interval(*(get(key) for key in metric_names.with_interval(score.name, *parts)))
 
 
 def read_cells(results: dict[str, Any]) -> list[Cell]:
@@ -59,39 +61,35 @@ def read_cells(results: dict[str, Any]) -> list[Cell]:
             int(counts.get(metric_names.cell(qa, length)) or 0),
             _interval(metrics, ACC, qa, length),
             _interval(metrics, ACC_CORRECTED, qa, length),
-            _interval(metrics, ABSTAINED.name, qa, length),
+            _interval(metrics, ABSTAINED, qa, length),
         )
         for qa, length in _task_cells(metrics)
     )
 
 
-def read_length_means(results: dict[str, Any], metric: Metric = ACC) -> dict[int, Interval]:
-    """Per length (tokens), the run's mean over tasks (`acc@LEN`) with its interval."""
+def read_length_means(results: dict[str, Any], check: ScoreSpec = ACC) -> dict[int, Interval]:
+    """Per length (tokens), the run's mean over tasks (`acc@LEN`) of answer check `check` with its interval."""
     task = babilong_task(results)
     metrics = task_metrics(results, task) if task else {}
-    found = {int(c[0]) for c in metric_names.cells_of(metrics, metric) if len(c) == 1 and c[0].isdigit()}
-    return {length: _interval(metrics, metric, length) for length in sorted(found)}
+    found = {int(c[0]) for c in metric_names.cells_of(metrics, check.name) if len(c) == 1 and c[0].isdigit()}
+    return {length: _interval(metrics, check, length) for length in sorted(found)}
 
 
-def read_effective_context(results: dict[str, Any], metric: Metric = ACC) -> dict[str, int | None]:
-    """Per task, the effective context (tokens, None: not even the shortest) the run stored."""
+def read_effective_context(results: dict[str, Any], check: ScoreSpec = ACC) -> dict[str, int | None]:
+    """Per task, the effective context (tokens, None: not even the shortest) under answer check `check` the run
+    stored."""
     task = babilong_task(results)
     metrics = task_metrics(results, task) if task else {}
     out = {}
     for key, value in metrics.items():
         parsed = metric_names.parse(key)
-        if (
-            parsed
-            and parsed.score == metric_names.effective_context(metric)
-            and len(parsed.cell) == 1
-            and not parsed.stat
-        ):
+        if parsed and parsed.score == scores.effective_context(check) and len(parsed.cell) == 1 and not parsed.stat:
             number = metric_names.number(value)
             out[parsed.cell[0]] = None if number is None else int(number)
     return dict(sorted(out.items(), key=lambda item: int(item[0][2:])))
 
 
-def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric: Metric = ACC) -> str:
+def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, check: ScoreSpec = ACC) -> str:
     """A plain-text report: task x length accuracies, the mean per length, effective context per task.
 
     The effective context is the one the run stored when `threshold` is the paper's 85%, and is
@@ -105,11 +103,11 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
     table = {(c.qa, c.length): c for c in cells}
     counts = {c.n for c in cells}
     uniform = len(counts) == 1 and 0 not in counts  # else each cell says its n (0: the file does not say)
-    title = f"BABILong {metric} (%), 95% Wilson interval"
+    title = f"BABILong {check.name} (%), 95% Wilson interval"
     lines = [title + (f", n = {cells[0].n} questions per cell" if uniform else "")]
 
     def shown(cell: Cell) -> str:
-        value = getattr(cell, metric)
+        value = getattr(cell, check.name)
         text = f"{100 * value.estimate:.1f} [{100 * value.low:.0f},{100 * value.high:.0f}]"
         return text if uniform or not cell.n else f"{text} n={cell.n}"
 
@@ -121,7 +119,7 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
             cell = table.get((qa, ln))
             row += f"{'-' if cell is None else shown(cell):>{width}}"
         lines.append(row)
-    means = read_length_means(results, metric)
+    means = read_length_means(results, check)
     which = "qa1-qa5, the paper's headline" if tuple(tasks) == DEFAULT_TASKS else f"{', '.join(tasks)}"
     lines.append("")
     lines.append(f"mean over tasks per length ({which}), 95% interval:")
@@ -134,22 +132,22 @@ def format_report(results: dict, *, threshold: float = DEFAULT_THRESHOLD, metric
         )
     task = babilong_task(results)
     assert task is not None  # read_cells found its cells
-    overall = _interval(task_metrics(results, task), metric)
+    overall = _interval(task_metrics(results, task), check)
     questions = f", n={sum(c.n for c in cells)}" if 0 not in counts else ""
     lines.append(
         f"overall (mean of all {len(cells)} task x length cells{questions}): "
         f"{100 * overall.estimate:.1f} [{100 * overall.low:.1f}, {100 * overall.high:.1f}]"
     )
-    abstained = _interval(task_metrics(results, task), ABSTAINED.name)
-    if metric == ACC_CORRECTED and not math.isnan(abstained.estimate):
+    abstained = _interval(task_metrics(results, task), ABSTAINED)
+    if check == ACC_CORRECTED and not math.isnan(abstained.estimate):
         lines.append(
             f"the corrected reader abstained (kept acc's verdict) on {100 * abstained.estimate:.1f}% of answers "
             f"[{100 * abstained.low:.1f}, {100 * abstained.high:.1f}]"
         )
     lines.append("")
-    lines.append(f"effective context ({metric} >= {100 * threshold:g}% at this and every shorter length):")
-    stored = read_effective_context(results, metric) if threshold == DEFAULT_THRESHOLD else {}
-    found = stored if set(stored) == set(tasks) else effective_context(cells, threshold=threshold, metric=metric)
+    lines.append(f"effective context ({check.name} >= {100 * threshold:g}% at this and every shorter length):")
+    stored = read_effective_context(results, check) if threshold == DEFAULT_THRESHOLD else {}
+    found = stored if set(stored) == set(tasks) else effective_context(cells, threshold=threshold, check=check)
     for qa in tasks:
         reached = found.get(qa)
         lines.append(

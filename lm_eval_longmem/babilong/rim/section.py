@@ -32,19 +32,19 @@ class BabilongSection(ReportSection):
     references: tuple[Reference, ...] = ()
     position = 1
     """Second of ours, as the report has always had it."""
-    headline_header = (f"{NAME} {ACC} (%)", "questions")
+    headline_header = (f"{NAME} {ACC.name} (%)", "questions")
     scores = (*CHECKS, ABSTAINED, RECALL)
 
     def headline_cells(self, run: Run) -> list[str]:
         """The mean accuracy over every cell with its interval, and the questions behind it."""
         task = babilong_report.babilong_task(run.data)
         return [
-            pct(*interval_of(babilong_metrics(run) or {}, ACC)),
+            pct(*interval_of(babilong_metrics(run) or {}, ACC.name)),
             str((scored_docs(run, task) if task else None) or "-"),
         ]
 
     def headline_line(self, cells: list[str]) -> str:
-        return f"{NAME} {ACC} {cells[0]}% (n={cells[1]})"
+        return f"{NAME} {ACC.name} {cells[0]}% (n={cells[1]})"
 
     def cell_label(self, run: Run, cell: str) -> str:
         """A cell as the authors name its length (`qa1_4096` -> `qa1_4k`)."""
@@ -84,13 +84,13 @@ def _babilong_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
     for run, label, metrics in found:
         effective = babilong_report.read_effective_context(run.data)
         rows.append(
-            [label, pct(*interval_of(metrics, ACC))]
-            + [pct(*interval_of(metrics, ACC, ln)) for ln in lengths]
+            [label, pct(*interval_of(metrics, ACC.name))]
+            + [pct(*interval_of(metrics, ACC.name, ln)) for ln in lengths]
             + [", ".join(f"{qa} {_length_label(effective, qa)}" for qa in tasks), _questions_per_cell(run)]
         )  # fmt: skip
     header = (
-        ["model", ACC]
-        + [metric_names.name(ACC, format_length(ln)) for ln in lengths]
+        ["model", ACC.name]
+        + [metric_names.name(ACC.name, format_length(ln)) for ln in lengths]
         + ["effective context", "questions per cell"]
     )
     section.blocks.append(Table(header, rows))
@@ -142,8 +142,10 @@ def _babilong_conditions_section(
     )
     rows = []
     for _run, label, metrics, condition in found:
-        rows += [[label, condition, qa] + [pct(*interval_of(metrics, ACC, qa, ln)) for ln in lengths] for qa in tasks]
-        rows.append([label, condition, "mean"] + [pct(*interval_of(metrics, ACC, ln)) for ln in lengths])
+        rows += [
+            [label, condition, qa] + [pct(*interval_of(metrics, ACC.name, qa, ln)) for ln in lengths] for qa in tasks
+        ]
+        rows.append([label, condition, "mean"] + [pct(*interval_of(metrics, ACC.name, ln)) for ln in lengths])
     for reference in references:
         table = {(c.qa, c.length): c.acc for c in reference.cells}
         rows += [

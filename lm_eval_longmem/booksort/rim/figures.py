@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lm_eval_longmem.booksort.rim.reader import booksort_tasks, distance_bins, excerpt_lengths
-from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
+from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A, factor
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.readers.results import n_samples
 
@@ -142,21 +142,16 @@ def figure(tasks: dict[str, dict[str, Any]]) -> Figure:
     all_bins: set[int] = set()
     for name, row in sorted(tasks.items()):
         lengths = excerpt_lengths(row)
-        color = _draw(
-            ax_a, [position[le] for le in lengths], [_point(row, metric_names.factor("LE", le)) for le in lengths], name
-        )
-        excerpt_cells = [metric_names.factor("LE", le) for le in lengths]
+        color = _draw(ax_a, [position[le] for le in lengths], [_point(row, factor("LE", le)) for le in lengths], name)
+        excerpt_cells = [factor("LE", le) for le in lengths]
         _draw_calibrated(ax_a, [position[le] for le in lengths], row, excerpt_cells, color, name)
         _draw_answer_bias(ax_a, [position[le] for le in lengths], row, excerpt_cells, color, name)
         if paper_bins:
             bins = distance_bins(row, PAPER_BIN_LENGTH)
-            cells = [
-                metric_names.cell(metric_names.factor("LE", PAPER_BIN_LENGTH), metric_names.factor("bin", k))
-                for k in bins
-            ]
+            cells = [metric_names.cell(factor("LE", PAPER_BIN_LENGTH), factor("bin", k)) for k in bins]
         else:
             bins = distance_bins(row)
-            cells = [metric_names.factor("bin", k) for k in bins]
+            cells = [factor("bin", k) for k in bins]
         color = _draw(ax_b, bins, [_point(row, cell) for cell in cells], name)
         _draw_calibrated(ax_b, bins, row, cells, color, name)
         all_bins |= set(bins)

@@ -1,5 +1,5 @@
 """Book-SORT results read back: the metric rows of every Book-SORT task of a results file, and the
-factors (excerpt lengths L_E, distance bins) its cells hold. Names through `common/metric_names.py`.
+factors (excerpt lengths L_E, distance bins) its cells hold. Names through `scores.py`.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from lm_eval_longmem.booksort.options import NAME
-from lm_eval_longmem.booksort.scores import ACC
+from lm_eval_longmem.booksort.scores import ACC, factor_value
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.readers.results import task_metrics, tasks_of
 
@@ -15,11 +15,7 @@ from lm_eval_longmem.readers.results import task_metrics, tasks_of
 def excerpt_lengths(row: dict[str, Any]) -> list[int]:
     """L_E (words) of every `acc@LE<words>` cell of a metric row (canonical names), ascending."""
     return sorted(
-        {
-            n
-            for c in metric_names.cells_of(row, ACC.name)
-            if len(c) == 1 and (n := metric_names.factor_value(c[0], "LE")) is not None
-        }
+        {n for c in metric_names.cells_of(row, ACC.name) if len(c) == 1 and (n := factor_value(c[0], "LE")) is not None}
     )
 
 
@@ -27,13 +23,13 @@ def distance_bins(row: dict[str, Any], excerpt_length: int | None = None) -> lis
     """Distance bins of the `acc@bin<k>` cells, or of the `acc@LE<words>_bin<k>` cells at `excerpt_length`."""
     found = set()
     for c in metric_names.cells_of(row, ACC.name):
-        if excerpt_length is None and len(c) == 1 and (k := metric_names.factor_value(c[0], "bin")) is not None:
+        if excerpt_length is None and len(c) == 1 and (k := factor_value(c[0], "bin")) is not None:
             found.add(k)
         elif (
             excerpt_length is not None
             and len(c) == 2
-            and metric_names.factor_value(c[0], "LE") == excerpt_length
-            and (k := metric_names.factor_value(c[1], "bin")) is not None
+            and factor_value(c[0], "LE") == excerpt_length
+            and (k := factor_value(c[1], "bin")) is not None
         ):
             found.add(k)
     return sorted(found)

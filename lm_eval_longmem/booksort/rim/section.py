@@ -13,7 +13,7 @@ from lm_eval_longmem.booksort.rim import figures as booksort_plot
 from lm_eval_longmem.booksort.rim import finetune_figures as finetune_plot
 from lm_eval_longmem.booksort.rim import finetune_reader as booksort_finetune
 from lm_eval_longmem.booksort.rim.reader import booksort_tasks, excerpt_lengths
-from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, PCT_A
+from lm_eval_longmem.booksort.scores import ACC, CALIBRATED, INVALID, PCT_A, factor
 from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.evaluations import ReportSection
 from lm_eval_longmem.readers.results import Run
@@ -91,7 +91,7 @@ def answer_bias(run: Run) -> list[AnswerBias]:
     found = []
     for task in booksort_rows(run):
         metrics = run.metrics(task)
-        share, invalid = number(metrics.get(PCT_A.name)), number(metrics.get(metric_names.INVALID)) or 0
+        share, invalid = number(metrics.get(PCT_A.name)), number(metrics.get(INVALID)) or 0
         if share in (0.0, 1.0) and not (share == 0.0 and invalid):  # not: mixed, before `pct_A`, invalid answers
             found.append(AnswerBias(task, "A" if share == 1.0 else "B", run.n_samples(task)))
     return found
@@ -133,7 +133,7 @@ def _booksort_section(runs: Sequence[Run], labels: Sequence[str]) -> Section | N
                 [name, pct(*interval_of(metrics, ACC.name))]
                 + [pct(*interval_of(metrics, PCT_A.name))]
                 + ([pct(*interval_of(metrics, CALIBRATED.name))] if calibrated else [])
-                + [pct(*interval_of(metrics, ACC.name, metric_names.factor("LE", le))) for le in lengths]
+                + [pct(*interval_of(metrics, ACC.name, factor("LE", le))) for le in lengths]
                 + [str(run.n_samples(task) or "-")]
             )  # fmt: skip
     if not lines:

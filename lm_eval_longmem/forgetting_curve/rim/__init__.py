@@ -7,10 +7,10 @@ and headline sentence). The entry's members import them only when called (`commo
 
 from __future__ import annotations
 
-from lm_eval_longmem.common import metric_names
 from lm_eval_longmem.common.builtin_evaluation import BuiltinEvaluation
 from lm_eval_longmem.common.evaluations import Headline
 from lm_eval_longmem.forgetting_curve.options import NAME
+from lm_eval_longmem.forgetting_curve.scores import memory_length
 
 
 class ForgettingCurve(BuiltinEvaluation):
@@ -18,9 +18,7 @@ class ForgettingCurve(BuiltinEvaluation):
 
     name = NAME
     title = "Forgetting curve"
-    headline = Headline(
-        metric_names.memory_length("fine"), "longest length L (tokens) copied with > 99% token accuracy"
-    )
+    headline = Headline(memory_length("fine"), "longest length L (tokens) copied with > 99% token accuracy")
 
     def recorded_metadata(self) -> tuple[str, ...]:
         from lm_eval_longmem.forgetting_curve.task import ForgettingCurveTask

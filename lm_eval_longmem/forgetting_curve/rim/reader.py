@@ -31,6 +31,7 @@ from lm_eval_longmem.forgetting_curve.analysis import (
     summarize,
 )
 from lm_eval_longmem.forgetting_curve.options import NAME
+from lm_eval_longmem.forgetting_curve.scores import CLAIMED_LENGTH, memory_censored, memory_length
 from lm_eval_longmem.readers.results import (
     Run,
     facts,
@@ -114,18 +115,15 @@ def read_results(results: dict[str, Any], task: str | None = None) -> Curve:
         )
         intervals[L] = (copy_interval, lm_interval)
     skipped = tuple(sorted(int(cell) for cell in skip_reasons(results, task)))
-    claimed = metric_names.number(metrics.get(metric_names.CLAIMED_LENGTH))
+    claimed = metric_names.number(metrics.get(CLAIMED_LENGTH))
     reported: dict[str, Any] = {}
     for criterion in CRITERIA:
         length, low, high = (
-            metric_names.number(metrics.get(metric_names.memory_length(criterion, stat)))
-            for stat in metric_names.MEAN_AND_INTERVAL
+            metric_names.number(metrics.get(memory_length(criterion, stat))) for stat in metric_names.MEAN_AND_INTERVAL
         )
         if length is not None:
             reported[f"{criterion}_length"] = int(length)
-            reported[f"{criterion}_censored"] = bool(
-                metric_names.number(metrics.get(metric_names.memory_censored(criterion)))
-            )
+            reported[f"{criterion}_censored"] = bool(metric_names.number(metrics.get(memory_censored(criterion))))
         if low is not None and high is not None:
             reported[f"{criterion}_interval"] = (int(low), int(high))
     counts = {

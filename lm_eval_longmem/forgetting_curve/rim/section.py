@@ -12,7 +12,7 @@ from lm_eval_longmem.common.lengths import format_length
 from lm_eval_longmem.forgetting_curve.options import NAME, PREFIX
 from lm_eval_longmem.forgetting_curve.rim import figures as fc_plot
 from lm_eval_longmem.forgetting_curve.rim.reader import forgetting_curve_task, stored_summary
-from lm_eval_longmem.forgetting_curve.scores import SCORES
+from lm_eval_longmem.forgetting_curve.scores import SCORES, memory_censored, memory_length
 from lm_eval_longmem.readers.results import Run
 from lm_eval_longmem.report.blocks import (
     RUN_COLORS,
@@ -65,10 +65,8 @@ SECTION = ForgettingCurveSection()
 def memory_cell(metrics: dict[str, Any], criterion: str, summary: Summary) -> str:
     """The memory length under `criterion` with its interval as a table shows it (`report.blocks.tokens`):
     `>L` when censored, `<S` when no tested length met it (S the shortest length `summary` tested)."""
-    length, low, high = (
-        metrics.get(metric_names.memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL
-    )
-    censored = metrics.get(metric_names.memory_censored(criterion))
+    length, low, high = (metrics.get(memory_length(criterion, stat)) for stat in metric_names.MEAN_AND_INTERVAL)
+    censored = metrics.get(memory_censored(criterion))
     shortest = summary.per_length[0].length if summary.per_length else None
     return tokens(length, censored, low, high, shortest=shortest)
 

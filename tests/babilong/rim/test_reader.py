@@ -7,6 +7,7 @@ import json
 import pytest
 
 from lm_eval_longmem.babilong.rim.reader import format_report, read_cells, read_length_means
+from lm_eval_longmem.babilong.scores import ABSTAINED, ACC_CORRECTED
 from lm_eval_longmem.babilong.summary import effective_context, mean_interval
 from lm_eval_longmem.babilong.task import Answer, cells_from_items
 from lm_eval_longmem.cli import main
@@ -85,7 +86,7 @@ def test_effective_context_is_the_longest_length_that_stays_above_threshold():
     assert effective_context(cells) == {"qa1": 4096, "qa2": None, "qa3": 4096, "qa4": 8192, "qa5": 16384}
     # qa1 recovers at 16k, but "stays" means every shorter length must pass too
     assert effective_context(cells, threshold=0.75)["qa1"] == 16384
-    assert effective_context(cells, metric="acc_corrected")["qa1"] == 16384  # 0.85 at 8k
+    assert effective_context(cells, check=ACC_CORRECTED)["qa1"] == 16384  # 0.85 at 8k
 
 
 def test_task_summaries_from_doc_items():
@@ -108,7 +109,7 @@ def test_abstention_share_per_cell_and_in_the_report():
     ]
     cells = cells_from_items(items)
     assert [c.corrected_abstained.estimate for c in cells] == [0.5, 0.0]
-    assert mean_interval(cells, "corrected_abstained").estimate == pytest.approx(0.25)
+    assert mean_interval(cells, ABSTAINED).estimate == pytest.approx(0.25)
     results = _results()
     results["results"]["babilong"] |= {
         "corrected_abstained,none": 0.125,
@@ -116,8 +117,8 @@ def test_abstention_share_per_cell_and_in_the_report():
         "corrected_abstained_ci_high,none": 0.15,
     }
     line = "the corrected reader abstained (kept acc's verdict) on 12.5% of answers [10.0, 15.0]"
-    assert line in format_report(results, metric="acc_corrected")
-    assert line not in format_report(results) and "abstained" not in format_report(_results(), metric="acc_corrected")
+    assert line in format_report(results, check=ACC_CORRECTED)
+    assert line not in format_report(results) and "abstained" not in format_report(_results(), check=ACC_CORRECTED)
 
 
 def test_text_report_and_cli(tmp_path, capsys):
