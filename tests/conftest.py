@@ -35,6 +35,31 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.kernels)
 
 
+@pytest.fixture
+def close_figures():
+    """Closes every matplotlib figure a test leaves open (figure tests' modules use it for each test)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """Two models' runs of every evaluation, loaded (`report_kit.two_runs`): what the report's tests read."""
+    import report_kit
+
+    return report_kit.two_runs(tmp_path)
+
+
+@pytest.fixture
+def no_live_model(monkeypatch):
+    """No harness model recorded, as in `plan`'s own process (other tests may have left one): `plan`'s tests use it."""
+    from lm_eval_longmem.harness import models
+
+    monkeypatch.setattr(models, "_live", None)
+
+
 @pytest.fixture(scope="session")
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A tiny random Llama-style model + tokenizer saved as a normal HF folder (built in about a second)."""
@@ -60,6 +85,22 @@ def smollm2_dir() -> Path:
         return embedded.smollm2_dir()
     except embedded.EmbeddedMissing as err:
         pytest.skip(f"real-model test: {err}")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_dir):
+    """SmolLM2's tokenizer, loaded once (tests that change a tokenizer load their own)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_llama_dir):
+    """The tiny Llama's character-level tokenizer, loaded once (tests that change a tokenizer load their own)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_llama_dir)
 
 
 @pytest.fixture(scope="session")

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from matplotlib.patches import Rectangle
 from report_kit import blocks, figure
 
 from lm_eval_longmem.report import build_report
 from lm_eval_longmem.report.blocks import Table
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
 def test_babilong_heatmap_reads_the_one_task_results(two_runs):

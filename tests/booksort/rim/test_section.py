@@ -6,9 +6,7 @@ import os
 import subprocess
 import sys
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from report_kit import blocks, figure, with_answer_bias, write_run
 
 from lm_eval_longmem.readers.results import load_runs
@@ -18,15 +16,7 @@ from lm_eval_longmem.report.blocks import Table
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
 def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs):

@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import json
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from report_kit import LENGTHS, blocks, figure, with_sources, write_run
 
 from lm_eval_longmem.readers.results import load_runs
 from lm_eval_longmem.report import build_report
 from lm_eval_longmem.report.blocks import FigureBlock, Table
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
 def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs):
