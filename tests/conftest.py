@@ -8,6 +8,7 @@ readers, model builders) are in `kit.py`: `from kit import run_lm_eval, read_res
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,25 @@ from lm_eval_longmem.common import embedded  # noqa: E402
 
 collect_ignore = ["fixtures"]
 """Packages our tests install (the toy evaluation carries tests of its own, which it runs once installed)."""
+
+
+_TORCH_THREADS: list[int] = []
+"""Torch's own thread count in this process, as found before the first test changed it."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures of the test are set up
+def pytest_runtest_setup(item):
+    """Quick tests run torch on one thread in this process: their models are tiny, and the threads' hand-offs cost
+    more than the arithmetic (many times more on a busy machine). Slow tests, with real models, get torch's own
+    count back; processes that tests start keep theirs."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    wanted = _TORCH_THREADS[0] if item.get_closest_marker("slow") else 1
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marks

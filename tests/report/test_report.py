@@ -12,7 +12,7 @@ import sys
 import matplotlib.pyplot as plt
 import pytest
 import report_kit
-from kit import build_booksort, build_uniform_model, in_process, read_results, run_lm_eval
+from kit import build_booksort, build_uniform_model, hf_run_args, in_process, read_results, run_lm_eval
 from report_kit import LENGTHS, blocks, booksort_metrics, write_run
 
 from lm_eval_longmem.readers.results import load_runs
@@ -23,15 +23,7 @@ from lm_eval_longmem.report.render import render_markdown
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
 def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs):
@@ -154,9 +146,8 @@ def uniform_run(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
     out.mkdir(parents=True)
     metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": "16,32",
                 "forgetting_curve_samples": 2, "booksort_data": str(data)}  # fmt: skip
-    run_lm_eval(["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
-                 "--tasks", "forgetting_curve,booksort_in_context", "--limit", "3", "--batch_size", "2",
-                 "--metadata", json.dumps(metadata)], out)  # fmt: skip
+    run_lm_eval(hf_run_args(model, "forgetting_curve,booksort_in_context", "--limit", "3", "--batch_size", "2",
+        "--metadata", json.dumps(metadata)), out)  # fmt: skip
     return read_results(out), write_report(load_runs([out]), work / "report")
 
 
@@ -328,17 +319,19 @@ def test_html_headers_break_between_words_only(two_runs):
     which keeps each column at least as wide as its header's longest word."""
     from lm_eval_longmem.report.render import _CSS, render_html
 
-    page = render_html(build_report(two_runs), pngs={name: b"" for name in _figure_names(two_runs)})
+    report = build_report(two_runs)
+    page = render_html(report, pngs={block.name: b"" for block in report.figures()})
     rules = dict(re.findall(r"(?m)(?:^|\} )([a-z, ]+) \{ ([^}]*)\}", _CSS))
     assert "overflow-wrap: normal" in rules["th"] and "anywhere" not in rules["th"]
     assert "<th>coarse_<wbr>memory_<wbr>length</th>" in page and "<th>backend</th>" in page
 
 
-def _figure_names(runs):
-    report = build_report(runs)
-    names = [block.name for block in report.figures()]
+@pytest.fixture(scope="module")
+def runs_table(tmp_path_factory):
+    """The Runs table of the report on `report_kit.two_runs`, built once for the tests that read only it."""
+    table = blocks(build_report(report_kit.two_runs(tmp_path_factory.mktemp("two-runs"))), Table, "Runs")[0]
     plt.close("all")
-    return names
+    return table
 
 
 @pytest.mark.parametrize(
@@ -347,13 +340,13 @@ def _figure_names(runs):
      ("~/m/tiny", ".../tiny"), ("C:\\Users\\x\\tiny", ".../tiny"), ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
      ("float32", "float32"), (4, "4")],
 )  # fmt: skip
-def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs):
+def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, runs_table):
     """The Runs table showed absolute paths of the user's machine; a local folder is shown by its
     name, a hub name and other values as given, and the results file by its name."""
     from lm_eval_longmem.report import portable
 
     assert portable(value) == shown
-    table = blocks(build_report(two_runs), Table, "Runs")[0]
+    table = runs_table
     assert table.rows[0][2:] == ["pretrained=.../small-model, dtype=float32", "results_2026-01-01T00-00-00.000001.json"]
 
 
