@@ -72,6 +72,19 @@ def two_runs(tmp_path):
     return report_kit.two_runs(tmp_path)
 
 
+@pytest.fixture(scope="session")
+def two_runs_report(tmp_path_factory):
+    """The report on `two_runs`' runs, built once for the tests that only read it (its figures closed, still readable)."""
+    import matplotlib.pyplot as plt
+    import report_kit
+
+    from lm_eval_longmem.report import build_report
+
+    report = build_report(report_kit.two_runs(tmp_path_factory.mktemp("two-runs")))
+    plt.close("all")
+    return report
+
+
 @pytest.fixture
 def no_live_model(monkeypatch):
     """No harness model recorded, as in `plan`'s own process (other tests may have left one): `plan`'s tests use it."""

@@ -9,9 +9,7 @@ import re
 import subprocess
 import sys
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from kit import build_booksort, build_uniform_model, hf_run_args, in_process, read_results, run_lm_eval
 from report_kit import LENGTHS, blocks, booksort_metrics, write_run
 
@@ -26,8 +24,8 @@ CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs):
-    report = build_report(two_runs)
+def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs_report):
+    report = two_runs_report
     assert [s.title for s in report.sections[:2]] == [
         "What these numbers rest on",
         "Headline numbers",
@@ -67,16 +65,16 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
     ]
 
 
-def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs):
-    table = blocks(build_report(two_runs), Table, "Other harness tasks in the same runs")[0]
+def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs_report):
+    table = blocks(two_runs_report, Table, "Other harness tasks in the same runs")[0]
     assert table.rows == [
         ["small-model", "hellaswag", "acc", "0.41", "0.01", "higher"],
         ["small-model", "babilong_qa1", "acc", "0.3", "0.02", "?"],  # a built-in whose name starts like ours
     ]
 
 
-def test_skips_are_reported_per_task_and_reason(two_runs):
-    table = blocks(build_report(two_runs), Table, "Skipped (never truncated)")[0]
+def test_skips_are_reported_per_task_and_reason(two_runs_report):
+    table = blocks(two_runs_report, Table, "Skipped (never truncated)")[0]
     assert table.rows[0] == ["small-model", "babilong", "3", "qa3_4k: 3 longer than the window"]
 
 
@@ -326,27 +324,19 @@ def test_html_headers_break_between_words_only(two_runs):
     assert "<th>coarse_<wbr>memory_<wbr>length</th>" in page and "<th>backend</th>" in page
 
 
-@pytest.fixture(scope="module")
-def runs_table(tmp_path_factory):
-    """The Runs table of the report on `report_kit.two_runs`, built once for the tests that read only it."""
-    table = blocks(build_report(report_kit.two_runs(tmp_path_factory.mktemp("two-runs"))), Table, "Runs")[0]
-    plt.close("all")
-    return table
-
-
 @pytest.mark.parametrize(
     ("value", "shown"),
     [("/home/someone/models/SmolLM2-135M", ".../SmolLM2-135M"), ("/home/someone/models/SmolLM2/", ".../SmolLM2"),
      ("~/m/tiny", ".../tiny"), ("C:\\Users\\x\\tiny", ".../tiny"), ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
      ("float32", "float32"), (4, "4")],
 )  # fmt: skip
-def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, runs_table):
+def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs_report):
     """The Runs table showed absolute paths of the user's machine; a local folder is shown by its
     name, a hub name and other values as given, and the results file by its name."""
     from lm_eval_longmem.report import portable
 
     assert portable(value) == shown
-    table = runs_table
+    table = blocks(two_runs_report, Table, "Runs")[0]
     assert table.rows[0][2:] == ["pretrained=.../small-model, dtype=float32", "results_2026-01-01T00-00-00.000001.json"]
 
 

@@ -12,8 +12,8 @@ from lm_eval_longmem.report.blocks import Table
 pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-def test_babilong_heatmap_reads_the_one_task_results(two_runs):
-    report = build_report(two_runs)
+def test_babilong_heatmap_reads_the_one_task_results(two_runs_report):
+    report = two_runs_report
     fig = figure(report, "babilong_small-model")
     acc_ax, corrected_ax = (ax for ax in fig.axes if ax.get_title())
     assert acc_ax.get_title() == "acc (authors' answer check)" and corrected_ax.get_title() == "acc_corrected"

@@ -19,8 +19,8 @@ CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs):
-    report = build_report(two_runs)
+def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs_report):
+    report = two_runs_report
     ax_a, ax_b = figure(report, "booksort").axes
     assert ax_a.get_xlabel() == "excerpt length L_E (words)" and ax_b.get_xlabel() == "distance bin (d0 nearest)"
     assert [t.get_text() for t in ax_a.get_xticklabels()] == ["250", "500"]
