@@ -8,6 +8,7 @@ readers, model builders) are in `kit.py`: `from kit import run_lm_eval, read_res
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,25 @@ collect_ignore = ["fixtures"]
 """Packages our tests install (the toy evaluation carries tests of its own, which it runs once installed)."""
 
 
+_TORCH_THREADS: list[int] = []
+"""Torch's own thread count in this process, as found before the first test changed it."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures of the test are set up
+def pytest_runtest_setup(item):
+    """Quick tests run torch on one thread in this process: their models are tiny, and the threads' hand-offs cost
+    more than the arithmetic (many times more on a busy machine). Slow tests, with real models, get torch's own
+    count back; processes that tests start keep theirs."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if not _TORCH_THREADS:
+        _TORCH_THREADS.append(torch.get_num_threads())
+    wanted = _TORCH_THREADS[0] if item.get_closest_marker("slow") else 1
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marks
 def pytest_collection_modifyitems(items):
     """Every test that compares floats from a model run within a model tolerance gets the `kernels` mark
@@ -43,6 +63,44 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if compares_model_floats(item):
             item.add_marker(pytest.mark.kernels)
+
+
+@pytest.fixture
+def close_figures():
+    """Closes every matplotlib figure a test leaves open (figure tests' modules use it for each test)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    """Two models' runs of every evaluation, loaded (`report_kit.two_runs`): what the report's tests read."""
+    import report_kit
+
+    return report_kit.two_runs(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def two_runs_report(tmp_path_factory):
+    """The report on `two_runs`' runs, built once for the tests that only read it (its figures closed, still readable)."""
+    import matplotlib.pyplot as plt
+    import report_kit
+
+    from lm_eval_longmem.report import build_report
+
+    report = build_report(report_kit.two_runs(tmp_path_factory.mktemp("two-runs")))
+    plt.close("all")
+    return report
+
+
+@pytest.fixture
+def no_live_model(monkeypatch):
+    """No harness model recorded, as in `plan`'s own process (other tests may have left one): `plan`'s tests use it."""
+    from lm_eval_longmem.harness import models
+
+    monkeypatch.setattr(models, "_live", None)
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +128,22 @@ def smollm2_dir() -> Path:
         return embedded.smollm2_dir()
     except embedded.EmbeddedMissing as err:
         pytest.skip(f"real-model test: {err}")
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(smollm2_dir):
+    """SmolLM2's tokenizer, loaded once (tests that change a tokenizer load their own)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_llama_dir):
+    """The tiny Llama's character-level tokenizer, loaded once (tests that change a tokenizer load their own)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_llama_dir)
 
 
 @pytest.fixture(scope="session")

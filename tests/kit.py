@@ -175,6 +175,16 @@ def in_process(capsys, *args) -> tuple[int, str, str]:
     return status, out, err
 
 
+def hf_run_args(model: Path | str, tasks: str, *rest: str, **model_args: object) -> list[str]:
+    """`lm_eval` arguments of a run of `tasks` with `--model hf` on the model folder `model`, on CPU, then `rest`.
+
+    `model_args` join `pretrained=` in `--model_args` (default `dtype=float32`; `dtype=None` leaves it out).
+    """
+    settings = {"pretrained": model, "dtype": "float32", **model_args}
+    joined = ",".join(f"{key}={value}" for key, value in settings.items() if value is not None)
+    return ["--model", "hf", "--model_args", joined, "--device", "cpu", "--tasks", tasks, *rest]
+
+
 def run_lm_eval(
     args: list[str], out_dir: Path, *, env: dict[str, str] | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from kit import REPO_ROOT, read_results, run_lm_eval
+from kit import REPO_ROOT, hf_run_args, read_results, run_lm_eval
 
 from lm_eval_longmem import cli, preflight
 from lm_eval_longmem.common import evaluations as registry
@@ -334,9 +334,9 @@ def test_broken_packages_break_no_command(tiny_llama_dir, embedded_books_dir, tm
     (tmp_path / "ours").mkdir()
     (tmp_path / "plain").mkdir()
     ours = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir}", "--device", "cpu", "--tasks",
-         "forgetting_curve", "--limit", "1", "--batch_size", "1", "--metadata", f"forgetting_curve_corpus={book}",
-         "forgetting_curve_lengths=[32,64]", "forgetting_curve_samples=1"],
+        hf_run_args(tiny_llama_dir, "forgetting_curve", "--limit", "1", "--batch_size", "1", "--metadata",
+            f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[32,64]", "forgetting_curve_samples=1",
+            dtype=None),
         tmp_path / "ours", env=env | {"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")}, check=False,
     )  # fmt: skip
     said(ours, index=True)

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
-from kit import build_booksort, read_results, run_lm_eval
+from kit import build_booksort, hf_run_args, read_results, run_lm_eval
 from tqdm import tqdm
 
 ECHO_TASK_DIR = Path(__file__).parent / "common" / "fixtures"
@@ -17,13 +17,11 @@ def test_forgetting_curve_booksort_babilong_and_another_task_in_one_run(smollm2_
     out = tmp_path / "out"
     out.mkdir()
     proc = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={smollm2_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve,booksort,babilong,longmem_test_metadata_echo",
-         "--include_path", str(ECHO_TASK_DIR), "--limit", "2", "--batch_size", "2",
-         "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[32,64]",
-         "forgetting_curve_samples=1", f"booksort_data={booksort_data}", "babilong_source=generate",
-         "babilong_facts=simulated", f"babilong_corpus={book}", "babilong_lengths=[0k]",
-         "babilong_tasks=[qa1]", "babilong_samples=2"],
+        hf_run_args(smollm2_dir, "forgetting_curve,booksort,babilong,longmem_test_metadata_echo", "--include_path",
+            str(ECHO_TASK_DIR), "--limit", "2", "--batch_size", "2", "--metadata", f"forgetting_curve_corpus={book}",
+            "forgetting_curve_lengths=[32,64]", "forgetting_curve_samples=1", f"booksort_data={booksort_data}",
+            "babilong_source=generate", "babilong_facts=simulated", f"babilong_corpus={book}",
+            "babilong_lengths=[0k]", "babilong_tasks=[qa1]", "babilong_samples=2"),
         out,
         env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")},
     )  # fmt: skip

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import in_process, read_results
+from kit import hf_run_args, in_process, read_results
 
 from lm_eval_longmem.common.errors import UsageError
 
@@ -22,22 +22,18 @@ def test_run_reaches_our_tasks_with_the_hook_switched_off(tiny_llama_dir, embedd
         [
             CLI,
             "run",
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={tiny_llama_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--tasks",
-            "forgetting_curve",
-            "--limit",
-            "2",
-            "--output_path",
-            str(tmp_path),
-            "--metadata",
-            f"forgetting_curve_corpus={books}",
-            "forgetting_curve_lengths=[16,32]",
-            "forgetting_curve_samples=1",
+            *hf_run_args(
+                tiny_llama_dir,
+                "forgetting_curve",
+                "--limit",
+                "2",
+                "--output_path",
+                str(tmp_path),
+                "--metadata",
+                f"forgetting_curve_corpus={books}",
+                "forgetting_curve_lengths=[16,32]",
+                "forgetting_curve_samples=1",
+            ),
         ],
         capture_output=True,
         text=True,

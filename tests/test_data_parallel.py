@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
+from kit import build_booksort, build_guessing_model, hf_run_args, read_results, read_samples, run_lm_eval
 from tolerances import logprob_tol
 
 LAUNCHER = Path(__file__).parent / "fixtures" / "data_parallel_lm_eval.py"
@@ -48,9 +48,8 @@ def lm_eval_args(model: Path, book: Path, booksort_data: Path, tasks: str, limit
         "babilong_tasks": ["qa1"],
         "babilong_samples": 3,
     }
-    return ["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
-            "--tasks", tasks, "--limit", str(limit), "--batch_size", "2", "--log_samples",
-            "--metadata", json.dumps(metadata)]  # fmt: skip
+    return hf_run_args(model, tasks, "--limit", str(limit), "--batch_size", "2", "--log_samples", "--metadata",
+        json.dumps(metadata))  # fmt: skip
 
 
 def two_ranks(args: list[str], out: Path, cache: Path) -> subprocess.CompletedProcess:

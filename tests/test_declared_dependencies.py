@@ -100,6 +100,18 @@ def installed_requirements() -> list[str]:
     return importlib.metadata.requires(DISTRIBUTION) or []
 
 
+@pytest.fixture(scope="module")
+def package_imports() -> dict[str, list[str]]:
+    """The package's third-party imports (`imported_modules`), read once for this module's tests."""
+    return imported_modules(PACKAGE)
+
+
+@pytest.fixture(scope="module")
+def distributions() -> Mapping[str, list[str]]:
+    """Import name -> the installed distributions that provide it, looked up once for this module's tests."""
+    return importlib.metadata.packages_distributions()
+
+
 def test_the_installed_metadata_is_this_checkout_s():
     """The requirements checked below are the installed distribution's: they must be pyproject.toml's (an
     editable install made before a dependency changed reads stale)."""
@@ -111,11 +123,10 @@ def test_the_installed_metadata_is_this_checkout_s():
     assert declared(installed_requirements()) == expected, f'reinstall: pip install -e ".[test]" ({DISTRIBUTION})'
 
 
-def test_every_third_party_import_is_declared():
-    imports = imported_modules(PACKAGE)
+def test_every_third_party_import_is_declared(package_imports, distributions):
+    imports = package_imports
     assert {"lm_eval", "torch", "huggingface_hub", "vllm", "bm25s", "gguf"} <= set(imports)  # lazy and by name too
     groups = declared(installed_requirements())
-    distributions = importlib.metadata.packages_distributions()
     assert undeclared(imports, groups, distributions) == []
     assert unused(imports, groups, distributions) == []
 
@@ -131,8 +142,8 @@ def test_every_third_party_import_is_declared():
         ("drop peft", "peft (imported at lm_eval_longmem/booksort/finetune.py:"),
     ],
 )
-def test_a_removed_dependency_or_an_undeclared_import_is_named(change, expected):
-    imports = imported_modules(PACKAGE)
+def test_a_removed_dependency_or_an_undeclared_import_is_named(change, expected, package_imports, distributions):
+    imports = dict(package_imports)
     groups = {extra: set(names) for extra, names in declared(installed_requirements()).items()}
     verb, name = change.split()
     if verb == "drop":
@@ -140,5 +151,5 @@ def test_a_removed_dependency_or_an_undeclared_import_is_named(change, expected)
             names.discard(name)
     else:
         imports[name] = ["lm_eval_longmem/common/hub.py:1"]
-    [problem] = undeclared(imports, groups, importlib.metadata.packages_distributions())
+    [problem] = undeclared(imports, groups, distributions)
     assert problem.startswith(expected)

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kit import build_booksort, read_results, read_samples, run_lm_eval
+from kit import build_booksort, hf_run_args, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.common.cache import sha256_hex
 from lm_eval_longmem.readers.results import skip_reasons
@@ -37,13 +37,6 @@ def long_books(embedded_books_dir, tmp_path_factory) -> Path:
         for name in ("macbeth.txt", "tempest.txt"):
             shutil.copy(embedded_books_dir / name, folder / f"copy{i:02d}-{name}")
     return folder
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smollm2_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(smollm2_dir)
 
 
 def _babilong(books: Path, **extra) -> dict:
@@ -95,8 +88,8 @@ def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excl
         "forgetting_curve_samples": 1, "forgetting_curve_max_tokens": 100_000,
     }  # fmt: skip
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={llama_128k_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve", "--batch_size", "1", "--log_samples", "--metadata", json.dumps(metadata)],
+        hf_run_args(llama_128k_dir, "forgetting_curve", "--batch_size", "1", "--log_samples", "--metadata",
+            json.dumps(metadata)),
         tmp_path, env=THREADS,
     )  # fmt: skip
     results = read_results(tmp_path)
@@ -120,11 +113,10 @@ def test_forgetting_curve_at_32k_sends_every_token_and_skips_what_the_limit_excl
         assert sent["arg_0"].startswith("<49154 token ids")  # [bos] S [bos] S[:L/2], all 49,154 of them
 
 
-def test_babilong_generates_at_128k(llama_128k_dir, long_books, tokenizer, tmp_path):
+def test_babilong_generates_at_128k(llama_128k_dir, long_books, smollm2_tokenizer, tmp_path):
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={llama_128k_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "babilong", "--batch_size", "1", "--log_samples",
-         "--metadata", json.dumps(_babilong(long_books, babilong_lengths="[128k]"))],
+        hf_run_args(llama_128k_dir, "babilong", "--batch_size", "1", "--log_samples", "--metadata",
+            json.dumps(_babilong(long_books, babilong_lengths="[128k]"))),
         tmp_path, env=THREADS,
     )  # fmt: skip
     results = read_results(tmp_path)
@@ -134,12 +126,14 @@ def test_babilong_generates_at_128k(llama_128k_dir, long_books, tokenizer, tmp_p
     (record,) = read_samples(tmp_path, "babilong")
     doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]
     assert "input" not in doc and len(json.dumps(doc)) < 4000  # the haystack is logged once, in the prompt
-    _assert_in_bin(tokenizer, prompt, doc)
-    _assert_facts_at_their_depths(tokenizer, _context(prompt), doc)
+    _assert_in_bin(smollm2_tokenizer, prompt, doc)
+    _assert_facts_at_their_depths(smollm2_tokenizer, _context(prompt), doc)
     assert record["arguments"]["gen_args_0"]["arg_1"]["max_gen_toks"] == 20 and len(record["resps"][0][0]) > 0
 
 
-def test_babilong_at_1m_fits_from_stored_counts_and_counts_its_skips(llama_1m_dir, long_books, tokenizer, tmp_path):
+def test_babilong_at_1m_fits_from_stored_counts_and_counts_its_skips(
+    llama_1m_dir, long_books, smollm2_tokenizer, tmp_path
+):
     """Data at 512k and 1M, the window fit of 1M prompts without tokenizing them, skips counted; requests on `dummy`.
 
     40 answer tokens (--gen_kwargs) push every 1M prompt (20 tokens below the window, plus up to 3) over the 1M
@@ -163,25 +157,27 @@ def test_babilong_at_1m_fits_from_stored_counts_and_counts_its_skips(llama_1m_di
     for record in read_samples(tmp_path, "babilong"):
         doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]
         assert doc["length"] == 524288
-        _assert_in_bin(tokenizer, prompt, doc)
-        _assert_facts_at_their_depths(tokenizer, _context(prompt), doc)
+        _assert_in_bin(smollm2_tokenizer, prompt, doc)
+        _assert_facts_at_their_depths(smollm2_tokenizer, _context(prompt), doc)
 
     from lm_eval_longmem import task_manager
 
     task = task_manager(metadata={"pretrained": str(llama_1m_dir)} | metadata).load(["babilong"])["tasks"]["babilong"]
     one_m = next(doc for doc in task.eval_docs if doc["length"] == 1048576)  # built above: read from the cache
     prompt = task.doc_to_text(one_m)
-    _assert_in_bin(tokenizer, prompt, one_m)
-    _assert_facts_at_their_depths(tokenizer, _context(prompt), one_m)
+    _assert_in_bin(smollm2_tokenizer, prompt, one_m)
+    _assert_facts_at_their_depths(smollm2_tokenizer, _context(prompt), one_m)
 
 
-def test_babilong_retrieval_reads_a_128k_haystack_into_a_short_prompt(llama_128k_dir, long_books, tokenizer, tmp_path):
+def test_babilong_retrieval_reads_a_128k_haystack_into_a_short_prompt(
+    llama_128k_dir, long_books, smollm2_tokenizer, tmp_path
+):
     from lm_eval_longmem.babilong.data import Haystacks, babilong_options
 
     metadata = _babilong(long_books, babilong_lengths="[128k]", babilong_samples=2, babilong_retrieval="sentences")
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={llama_128k_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "babilong", "--batch_size", "2", "--log_samples", "--metadata", json.dumps(metadata)],
+        hf_run_args(llama_128k_dir, "babilong", "--batch_size", "2", "--log_samples", "--metadata",
+            json.dumps(metadata)),
         tmp_path, env=THREADS,
     )  # fmt: skip
     results = read_results(tmp_path)
@@ -195,10 +191,10 @@ def test_babilong_retrieval_reads_a_128k_haystack_into_a_short_prompt(llama_128k
         doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]
         haystack = haystacks(doc)
         assert (
-            len(tokenizer(haystack, add_special_tokens=False)["input_ids"]) > 130_000
+            len(smollm2_tokenizer(haystack, add_special_tokens=False)["input_ids"]) > 130_000
         )  # the 128k haystack was searched
         assert len(doc["retrieved"]) == 5 and all(piece in haystack for piece in doc["retrieved"])
-        assert _context(prompt) == " ".join(doc["retrieved"]) and len(tokenizer(prompt)["input_ids"]) < 4096
+        assert _context(prompt) == " ".join(doc["retrieved"]) and len(smollm2_tokenizer(prompt)["input_ids"]) < 4096
         found = all(haystack[start:end] in _context(prompt) for start, end in doc["supporting_spans"])
         assert doc["retrieval_recall"] == float(found)
         recalls.append(doc["retrieval_recall"])
@@ -206,7 +202,7 @@ def test_babilong_retrieval_reads_a_128k_haystack_into_a_short_prompt(llama_128k
 
 
 def test_booksort_at_20000_words_sends_whole_excerpts_and_skips_what_does_not_fit(
-    llama_128k_dir, embedded_books_dir, tokenizer, tmp_path
+    llama_128k_dir, embedded_books_dir, smollm2_tokenizer, tmp_path
 ):
     from lm_eval_longmem import task_manager
 
@@ -214,7 +210,7 @@ def test_booksort_at_20000_words_sends_whole_excerpts_and_skips_what_does_not_fi
     metadata = {"pretrained": str(llama_128k_dir), "booksort_data": str(data)}
     task = task_manager(metadata=metadata).load(["booksort_in_context_gen"])["tasks"]["booksort_in_context_gen"]
     needs = [
-        len(tokenizer(task.rendered_prompt(task.eval_docs[i]))["input_ids"]) + 8 for i in range(8)
+        len(smollm2_tokenizer(task.rendered_prompt(task.eval_docs[i]))["input_ids"]) + 8 for i in range(8)
     ]  # + max_gen_toks
 
     def considered(window: int) -> tuple[int, int]:
@@ -230,9 +226,8 @@ def test_booksort_at_20000_words_sends_whole_excerpts_and_skips_what_does_not_fi
     skipped = considered(window)[1]
 
     run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={llama_128k_dir},dtype=float32,max_length={window}", "--device", "cpu",
-         "--tasks", "booksort_in_context_gen", "--batch_size", "1", "--limit", "2", "--log_samples",
-         "--metadata", json.dumps({"booksort_data": str(data)})],
+        hf_run_args(llama_128k_dir, "booksort_in_context_gen", "--batch_size", "1", "--limit", "2", "--log_samples",
+            "--metadata", json.dumps({"booksort_data": str(data)}), max_length=window),
         tmp_path, env=THREADS,
     )  # fmt: skip
     results = read_results(tmp_path)
@@ -243,7 +238,7 @@ def test_booksort_at_20000_words_sends_whole_excerpts_and_skips_what_does_not_fi
     words = (data / "books" / "hamlet.txt").read_text(encoding="utf-8").split()
     for record in read_samples(tmp_path, "booksort_in_context_gen"):
         doc, prompt = record["doc"], record["arguments"]["gen_args_0"]["arg_0"]
-        assert len(tokenizer(prompt)["input_ids"]) + 8 <= window  # nothing cut: it fits whole
+        assert len(smollm2_tokenizer(prompt)["input_ids"]) + 8 <= window  # nothing cut: it fits whole
         excerpt = words[doc["excerpt_start"] : doc["excerpt_start"] + 20000]
         assert " ".join(excerpt) in prompt  # all 20,000 words
         for key, position in (("segment_1", doc["seg1_pos"]), ("segment_2", doc["seg2_pos"])):

@@ -15,14 +15,9 @@ from transformers import AutoConfig
 from lm_eval_longmem import plan as plan_module
 from lm_eval_longmem.common import cost
 from lm_eval_longmem.common.errors import UsageError
-from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan, plan_lines, resolve_tasks
 
-
-@pytest.fixture(autouse=True)
-def no_live_model(monkeypatch):
-    """`plan` runs in its own process, where no harness model exists; other tests may have left one recorded."""
-    monkeypatch.setattr(models, "_live", None)
+pytestmark = pytest.mark.usefixtures("no_live_model")
 
 
 @pytest.fixture(scope="module")

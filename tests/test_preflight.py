@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kit import FakeHub, build_booksort, read_results, run_lm_eval
+from kit import FakeHub, build_booksort, hf_run_args, read_results, run_lm_eval
 
 from lm_eval_longmem import preflight
 from lm_eval_longmem.common.errors import UsageError
@@ -177,12 +177,11 @@ def test_the_local_alternatives_run_with_the_hub_answering_or_not(tiny_llama_dir
     out.mkdir()
     with FakeHub(answer) as fake:
         proc = run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir}", "--device", "cpu",
-             "--tasks", "forgetting_curve,booksort,babilong", "--limit", "1", "--batch_size", "1",
-             "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[32,64]",
-             "forgetting_curve_samples=1", f"booksort_data={booksort_data}", "babilong_source=generate",
-             "babilong_facts=simulated", f"babilong_corpus={book}", "babilong_lengths=[0k]",
-             "babilong_tasks=[qa1]", "babilong_samples=1"],
+            hf_run_args(tiny_llama_dir, "forgetting_curve,booksort,babilong", "--limit", "1", "--batch_size", "1",
+                "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[32,64]",
+                "forgetting_curve_samples=1", f"booksort_data={booksort_data}", "babilong_source=generate",
+                "babilong_facts=simulated", f"babilong_corpus={book}", "babilong_lengths=[0k]",
+                "babilong_tasks=[qa1]", "babilong_samples=1", dtype=None),
             out,
             env={"HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "HF_ENDPOINT": fake.url,
                  "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")},

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kit import read_results, read_samples, run_lm_eval
+from kit import hf_run_args, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.babilong.options import PREFIX as BABILONG
 from lm_eval_longmem.babilong.options import BabilongOptions
@@ -316,9 +316,8 @@ def test_lengths_beyond_the_window_are_announced_before_the_sweep(tiny_llama_dir
         patch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "data-cache"))
         docs = build_sweep({"pretrained": str(tiny_llama_dir), **metadata}).docs
     short = [i for i, doc in enumerate(docs) if doc["length"] == 16]
-    args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-            "--tasks", "forgetting_curve", "--samples", json.dumps({"forgetting_curve": short}),
-            "--metadata", json.dumps(metadata)]  # fmt: skip
+    args = hf_run_args(tiny_llama_dir, "forgetting_curve", "--samples", json.dumps({"forgetting_curve": short}),
+        "--metadata", json.dumps(metadata))  # fmt: skip
     proc = run_lm_eval(args, out, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data-cache")})
     lines = proc.stderr.splitlines()
     said = [i for i, line in enumerate(lines) if "length(s) 100000 (200001 input positions: 2L+1)" in line]

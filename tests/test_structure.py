@@ -15,6 +15,7 @@ modules never name one (`test_generic_modules_name_no_evaluation`).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -44,6 +45,16 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 """Every part of the package, bottom layer first; a part imports only its own part and parts of lower layers."""
 
 
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of the file at `path`, parsed once per content (the tests read every module many times)."""
+    return _parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
 def package_modules() -> dict[str, Path]:
     """Dotted name -> file, for every module of the package (a package's name maps to its `__init__.py`)."""
     modules = {}
@@ -66,7 +77,7 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
     """Every module of ours that the module `name` (file `path`) imports anywhere in its code."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     annotations_only = _type_checking_only(tree)
     for node in ast.walk(tree):
         if id(node) in annotations_only:
@@ -294,7 +305,7 @@ def test_the_shared_core_and_other_evaluations_name_an_evaluation_in_no_code():
         owner = part(module).split(".")[0]
         if module in NAME_HOLDERS or not (owner in SHARED_PARTS or owner in BUILTIN):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         for name, pattern in patterns.items():
             if name != owner:
                 found += [
@@ -377,7 +388,7 @@ def test_nothing_patches_lm_eval_at_import():
     offences = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {name}()"
         for path in package_modules().values()
-        for line, name in module_level_calls(ast.parse(path.read_text(encoding="utf-8")))
+        for line, name in module_level_calls(parsed(path))
         if name.startswith(("install", "patch", "teach", "activate"))
     ]
     assert offences == []
@@ -387,7 +398,7 @@ def test_nothing_patches_lm_eval_at_import():
 def test_every_logger_is_under_the_harness_logger(module, path):
     """`logging.getLogger(f"lm_eval.{__name__}")` (or another `lm_eval.` name): `--verbosity`/`LMEVAL_LOG_LEVEL`
     and the harness's format then apply to our lines as to its own."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     constants = {  # module-level NAME = "text", for getLogger(NAME)
         node.targets[0].id: node.value
         for node in tree.body
@@ -501,7 +512,7 @@ def test_lm_eval_is_reached_only_through_harness():
         f"{path.relative_to(REPO_ROOT)}:{line}: {name}"
         for module, path in package_modules().items()
         if part(module) != HARNESS
-        for line, name in lm_eval_names(ast.parse(path.read_text(encoding="utf-8")))
+        for line, name in lm_eval_names(parsed(path))
         if not allowed_lm_eval_name(name)
     ]
     assert not offences, (
@@ -522,7 +533,7 @@ def lm_eval_private_attributes() -> set[str]:
         "models/huggingface.py",
         "models/vllm_causallms.py",
     ):
-        for klass in ast.walk(ast.parse((root / source).read_text(encoding="utf-8"))):
+        for klass in ast.walk(parsed(root / source)):
             if not isinstance(klass, ast.ClassDef):
                 continue
             for node in ast.walk(klass):
@@ -548,7 +559,7 @@ def test_no_private_attribute_of_the_harness_classes_outside_harness():
         f"{path.relative_to(REPO_ROOT)}:{node.lineno}: .{node.attr}"
         for module, path in package_modules().items()
         if part(module) != HARNESS
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parsed(path))
         if isinstance(node, ast.Attribute) and node.attr in private
     ]
     assert not offences, "reach lm_eval's private attributes through a function of the harness/ package:\n" + "\n".join(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
+from kit import build_booksort, build_guessing_model, hf_run_args, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.babilong.data import load_docs
 from lm_eval_longmem.booksort.build import BuildSpec, build, load_books
@@ -121,9 +121,8 @@ def test_crlf_with_a_byte_order_mark_and_lf_without_give_the_same_results(varian
         data = build_booksort(variants[name], out / "booksort")
         meta = {k: v for k, v in metadata(guessing_model, variants[name], data).items() if k != "pretrained"}
         run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={guessing_model},dtype=float32", "--device", "cpu",
-             "--tasks", "forgetting_curve,booksort_in_context,booksort_memoryless,babilong", "--limit", "8",
-             "--batch_size", "2", "--log_samples", "--metadata", json.dumps(meta)],
+            hf_run_args(guessing_model, "forgetting_curve,booksort_in_context,booksort_memoryless,babilong",
+                "--limit", "8", "--batch_size", "2", "--log_samples", "--metadata", json.dumps(meta)),
             out, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")},
         )  # fmt: skip
         runs[name] = out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from kit import hf_run_args
 
 from lm_eval_longmem.babilong.babi import read_babi, task_file
 from lm_eval_longmem.babilong.generate import (
@@ -17,13 +18,6 @@ from lm_eval_longmem.babilong.generate import (
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.simulate import simulate
 from lm_eval_longmem.common.errors import UsageError
-
-
-@pytest.fixture(scope="module")
-def tokenizer(smollm2_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(smollm2_dir)
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +51,12 @@ def _facts(qa, row, samples=6, seed=0):
 @pytest.mark.slow
 @pytest.mark.parametrize("qa", ["qa1", "qa2"])
 @pytest.mark.parametrize("length", [0, 1024, 4096])
-def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, books, fresh_cache, qa, length):
-    rows = _generate(tokenizer, books, qa=qa, length=length)
+def test_prompt_lengths_hit_the_target_and_never_exceed_it(smollm2_tokenizer, books, fresh_cache, qa, length):
+    rows = _generate(smollm2_tokenizer, books, qa=qa, length=length)
     assert len(rows) == 6
     for row in rows:
         assert not row["skip_reason"]
-        measured = prompt_tokens(tokenizer, build_prompt(qa, _text(row, books), row["question"]))
+        measured = prompt_tokens(smollm2_tokenizer, build_prompt(qa, _text(row, books), row["question"]))
         assert measured == row["prompt_tokens"]  # the count made without tokenizing the prompt is exact
         if length:
             target = length - 20
@@ -71,8 +65,8 @@ def test_prompt_lengths_hit_the_target_and_never_exceed_it(tokenizer, books, fre
             assert measured < 1024  # facts only
 
 
-def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, books, fresh_cache):
-    for row in _generate(tokenizer, books, qa="qa2", length=4096):
+def test_facts_appear_in_story_order_and_question_is_the_babi_one(smollm2_tokenizer, books, fresh_cache):
+    for row in _generate(smollm2_tokenizer, books, qa="qa2", length=4096):
         sample = _facts("qa2", row)
         assert (row["question"], row["target"]) == (sample.question, sample.answer)
         position = 0
@@ -84,57 +78,57 @@ def test_facts_appear_in_story_order_and_question_is_the_babi_one(tokenizer, boo
         assert depths == sorted(depths) and len(depths) == len(sample.facts)
 
 
-def test_same_seed_gives_identical_samples_from_scratch(tokenizer, books, tmp_path, monkeypatch, smollm2_dir):
+def test_same_seed_gives_identical_samples_from_scratch(smollm2_tokenizer, books, tmp_path, monkeypatch, smollm2_dir):
     runs = []
     for name in ("a", "b"):
         monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / name))
-        runs.append(_generate(tokenizer, books, qa="qa1", length=1024, seed=7))
+        runs.append(_generate(smollm2_tokenizer, books, qa="qa1", length=1024, seed=7))
     assert runs[0] == runs[1]
-    other = _generate(tokenizer, books, qa="qa1", length=1024, seed=8)
+    other = _generate(smollm2_tokenizer, books, qa="qa1", length=1024, seed=8)
     assert [_text(r, books) for r in other] != [_text(r, books) for r in runs[0]]
     assert os.listdir(tmp_path / "a")  # it was cached
 
 
-def test_the_same_questions_are_used_at_every_length(tokenizer, books, fresh_cache):
-    ids = [[r["sample_id"] for r in _generate(tokenizer, books, qa="qa1", length=n)] for n in (0, 1024)]
+def test_the_same_questions_are_used_at_every_length(smollm2_tokenizer, books, fresh_cache):
+    ids = [[r["sample_id"] for r in _generate(smollm2_tokenizer, books, qa="qa1", length=n)] for n in (0, 1024)]
     assert ids[0] == ids[1]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("band", [(0.0, 0.25), (0.5, 0.75)])
-def test_depth_band_is_respected(tokenizer, books, fresh_cache, band):
+def test_depth_band_is_respected(smollm2_tokenizer, books, fresh_cache, band):
     low, high = band
-    rows = _generate(tokenizer, books, qa="qa1", length=4096, depth=band)
+    rows = _generate(smollm2_tokenizer, books, qa="qa1", length=4096, depth=band)
     for row in rows:
         assert not row["skip_reason"]
         context = _text(row, books)
-        total = len(tokenizer(context, add_special_tokens=False)["input_ids"])
+        total = len(smollm2_tokenizer(context, add_special_tokens=False)["input_ids"])
         babi = _facts("qa1", row)
         position = 0
         for fact in babi.facts:
             start = context.find(fact, position)
             end = start + len(fact)
-            before = len(tokenizer(context[:start], add_special_tokens=False)["input_ids"])
-            through = len(tokenizer(context[:end], add_special_tokens=False)["input_ids"])
+            before = len(smollm2_tokenizer(context[:start], add_special_tokens=False)["input_ids"])
+            through = len(smollm2_tokenizer(context[:end], add_special_tokens=False)["input_ids"])
             # a token or two of slack for merges at the cut points
             assert before >= low * total - 2 and through <= high * total + 2, (fact, before, through, total)
             position = end
 
 
-def test_prompt_too_long_for_the_length_is_skipped_and_counted(tokenizer, books, fresh_cache):
-    rows = _generate(tokenizer, books, qa="qa3", length=512, samples=10)
+def test_prompt_too_long_for_the_length_is_skipped_and_counted(smollm2_tokenizer, books, fresh_cache):
+    rows = _generate(smollm2_tokenizer, books, qa="qa3", length=512, samples=10)
     skipped = [r for r in rows if r["skip_reason"]]
     assert skipped, "qa3 stories are long: some cannot fit in 512 tokens"
     assert all(r["prompt_tokens"] == 0 and r["context_sha256"] == "" and _text(r, books) == "" for r in skipped)
     assert all(r["prompt_tokens"] <= 512 - 20 for r in rows if not r["skip_reason"])
 
 
-def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(tokenizer, tmp_path, fresh_cache):
+def test_corpus_too_short_is_one_line_naming_corpus_tokens_and_fix(smollm2_tokenizer, tmp_path, fresh_cache):
     tiny = tmp_path / "tiny"
     tiny.mkdir()
     (tiny / "a.txt").write_text("One short sentence. And another one.")
     with pytest.raises(UsageError) as raised:
-        _generate(tokenizer, tiny, qa="qa1", length=4096)
+        _generate(smollm2_tokenizer, tiny, qa="qa1", length=4096)
     message = str(raised.value)
     assert "\n" not in message and f"babilong_corpus={tiny} has 8 tokens of text" in message, message
     assert "fewer than the 3," in message and "one 4k BABILong sample needs" in message, (
@@ -156,8 +150,7 @@ def test_corpus_too_short_through_lm_eval_is_one_line_without_traceback(tiny_lla
     metadata = {"babilong_source": "generate", "babilong_facts": "simulated", "babilong_corpus": str(tiny),
                 "babilong_lengths": "[1k]", "babilong_tasks": "qa1", "babilong_samples": 1}  # fmt: skip
     proc = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "babilong", "--metadata", json.dumps(metadata)],
+        hf_run_args(tiny_llama_dir, "babilong", "--metadata", json.dumps(metadata)),
         tmp_path, env={"LM_EVAL_LONGMEM_CACHE": str(tmp_path / "cache")}, check=False,
     )  # fmt: skip
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -178,12 +171,12 @@ def test_sentence_splitting_joins_wrapped_lines():
     ]
 
 
-def test_babi_file_facts_give_the_published_questions(tokenizer, shared_data, books, fresh_cache):
+def test_babi_file_facts_give_the_published_questions(smollm2_tokenizer, shared_data, books, fresh_cache):
     """With `facts="babi"`, the questions and answers are the published test file's."""
     babi = read_babi(task_file(shared_data / "babi" / "en", "qa2"))
     spec = GenerationSpec(qa="qa2", length=1024, samples=4)
     rows = generated_docs(
-        spec, facts="babi", babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=tokenizer
+        spec, facts="babi", babi_dir=shared_data / "babi" / "en", corpus=str(books), tokenizer=smollm2_tokenizer
     )
     for row in rows:
         sample = babi[row["sample_id"]]

@@ -26,13 +26,6 @@ from lm_eval_longmem.babilong.simulate import simulate
 from lm_eval_longmem.common.errors import UsageError
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_llama_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_llama_dir)
-
-
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LM_EVAL_LONGMEM_CACHE", str(tmp_path / "cache"))
@@ -66,12 +59,12 @@ def test_a_fact_after_an_unpunctuated_heading_is_inside_one_sentence():
     assert recall([fact], spans[:1]) == 1.0 and recall([fact], spans[1:]) == 0.0
 
 
-def test_chunks_tile_the_text_with_at_most_n_tokens_each(tokenizer):
+def test_chunks_tile_the_text_with_at_most_n_tokens_each(tiny_tokenizer):
     text = "Mary went to the kitchen. " * 20 + "The end"  # the tiny tokenizer: one token per character
-    spans = chunk_spans(text, tokenizer, 64)
+    spans = chunk_spans(text, tiny_tokenizer, 64)
     assert spans[0].start == 0 and spans[-1].end == len(text)
     assert all(a.end == b.start for a, b in zip(spans, spans[1:]))  # no gap, no overlap
-    assert all(len(tokenizer(text[s:e], add_special_tokens=False)["input_ids"]) <= 64 for s, e in spans)
+    assert all(len(tiny_tokenizer(text[s:e], add_special_tokens=False)["input_ids"]) <= 64 for s, e in spans)
     assert len(spans) == -(-len(text) // 64)
 
 
@@ -164,9 +157,9 @@ def test_an_unloadable_dense_retriever_is_a_usage_error(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("length", [0, 2048])
-def test_generated_docs_know_where_their_supporting_facts_are(tokenizer, books, fresh_cache, length):
+def test_generated_docs_know_where_their_supporting_facts_are(tiny_tokenizer, books, fresh_cache, length):
     spec = GenerationSpec(qa="qa2", length=length, samples=4)
-    rows = generated_docs(spec, facts="simulated", babi_dir=None, corpus=str(books), tokenizer=tokenizer)
+    rows = generated_docs(spec, facts="simulated", babi_dir=None, corpus=str(books), tokenizer=tiny_tokenizer)
     stories = simulate("qa2", 4, 0)
     checked = 0
     for row in rows:
@@ -180,7 +173,7 @@ def test_generated_docs_know_where_their_supporting_facts_are(tokenizer, books, 
     assert checked >= 2
 
 
-def test_generated_docs_from_babi_files_carry_spans_too(tokenizer, tmp_path, fresh_cache):
+def test_generated_docs_from_babi_files_carry_spans_too(tiny_tokenizer, tmp_path, fresh_cache):
     babi = tmp_path / "en"
     babi.mkdir()
     (babi / "qa1_single-supporting-fact_test.txt").write_text(
@@ -188,7 +181,11 @@ def test_generated_docs_from_babi_files_carry_spans_too(tokenizer, tmp_path, fre
         "4 Daniel went back to the hallway.\n5 Mary went to the garden.\n6 Where is Mary? \tgarden\t5\n"
     )
     rows = generated_docs(
-        GenerationSpec(qa="qa1", length=0, samples=2), facts="babi", babi_dir=babi, corpus=None, tokenizer=tokenizer
+        GenerationSpec(qa="qa1", length=0, samples=2),
+        facts="babi",
+        babi_dir=babi,
+        corpus=None,
+        tokenizer=tiny_tokenizer,
     )
     assert [texts(generated_context(r, None), r["supporting_spans"]) for r in rows] == [
         ["Mary moved to the bathroom."],

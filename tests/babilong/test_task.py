@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from kit import babilong_simulated as simulated
-from kit import check_summary_schema, read_results, run_lm_eval
+from kit import check_summary_schema, hf_run_args, read_results, run_lm_eval
 
 from lm_eval_longmem.babilong.prompts import build_prompt
 from lm_eval_longmem.babilong.task import BabilongTask
@@ -106,15 +106,26 @@ def test_skip_counts_are_the_same_from_the_request_cache(tiny_llama_dir, books, 
         out = tmp_path / run
         out.mkdir()
         run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32,max_length=2100",
-             "--device", "cpu", "--tasks", "babilong", "--cache_requests", "true", "--limit", "2",
-             "--system_instruction", "S" * 150, "--metadata", __import__("json").dumps(metadata)],
+            hf_run_args(tiny_llama_dir, "babilong", "--cache_requests", "true", "--limit", "2",
+                "--system_instruction", "S" * 150, "--metadata", __import__("json").dumps(metadata), max_length=2100),
             out, env={"LM_HARNESS_CACHE_PATH": str(tmp_path / "harness-cache"), "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "c")},
         )  # fmt: skip
         data = read_results(out)
         counts.append((data["results"]["babilong"]["skipped,none"], skip_reasons(data, "babilong")))
     assert list((tmp_path / "harness-cache").glob("requests-babilong*"))  # the second run was a cache hit
     assert counts[0] == counts[1] and counts[0][0] >= 1  # --limit 2 runs two 0k docs; 2k docs before them are skipped
+
+
+def _smollm2_chat(smollm2_dir):
+    """SmolLM2's tokenizer and a task's `chat_template` callable rendering with it."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+
+    def chat_template(messages, add_generation_prompt=True):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+    return tokenizer, chat_template
 
 
 def _smollm2_task(smollm2_dir, books, **extra):
@@ -126,12 +137,7 @@ def _smollm2_task(smollm2_dir, books, **extra):
 
 @pytest.mark.slow
 def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smollm2_dir, books, cache):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-
-    def chat_template(messages, add_generation_prompt=True):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    _, chat_template = _smollm2_chat(smollm2_dir)
 
     task = _smollm2_task(smollm2_dir, books)
     doc = task.eval_docs[0]
@@ -147,12 +153,7 @@ def test_chat_template_and_system_instruction_render_around_the_whole_prompt(smo
 
 @pytest.mark.slow
 def test_fit_check_measures_the_chat_rendered_prompt(smollm2_dir, books, cache):
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-
-    def chat_template(messages, add_generation_prompt=True):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    tokenizer, chat_template = _smollm2_chat(smollm2_dir)
 
     probe = _smollm2_task(smollm2_dir, books)
     chat_lengths = [

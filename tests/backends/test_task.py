@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import read_results, read_samples, run_lm_eval
+from kit import hf_run_args, read_results, read_samples, run_lm_eval
 from lm_eval.api.instance import Instance
 from lm_eval.utils import hash_string
 from tolerances import logprob_tol
@@ -101,14 +101,8 @@ def test_yaml_metric_list_is_honoured_without_registry_lookups(caplog):
 @pytest.mark.slow
 def test_cli_end_to_end_with_samples_and_cache(tiny_llama_dir, tiny_lm, tmp_path):
     """Two tasks through `lm_eval --model hf`, then the same run again from `--use_cache`."""
-    args = [
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={tiny_llama_dir},dtype=float32",
-        "--device",
-        "cpu",
-        "--tasks",
+    args = hf_run_args(
+        tiny_llama_dir,
         TASKS,
         "--include_path",
         str(FIXTURES),
@@ -117,7 +111,7 @@ def test_cli_end_to_end_with_samples_and_cache(tiny_llama_dir, tiny_lm, tmp_path
         "--log_samples",
         "--use_cache",
         str(tmp_path / "cache"),
-    ]
+    )
     runs = []
     for name in ("first", "second"):
         out = tmp_path / name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kit import read_results, read_samples, run_lm_eval
+from kit import hf_run_args, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem.booksort.task import Trial, calibrated_correct
 from lm_eval_longmem.common.task import read_item
@@ -16,14 +16,8 @@ CELLS = ["LE250", "LS20", "bin0", "bin1", "bin2", "bin3", "book0", "LE250_bin0",
 @pytest.mark.slow
 def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, built_dir, tmp_path):
     run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={smollm2_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--tasks",
+        hf_run_args(
+            smollm2_dir,
             "booksort,booksort_memoryless",
             "--metadata",
             f'{{"booksort_data": "{built_dir}", "booksort_excerpt_lengths": 250, '
@@ -36,7 +30,7 @@ def test_smollm2_in_context_and_memoryless_produce_every_metric(smollm2_dir, bui
             "--batch_size",
             "1",
             "--log_samples",
-        ],
+        ),
         tmp_path,
     )
     data = read_results(tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import lm_eval
 import pytest
-from kit import check_summary_schema, read_results, read_samples, run_lm_eval
+from kit import check_summary_schema, hf_run_args, read_results, read_samples, run_lm_eval
 from scipy import stats
 
 from lm_eval_longmem.booksort.data import Excerpts, booksort_options, user_text
@@ -341,14 +341,8 @@ def test_request_cache_serves_any_later_limit(tiny_llama_dir, built_dir, tmp_pat
         out = tmp_path / f"limit-{limit}"
         out.mkdir()
         run_lm_eval(
-            [
-                "--model",
-                "hf",
-                "--model_args",
-                f"pretrained={tiny_llama_dir},max_length={window}",
-                "--device",
-                "cpu",
-                "--tasks",
+            hf_run_args(
+                tiny_llama_dir,
                 "booksort_in_context",
                 "--metadata",
                 json.dumps({k: v for k, v in meta.items() if k.startswith("booksort_")}),
@@ -358,7 +352,9 @@ def test_request_cache_serves_any_later_limit(tiny_llama_dir, built_dir, tmp_pat
                 "4",
                 "--log_samples",
                 *(["--limit", str(limit)] if limit else []),
-            ],
+                max_length=window,
+                dtype=None,
+            ),
             out,
             env={"LM_HARNESS_CACHE_PATH": str(cache)},
         )

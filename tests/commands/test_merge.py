@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from kit import build_booksort, build_guessing_model, read_results, read_samples, run_lm_eval
+from kit import build_booksort, build_guessing_model, hf_run_args, read_results, read_samples, run_lm_eval
 
 from lm_eval_longmem import cli
 from lm_eval_longmem.readers.results import load_run
@@ -66,9 +66,8 @@ def sweep(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
         folders[name] = root / name
         folders[name].mkdir()
         run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
-             "--tasks", "forgetting_curve,booksort,babilong", "--batch_size", "2", "--log_samples",
-             "--metadata", json.dumps(metadata), "--samples", json.dumps(samples)],
+            hf_run_args(model, "forgetting_curve,booksort,babilong", "--batch_size", "2", "--log_samples",
+                "--metadata", json.dumps(metadata), "--samples", json.dumps(samples)),
             folders[name], env=env,
         )  # fmt: skip
     return folders | {"cache": root / "cache"}

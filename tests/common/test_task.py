@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
-from kit import read_samples, run_lm_eval
+from kit import hf_run_args, read_samples, run_lm_eval
 from lm_eval import evaluator_utils
 from lm_eval.tasks import TaskManager
 from transformers import AutoConfig
@@ -31,14 +31,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _run(tiny_llama_dir, out_dir, cache_dir, word):
     out_dir.mkdir(parents=True, exist_ok=True)
     run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={tiny_llama_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--tasks",
+        hf_run_args(
+            tiny_llama_dir,
             "longmem_test_metadata_echo",
             "--include_path",
             str(FIXTURES),
@@ -47,7 +41,7 @@ def _run(tiny_llama_dir, out_dir, cache_dir, word):
             "--metadata",
             f"echo_word={word}",
             "--log_samples",
-        ],
+        ),
         out_dir,
         env={"LM_HARNESS_CACHE_PATH": str(cache_dir)},
     )
@@ -69,14 +63,8 @@ def test_changed_metadata_is_not_served_from_the_request_cache(tiny_llama_dir, t
 def _numbered(tiny_llama_dir, out_dir, cache_dir, *selection):
     out_dir.mkdir(parents=True, exist_ok=True)
     run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={tiny_llama_dir},dtype=float32,max_length=64",
-            "--device",
-            "cpu",
-            "--tasks",
+        hf_run_args(
+            tiny_llama_dir,
             "longmem_test_numbered",
             "--include_path",
             str(FIXTURES),
@@ -84,7 +72,8 @@ def _numbered(tiny_llama_dir, out_dir, cache_dir, *selection):
             "true",
             "--log_samples",
             *selection,
-        ],
+            max_length=64,
+        ),
         out_dir,
         env={"LM_HARNESS_CACHE_PATH": str(cache_dir)},
     )
@@ -361,8 +350,8 @@ def test_a_tokenizer_edited_in_place_is_not_served_the_cached_requests(tiny_llam
         out = tmp_path / name
         out.mkdir()
         run_lm_eval(
-            ["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu", "--tasks", "forgetting_curve",
-             "--cache_requests", "true", "--log_samples", "--metadata", json.dumps(metadata)],
+            hf_run_args(model, "forgetting_curve", "--cache_requests", "true", "--log_samples", "--metadata",
+                json.dumps(metadata)),
             out, env={"LM_HARNESS_CACHE_PATH": str(tmp_path / "requests"), "LM_EVAL_LONGMEM_CACHE": str(tmp_path / "data")},
         )  # fmt: skip
         return {r["doc_id"]: r["arguments"] for r in read_samples(out, "forgetting_curve")}

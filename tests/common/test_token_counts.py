@@ -5,24 +5,9 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import pytest
 
 from lm_eval_longmem.common import cache
 from lm_eval_longmem.common.token_counts import TokenCounts, join_additive
-
-
-@pytest.fixture(scope="module")
-def smollm2_tokenizer(smollm2_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(smollm2_dir)
-
-
-@pytest.fixture(scope="module")
-def tiny_tokenizer(tiny_llama_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_llama_dir)
 
 
 def _word_level(pre_tokenizer=None, normalizer=None):

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from kit import build_tiny_llama, check_summary_schema, read_results, read_samples, run_lm_eval
+from kit import build_tiny_llama, check_summary_schema, hf_run_args, read_results, read_samples, run_lm_eval
 from tolerances import ARITHMETIC_RTOL, close, logprob_tol, metric_rtol, perplexity_rtol
 
 from lm_eval_longmem.common.stats import log_mean_interval, share_interval
@@ -55,14 +55,8 @@ def tiny_run(tiny_llama_dir, book, tmp_path_factory):
     """
     out = tmp_path_factory.mktemp("fc-tiny")
     proc = run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={tiny_llama_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--tasks",
+        hf_run_args(
+            tiny_llama_dir,
             "forgetting_curve,longmem_test_fc_neighbour",
             "--include_path",
             str(FIXTURES),
@@ -71,7 +65,7 @@ def tiny_run(tiny_llama_dir, book, tmp_path_factory):
             "--log_samples",
             "--metadata",
             _metadata(book, (*TINY_LENGTHS, 128), 3, forgetting_curve_max_tokens=200),
-        ],
+        ),
         out,
     )
     (out / "stderr.txt").write_text(proc.stderr)
@@ -281,21 +275,15 @@ def test_same_seed_same_numbers_at_any_batch_size_past_the_window(book, tmp_path
 def test_real_model_copies_far_above_its_lm_accuracy(smollm2_dir, book, tmp_path):
     """SmolLM2 copies a repeated natural passage almost perfectly; without the passage it guesses far less."""
     run_lm_eval(
-        [
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={smollm2_dir},dtype=float32",
-            "--device",
-            "cpu",
-            "--tasks",
+        hf_run_args(
+            smollm2_dir,
             "forgetting_curve",
             "--batch_size",
             "2",
             "--log_samples",
             "--metadata",
             _metadata(book, (32, 64, 128), 2),
-        ],
+        ),
         tmp_path,
     )
     metrics = read_results(tmp_path)["results"]["forgetting_curve"]
@@ -450,8 +438,7 @@ def test_a_limit_run_says_what_it_rests_on(tiny_llama_dir, book, tmp_path):
     pointing to the cheapest order). Now the memory lengths are null with their reason in the results' facts, and
     the warning says what the limit ran and names forgetting_curve_limit_order=cheapest."""
     proc = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve", "--limit", "1", "--metadata", _metadata(book, TINY_LENGTHS, 2)],
+        hf_run_args(tiny_llama_dir, "forgetting_curve", "--limit", "1", "--metadata", _metadata(book, TINY_LENGTHS, 2)),
         tmp_path,
     )  # fmt: skip
     results = read_results(tmp_path)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from kit import REPO_ROOT
+from kit import REPO_ROOT, hf_run_args
 
 # ---------------------------------------------------------------- the start-up hook
 
@@ -149,11 +149,10 @@ def test_our_tasks_run_from_include_path_with_the_hook_off(tiny_llama_dir, embed
 
     book = embedded_books_dir / "macbeth.txt"
     proc = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve,babilong", "--include_path", str(task_configs_dir()), "--limit", "2",
-         "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[16,32]", "forgetting_curve_samples=1",
-         "babilong_source=generate", "babilong_facts=simulated", f"babilong_corpus={book}", "babilong_lengths=[0k]",
-         "babilong_tasks=[qa1]", "babilong_samples=2"],
+        hf_run_args(tiny_llama_dir, "forgetting_curve,babilong", "--include_path", str(task_configs_dir()), "--limit",
+            "2", "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[16,32]",
+            "forgetting_curve_samples=1", "babilong_source=generate", "babilong_facts=simulated",
+            f"babilong_corpus={book}", "babilong_lengths=[0k]", "babilong_tasks=[qa1]", "babilong_samples=2"),
         tmp_path, env={"LM_EVAL_LONGMEM_AUTOLOAD": "0"},
     )  # fmt: skip
     assert "overrides existing task" in proc.stderr  # the hook is off: the harness warns that ours replace its babilong

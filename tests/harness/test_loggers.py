@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import run_lm_eval
+from kit import hf_run_args, run_lm_eval
 
 from lm_eval_longmem.harness import loggers
 
@@ -46,8 +46,7 @@ def test_r10_package_logs_follow_the_harness_level(tiny_llama_dir, embedded_book
         "forgetting_curve_samples": 1,
         "forgetting_curve_max_tokens": 100,
     }
-    args = ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-            "--tasks", "forgetting_curve", "--batch_size", "1", "--metadata", json.dumps(metadata)]  # fmt: skip
+    args = hf_run_args(tiny_llama_dir, "forgetting_curve", "--batch_size", "1", "--metadata", json.dumps(metadata))
     stderr = run_lm_eval(args, tmp_path, env={"LMEVAL_LOG_LEVEL": "WARNING"}).stderr
     (warning,) = [line for line in stderr.splitlines() if "[lm_eval_longmem.common.task:" in line]
     assert " WARNING  [" in warning and "skipped, never truncated" in warning
@@ -98,13 +97,12 @@ def test_wandb_trackio_hub_files_write_out_and_show_config_with_our_tasks(
         "PYTHONPATH": os.pathsep.join([str(FIXTURES / "trackio_stub"), os.environ.get("PYTHONPATH", "")]),
     }  # fmt: skip
     proc = run_lm_eval(
-        ["--model", "hf", "--model_args", f"pretrained={tiny_llama_dir},dtype=float32", "--device", "cpu",
-         "--tasks", "forgetting_curve,booksort,babilong,longmem_test_plain_choice", "--include_path", str(FIXTURES / "plain_task"),
-         "--limit", "2", "--log_samples", "--write_out", "--show_config",
-         "--wandb_args", "project=longmem,mode=offline", "--trackio_args", "project=longmem",
-         "--metadata", f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[16,32]", "forgetting_curve_samples=1",
-         f"booksort_data={booksort_data}", "babilong_source=generate", "babilong_facts=simulated", f"babilong_corpus={book}",
-         "babilong_lengths=[0k]", "babilong_tasks=[qa1]", "babilong_samples=2"],
+        hf_run_args(tiny_llama_dir, "forgetting_curve,booksort,babilong,longmem_test_plain_choice", "--include_path",
+            str(FIXTURES / "plain_task"), "--limit", "2", "--log_samples", "--write_out", "--show_config",
+            "--wandb_args", "project=longmem,mode=offline", "--trackio_args", "project=longmem", "--metadata",
+            f"forgetting_curve_corpus={book}", "forgetting_curve_lengths=[16,32]", "forgetting_curve_samples=1",
+            f"booksort_data={booksort_data}", "babilong_source=generate", "babilong_facts=simulated",
+            f"babilong_corpus={book}", "babilong_lengths=[0k]", "babilong_tasks=[qa1]", "babilong_samples=2"),
         out, env=env,
     )  # fmt: skip
     log = proc.stdout + proc.stderr

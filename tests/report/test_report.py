@@ -9,10 +9,8 @@ import re
 import subprocess
 import sys
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
-from kit import build_booksort, build_uniform_model, in_process, read_results, run_lm_eval
+from kit import build_booksort, build_uniform_model, hf_run_args, in_process, read_results, run_lm_eval
 from report_kit import LENGTHS, blocks, booksort_metrics, write_run
 
 from lm_eval_longmem.readers.results import load_runs
@@ -23,19 +21,11 @@ from lm_eval_longmem.report.render import render_markdown
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
-
-
-def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs):
-    report = build_report(two_runs)
+def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_number(two_runs_report):
+    report = two_runs_report
     assert [s.title for s in report.sections[:2]] == [
         "What these numbers rest on",
         "Headline numbers",
@@ -75,16 +65,16 @@ def test_headline_table_has_one_row_per_model_leading_with_each_evaluations_numb
     ]
 
 
-def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs):
-    table = blocks(build_report(two_runs), Table, "Other harness tasks in the same runs")[0]
+def test_other_harness_tasks_are_listed_with_their_main_metric(two_runs_report):
+    table = blocks(two_runs_report, Table, "Other harness tasks in the same runs")[0]
     assert table.rows == [
         ["small-model", "hellaswag", "acc", "0.41", "0.01", "higher"],
         ["small-model", "babilong_qa1", "acc", "0.3", "0.02", "?"],  # a built-in whose name starts like ours
     ]
 
 
-def test_skips_are_reported_per_task_and_reason(two_runs):
-    table = blocks(build_report(two_runs), Table, "Skipped (never truncated)")[0]
+def test_skips_are_reported_per_task_and_reason(two_runs_report):
+    table = blocks(two_runs_report, Table, "Skipped (never truncated)")[0]
     assert table.rows[0] == ["small-model", "babilong", "3", "qa3_4k: 3 longer than the window"]
 
 
@@ -154,9 +144,8 @@ def uniform_run(tiny_llama_dir, embedded_books_dir, tmp_path_factory):
     out.mkdir(parents=True)
     metadata = {"forgetting_curve_corpus": str(embedded_books_dir / "macbeth.txt"), "forgetting_curve_lengths": "16,32",
                 "forgetting_curve_samples": 2, "booksort_data": str(data)}  # fmt: skip
-    run_lm_eval(["--model", "hf", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
-                 "--tasks", "forgetting_curve,booksort_in_context", "--limit", "3", "--batch_size", "2",
-                 "--metadata", json.dumps(metadata)], out)  # fmt: skip
+    run_lm_eval(hf_run_args(model, "forgetting_curve,booksort_in_context", "--limit", "3", "--batch_size", "2",
+        "--metadata", json.dumps(metadata)), out)  # fmt: skip
     return read_results(out), write_report(load_runs([out]), work / "report")
 
 
@@ -328,17 +317,11 @@ def test_html_headers_break_between_words_only(two_runs):
     which keeps each column at least as wide as its header's longest word."""
     from lm_eval_longmem.report.render import _CSS, render_html
 
-    page = render_html(build_report(two_runs), pngs={name: b"" for name in _figure_names(two_runs)})
+    report = build_report(two_runs)
+    page = render_html(report, pngs={block.name: b"" for block in report.figures()})
     rules = dict(re.findall(r"(?m)(?:^|\} )([a-z, ]+) \{ ([^}]*)\}", _CSS))
     assert "overflow-wrap: normal" in rules["th"] and "anywhere" not in rules["th"]
     assert "<th>coarse_<wbr>memory_<wbr>length</th>" in page and "<th>backend</th>" in page
-
-
-def _figure_names(runs):
-    report = build_report(runs)
-    names = [block.name for block in report.figures()]
-    plt.close("all")
-    return names
 
 
 @pytest.mark.parametrize(
@@ -347,13 +330,13 @@ def _figure_names(runs):
      ("~/m/tiny", ".../tiny"), ("C:\\Users\\x\\tiny", ".../tiny"), ("HuggingFaceTB/SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M"),
      ("float32", "float32"), (4, "4")],
 )  # fmt: skip
-def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs):
+def test_the_runs_table_shows_no_folder_of_the_writers_machine(value, shown, two_runs_report):
     """The Runs table showed absolute paths of the user's machine; a local folder is shown by its
     name, a hub name and other values as given, and the results file by its name."""
     from lm_eval_longmem.report import portable
 
     assert portable(value) == shown
-    table = blocks(build_report(two_runs), Table, "Runs")[0]
+    table = blocks(two_runs_report, Table, "Runs")[0]
     assert table.rows[0][2:] == ["pretrained=.../small-model, dtype=float32", "results_2026-01-01T00-00-00.000001.json"]
 
 

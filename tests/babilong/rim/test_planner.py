@@ -6,14 +6,9 @@ import shutil
 
 import pytest
 
-from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import make_plan
 
-
-@pytest.fixture(autouse=True)
-def no_live_model(monkeypatch):
-    """`plan` runs in its own process, where no harness model exists; other tests may have left one recorded."""
-    monkeypatch.setattr(models, "_live", None)
+pytestmark = pytest.mark.usefixtures("no_live_model")
 
 
 def test_babilong_counts_per_source(tiny_llama_dir):

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from matplotlib.patches import Rectangle
 from report_kit import blocks, figure
 
 from lm_eval_longmem.report import build_report
 from lm_eval_longmem.report.blocks import Table
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
-
-
-def test_babilong_heatmap_reads_the_one_task_results(two_runs):
-    report = build_report(two_runs)
+def test_babilong_heatmap_reads_the_one_task_results(two_runs_report):
+    report = two_runs_report
     fig = figure(report, "babilong_small-model")
     acc_ax, corrected_ax = (ax for ax in fig.axes if ax.get_title())
     assert acc_ax.get_title() == "acc (authors' answer check)" and corrected_ax.get_title() == "acc_corrected"

@@ -8,14 +8,9 @@ import pytest
 from kit import build_booksort, build_llama3_8b_shape
 
 from lm_eval_longmem.common import cost
-from lm_eval_longmem.harness import models
 from lm_eval_longmem.plan import RunSettings, make_plan
 
-
-@pytest.fixture(autouse=True)
-def no_live_model(monkeypatch):
-    """`plan` runs in its own process, where no harness model exists; other tests may have left one recorded."""
-    monkeypatch.setattr(models, "_live", None)
+pytestmark = pytest.mark.usefixtures("no_live_model")
 
 
 def test_booksort_hub_counts_follow_the_published_layout(tiny_llama_dir):

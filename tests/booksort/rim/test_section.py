@@ -6,9 +6,7 @@ import os
 import subprocess
 import sys
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from report_kit import blocks, figure, with_answer_bias, write_run
 
 from lm_eval_longmem.readers.results import load_runs
@@ -18,19 +16,11 @@ from lm_eval_longmem.report.blocks import Table
 CLI = os.path.join(os.path.dirname(sys.executable), "lm-eval-longmem")
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
-
-
-def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs):
-    report = build_report(two_runs)
+def test_booksort_figure_has_a_line_per_model_by_excerpt_length_and_distance(two_runs_report):
+    report = two_runs_report
     ax_a, ax_b = figure(report, "booksort").axes
     assert ax_a.get_xlabel() == "excerpt length L_E (words)" and ax_b.get_xlabel() == "distance bin (d0 nearest)"
     assert [t.get_text() for t in ax_a.get_xticklabels()] == ["250", "500"]

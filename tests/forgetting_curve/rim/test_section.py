@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import json
 
-import matplotlib.pyplot as plt
 import pytest
-import report_kit
 from report_kit import LENGTHS, blocks, figure, with_sources, write_run
 
 from lm_eval_longmem.readers.results import load_runs
 from lm_eval_longmem.report import build_report
 from lm_eval_longmem.report.blocks import FigureBlock, Table
 
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("close_figures")
 
 
-@pytest.fixture
-def two_runs(tmp_path):
-    return report_kit.two_runs(tmp_path)
-
-
-def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs):
-    fig = figure(build_report(two_runs), "forgetting_curve_overlay")
+def test_overlay_has_one_copy_curve_per_model_with_its_memory_lengths(two_runs_report):
+    fig = figure(two_runs_report, "forgetting_curve_overlay")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "length L of the copied text (tokens)" and ax.get_ylabel().startswith("copy accuracy")
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
@@ -78,8 +67,8 @@ def test_tables_write_a_memory_length_below_the_shortest_length_tested_as_such(t
     assert section.rows[0][1:3] == ["<64 [<64, <64]", "256 [128, 256]"]
 
 
-def test_each_model_gets_its_own_forgetting_curve(two_runs):
-    report = build_report(two_runs)
+def test_each_model_gets_its_own_forgetting_curve(two_runs_report):
+    report = two_runs_report
     names = [b.name for b in blocks(report, FigureBlock, "Forgetting curve")]
     assert names == ["forgetting_curve_overlay", "forgetting_curve_small-model", "forgetting_curve_big-model"]
     ax = figure(report, "forgetting_curve_big-model").axes[0]
