@@ -314,7 +314,7 @@ REPORT_FILES = ("report.md", "report.html")
 
 def check_report_targets(out_dir: Path, *, overwrite: bool, figures: Sequence[str] = ()) -> None:
     """Refuse, before anything is written, a report folder whose files would replace what is not a report
-    (`common.cache.check_target`): `report.md`, `report.html` and `figures/<name>.png|.pdf` are replaced
+    (`common.cache.check_target`): `report.md`, `report.html` and `figures/<stem>.png|.pdf` (`blocks.figure_stem`) are replaced
     only with `overwrite`; a folder or link at any of those names never. Other files are left alone."""
     out_dir = Path(out_dir)
     check_folder(out_dir)
