@@ -69,7 +69,8 @@ class LoglikelihoodAccuracyTask(LongmemTask):
 
         A context of None stands for the prompt the harness built for the doc (description,
         few-shot examples, `doc_to_text`, chat template). Default: one pair, that prompt and
-        `doc_to_target(doc)`.
+        `doc_to_target(doc)`, a string target preceded by the YAML's `target_delimiter` (default " ") as in
+        the harness's own loglikelihood requests; a token-id list is sent as it is.
         """
         target = self.doc_to_target(doc)
         if not isinstance(target, (str, Sequence)):
@@ -77,6 +78,8 @@ class LoglikelihoodAccuracyTask(LongmemTask):
                 f"{self.config.task}: doc_to_target gave {type(target).__name__}; {OUTPUT_TYPE} needs the"
                 " continuation as a string or a list of token ids"
             )
+        if isinstance(target, str):
+            target = self.config.target_delimiter + target
         return [(None, target)]
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:

@@ -23,7 +23,7 @@ class Table:
 @dataclass
 class FigureBlock:
     name: str
-    """File stem under `figures/`."""
+    """Names the file under `figures/`: the report writes it as `report.blocks.slug(name)`."""
     caption: str
     figure: Figure
 

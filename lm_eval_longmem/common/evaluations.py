@@ -190,8 +190,9 @@ class Evaluation(Protocol):
     members (each says what its default means)."""
 
     name: str
-    """Its package's and group task's name, what its tasks record as their `evaluation`, the prefix of its
-    `--metadata` keys (`<name>_`) and its `lm-eval-longmem <name>` command (spelt with `-`)."""
+    """Its entry point's name, what its tasks record as their `evaluation`, and the prefix of its `--metadata`
+    keys (`<name>_`); ours also name their package, group task and `lm-eval-longmem <name>` command (spelt
+    with `-`), which another package's need not."""
     title: str
     """How prose names it (its paper's spelling, capitals and hyphens included)."""
     headline: Headline

@@ -43,6 +43,7 @@ from lm_eval_longmem.report.blocks import (
     Section,
     Table,
     absent_cells,
+    figure_stem,
     is_nan,
     is_ours,
     number,
@@ -313,7 +314,7 @@ REPORT_FILES = ("report.md", "report.html")
 
 def check_report_targets(out_dir: Path, *, overwrite: bool, figures: Sequence[str] = ()) -> None:
     """Refuse, before anything is written, a report folder whose files would replace what is not a report
-    (`common.cache.check_target`): `report.md`, `report.html` and `figures/<name>.png|.pdf` are replaced
+    (`common.cache.check_target`): `report.md`, `report.html` and `figures/<stem>.png|.pdf` (`blocks.figure_stem`) are replaced
     only with `overwrite`; a folder or link at any of those names never. Other files are left alone."""
     out_dir = Path(out_dir)
     check_folder(out_dir)
@@ -336,13 +337,13 @@ def write_report(
     """
     report = build_report(runs, options)
     out_dir = Path(out_dir)
-    check_report_targets(out_dir, overwrite=overwrite, figures=[block.name for block in report.figures()])
+    check_report_targets(out_dir, overwrite=overwrite, figures=[figure_stem(block) for block in report.figures()])
     plt = pyplot()
     pngs: dict[str, bytes] = {}
     written = []
     for block in report.figures():
         pngs[block.name] = figure_png(block.figure)
-        png = out_dir / "figures" / f"{block.name}.png"
+        png = out_dir / "figures" / f"{figure_stem(block)}.png"
         data = pngs[block.name]
         atomic_write(png, lambda tmp: tmp.write_bytes(data))  # noqa: B023 (called at once)
         pdf = png.with_suffix(".pdf")

@@ -96,6 +96,11 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
 
 
+def figure_stem(block: FigureBlock) -> str:
+    """The file stem of `block` under `figures/`, in its file name and its Markdown link: `slug(block.name)`."""
+    return slug(block.name)
+
+
 def interval_of(metrics: dict[str, Any], score: str, *parts: str | int) -> tuple[Any, Any, Any]:
     """(mean, low, high) of `score` over the cell of `parts` (none: the whole run) in canonical metrics."""
     mean, low, high = (metrics.get(key) for key in metric_names.with_interval(score, *parts))

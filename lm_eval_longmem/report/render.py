@@ -9,7 +9,7 @@ import io
 import re
 from typing import TYPE_CHECKING
 
-from lm_eval_longmem.report.blocks import FigureBlock, Report, Table
+from lm_eval_longmem.report.blocks import FigureBlock, Report, Table, figure_stem
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,7 +22,7 @@ def _md_cell(text: str) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    """The report as Markdown; figures are linked as `figures/<name>.png`."""
+    """The report as Markdown; figures are linked as `figures/<stem>.png` (`blocks.figure_stem`)."""
     out = [f"# {TITLE}", "", f"Runs: {len(report.runs)} ({', '.join(report.labels)})", ""]
     for section in report.sections:
         out += [f"## {section.title}", ""]
@@ -32,7 +32,7 @@ def render_markdown(report: Report) -> str:
                 out.append("|" + "---|" * len(block.header))
                 out += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in block.rows]
             elif isinstance(block, FigureBlock):
-                out.append(f"![{block.caption}](figures/{block.name}.png)")
+                out.append(f"![{block.caption}](figures/{figure_stem(block)}.png)")
             else:
                 out.append(block)
             out.append("")

@@ -62,11 +62,16 @@ def make_task(**overrides) -> LoglikelihoodAccuracyTask:
     return LoglikelihoodAccuracyTask(config=config)
 
 
-def test_default_request_is_prompt_and_target():
-    task = make_task()
+def test_default_request_is_prompt_and_target_after_the_delimiter():
+    """As the harness's loglikelihood requests: the continuation is `target_delimiter + target`."""
+    task = make_task(doc_to_target="{{a.strip()}}")
     doc = task.eval_docs[0]
     (inst,) = task.construct_requests(doc, "Hello", metadata=("unit", 0, 1), apply_chat_template=False)
     assert inst.request_type == OUTPUT_TYPE and inst.args == ("Hello", " world")
+    joined = make_task(doc_to_target="{{a.strip()}}", target_delimiter="")
+    assert joined.accuracy_requests(doc) == [(None, "world")]
+    ids = make_task(doc_to_target=lambda doc: [7, 8])
+    assert ids.accuracy_requests(doc) == [(None, [7, 8])]  # token ids go as they are
     scores = task.process_results(doc, [TokenAccuracy("0110", -3.5)])
     assert scores == {"token_acc": 0.5, "logprob": -3.5}  # `skipped` is added at aggregation (task base)
     assert set(task.aggregation()) == {"token_acc", "logprob"}

@@ -108,6 +108,22 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
     assert render_markdown(build_report(two_runs)) == md  # the same runs give the same report
 
 
+def test_a_figure_name_with_spaces_and_brackets_is_written_where_its_links_point(tmp_path, monkeypatch):
+    import lm_eval_longmem.report as report_module
+    from lm_eval_longmem.report.blocks import FigureBlock, Report, Section
+
+    figure = plt.figure()
+    block = FigureBlock("SmolLM2-135M-Instruct [2026-01-01 run]", "A run label as a name.", figure)
+    monkeypatch.setattr(
+        report_module, "build_report", lambda runs, options=None: Report([], [], [Section("S", [block])])
+    )
+    files = write_report([], tmp_path / "report")
+    (linked,) = re.findall(r"!\[[^]]*\]\(([^)]+)\)", files.markdown.read_text())
+    assert linked == "figures/SmolLM2-135M-Instruct_2026-01-01_run.png"
+    assert (tmp_path / "report" / linked).is_file() and (tmp_path / "report" / linked).with_suffix(".pdf").is_file()
+    assert "data:image/png;base64," in files.html.read_text()
+
+
 @pytest.mark.slow
 def test_command_reports_good_files_and_names_the_bad_one(two_runs, tmp_path):
     empty = tmp_path / "results_2026-01-02T00-00-00.1.json"
