@@ -109,6 +109,8 @@ def test_files_markdown_and_a_self_contained_html_page(two_runs, tmp_path):
 
 
 def test_a_figure_name_with_spaces_and_brackets_is_written_where_its_links_point(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
     import lm_eval_longmem.report as report_module
     from lm_eval_longmem.report.blocks import FigureBlock, Report, Section
 
