@@ -6,7 +6,7 @@ Usage:
 Runs the audit command (a fresh process, as a user would: reading, both checks, the deciding rule
 of each disagreement, a 200-row sample) once per `--jobs` value on all `*.csv` files under
 `--data`, and prints files, rows, wall seconds and rows per second side by side. The target
-(issue 18) is the ~350-file scale in under 2 minutes on 2 cores.
+is the ~350-file scale in under 2 minutes on 2 cores.
 """
 
 from __future__ import annotations
