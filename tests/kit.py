@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lm_eval_longmem.common.conditions import MEMORYLESS
+from lm_eval_longmem.common.run import ResultsReading
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
@@ -392,3 +395,17 @@ def leave_process_group() -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
+
+class NeedleResults(ResultsReading):
+    """An outside evaluation's reading of its older files: `hits@` metrics are its own and read as `acc@`; a task
+    whose dataset kwargs say `blind` ran memory-less."""
+
+    def recognises(self, metrics):
+        return any(key.startswith("hits@") for key in metrics)
+
+    def canonical(self, metrics):
+        return {key.replace("hits", "acc"): value for key, value in metrics.items()}
+
+    def condition(self, config):
+        return MEMORYLESS if config.get("dataset_kwargs", {}).get("blind") else None

@@ -186,16 +186,18 @@ def test_their_protocol_needs_their_prompt_and_a_chat_template(chat_tiny, built_
         )  # fmt: skip
 
 
-def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir, built_dir):
-    """lm-eval puts the answer prefix in the assistant turn (`continue_final_message`); with SmolLM2's template
-    that is their `apply_chat_template(..., add_generation_prompt=True) + "Answer: Segment"`, character for character."""
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
-    meta = {**_meta(smollm2_dir, built_dir), "booksort_books": "macbeth"}
-    task = task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"][
+def _macbeth_task(model, built_dir):
+    """Our in-context task on Macbeth alone, as a harness run loads it."""
+    meta = {**_meta(model, built_dir), "booksort_books": "macbeth"}
+    return task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"][
         "booksort_in_context"
     ]
 
-    def chat(history, add_generation_prompt=True):  # the call HFLM.apply_chat_template makes
+
+def _harness_chat(tokenizer):
+    """The call HFLM.apply_chat_template makes: the generation prompt, or the last assistant turn continued."""
+
+    def chat(history, add_generation_prompt=True):
         return tokenizer.apply_chat_template(
             history,
             tokenize=False,
@@ -203,16 +205,27 @@ def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir,
             continue_final_message=not add_generation_prompt,
         )
 
+    return chat
+
+
+def _their_prompt(tokenizer, task, doc):
+    """Their script's prompt: system and user turns through the template, with its generation prompt."""
+    messages = [
+        {"role": "system", "content": doc["prompt_system"]},
+        {"role": "user", "content": user_text(doc, task.excerpts(doc))},
+    ]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def test_the_harness_renders_their_chat_prompt_with_a_real_template(smollm2_dir, built_dir):
+    """lm-eval puts the answer prefix in the assistant turn (`continue_final_message`); with SmolLM2's template
+    that is their `apply_chat_template(..., add_generation_prompt=True) + "Answer: Segment"`, character for character."""
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    task, chat = _macbeth_task(smollm2_dir, built_dir), _harness_chat(tokenizer)
+
     for doc in list(task.test_docs())[:3]:
         ours = task.rendered_prompt(doc, apply_chat_template=True, chat_template=chat)
-        messages = [
-            {"role": "system", "content": doc["prompt_system"]},
-            {"role": "user", "content": user_text(doc, task.excerpts(doc))},
-        ]
-        assert (
-            ours
-            == tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer: Segment"
-        )
+        assert ours == _their_prompt(tokenizer, task, doc) + "Answer: Segment"
         assert "Macbeth" in user_text(doc, task.excerpts(doc))
 
 
@@ -226,24 +239,8 @@ def test_a_template_whose_assistant_turn_opens_otherwise_puts_that_opening_befor
         "{% else %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endif %}{% endfor %}"
         "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
     )
-    meta = {**_meta(smollm2_dir, built_dir), "booksort_books": "macbeth"}
-    task = task_manager(metadata=meta, include_defaults=False).load(["booksort_in_context"])["tasks"][
-        "booksort_in_context"
-    ]
-
-    def chat(history, add_generation_prompt=True):  # the call HFLM.apply_chat_template makes
-        return tokenizer.apply_chat_template(
-            history,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt,
-        )
+    task, chat = _macbeth_task(smollm2_dir, built_dir), _harness_chat(tokenizer)
 
     doc = next(iter(task.test_docs()))
-    messages = [
-        {"role": "system", "content": doc["prompt_system"]},
-        {"role": "user", "content": user_text(doc, task.excerpts(doc))},
-    ]
-    theirs = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     ours = task.rendered_prompt(doc, apply_chat_template=True, chat_template=chat)
-    assert ours == theirs + "<think>\n\n</think>\n\nAnswer: Segment"
+    assert ours == _their_prompt(tokenizer, task, doc) + "<think>\n\n</think>\n\nAnswer: Segment"

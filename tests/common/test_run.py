@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kit import NeedleResults
+
 from lm_eval_longmem.common.conditions import MEMORYLESS
 from lm_eval_longmem.common.run import (
     ResultsReading,
@@ -18,22 +20,11 @@ from lm_eval_longmem.common.run import (
 )
 
 
-class _NeedleResults(ResultsReading):
-    def recognises(self, metrics):
-        return any(key.startswith("hits@") for key in metrics)
-
-    def canonical(self, metrics):
-        return {key.replace("hits", "acc"): value for key, value in metrics.items()}
-
-    def condition(self, config):
-        return MEMORYLESS if config.get("dataset_kwargs", {}).get("blind") else None
-
-
 class _Plain(ResultsReading):
     """An evaluation that takes every default."""
 
 
-READINGS = {"plain": _Plain(), "needle": _NeedleResults()}
+READINGS = {"plain": _Plain(), "needle": NeedleResults()}
 
 
 def _results() -> dict:

@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from kit import NeedleResults
 
 from lm_eval_longmem.common import evaluations as registry
 from lm_eval_longmem.common.conditions import MEMORYLESS
-from lm_eval_longmem.common.evaluations import Evaluation, ResultsReading
+from lm_eval_longmem.common.evaluations import Evaluation
 from lm_eval_longmem.readers import results as results_reader
 from lm_eval_longmem.readers.results import (
     ResultsFileError,
@@ -223,22 +224,11 @@ def test_the_one_guess_for_older_files(metrics, expected):
     assert evaluation_of(_results({}, metrics), "t") == expected
 
 
-class _NeedleResults(ResultsReading):
-    def recognises(self, metrics):
-        return any(key.startswith("hits@") for key in metrics)
-
-    def canonical(self, metrics):
-        return {key.replace("hits", "acc"): value for key, value in metrics.items()}
-
-    def condition(self, config):
-        return MEMORYLESS if config.get("dataset_kwargs", {}).get("blind") else None
-
-
 class _Needle(Evaluation):
     name = "needle"
 
     def results_reading(self):
-        return _NeedleResults()
+        return NeedleResults()
 
 
 def test_another_packages_reading_is_reached_through_the_registry(tmp_path, monkeypatch):
