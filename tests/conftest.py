@@ -95,6 +95,15 @@ def two_runs_report(tmp_path_factory):
     return report
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_model_from_another_file():
+    """Each test file starts with no harness model recorded, as in a process of its own: a model an earlier file
+    created in this test process (`harness.models.live_backend`) would otherwise set the window its tasks fit to."""
+    from lm_eval_longmem.harness import models
+
+    models._live = None
+
+
 @pytest.fixture
 def no_live_model(monkeypatch):
     """No harness model recorded, as in `plan`'s own process (other tests may have left one): `plan`'s tests use it."""
